@@ -1,0 +1,37 @@
+# Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data); `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+
+.PHONY: install run test lint typecheck check clean
+
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --quiet
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/petrecords serve --host 127.0.0.1 --port 8000
+
+test: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+from petrecords.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""The application: create_app(settings) wires settings, storage, auth and routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeVar, cast
+
+from litestar import Litestar
+from litestar.config.cors import CORSConfig
+from litestar.datastructures import State
+from litestar.di import Provide
+
+from petrecords.auth import LocalTokenVerifier, load_or_create_secret
+from petrecords.config import Settings
+from petrecords.db import is_sqlite
+from petrecords.errors import handle_exception
+from petrecords.http import ASGIApp, ServiceEdge
+from petrecords.logs import configure_logging
+from petrecords.metrics import Metrics
+from petrecords.openapi import build_openapi
+from petrecords.ops import OPS_ROUTES
+from petrecords.pets.routes import PetController
+from petrecords.pets.rules import PetTypes
+from petrecords.ratelimit import LocalRateLimiter
+from petrecords.store.base import Store
+from petrecords.store.postgres import PostgresStore
+from petrecords.store.sqlite import SqliteStore
+
+T = TypeVar("T")
+
+
+def open_store(settings: Settings) -> Store:
+    url = settings.resolved_database_url
+    if is_sqlite(url):
+        return SqliteStore(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+    return PostgresStore(settings)
+
+
+def _constant(value: T) -> Provide:
+    def provide() -> T:
+        return value
+
+    provide.__annotations__["return"] = type(value)
+    return Provide(provide, use_cache=True, sync_to_thread=False)
+
+
+def _provide_store(state: State) -> Store:
+    store: Store = state.store
+    return store
+
+
+def create_app(settings: Settings) -> ASGIApp:
+    metrics = Metrics()
+    pet_types = PetTypes(settings.pet_types)
+    openapi = build_openapi(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        app.state.store = open_store(settings)
+        try:
+            yield
+        finally:
+            await app.state.store.close()
+            app.state.store = None
+
+    app = Litestar(
+        route_handlers=[PetController, *OPS_ROUTES],
+        dependencies={
+            "settings": _constant(settings),
+            "pet_types": _constant(pet_types),
+            "metrics": _constant(metrics),
+            "openapi": _constant(openapi),
+            "store": Provide(_provide_store, sync_to_thread=False),
+        },
+        exception_handlers={Exception: handle_exception},
+        lifespan=[lifespan],
+        openapi_config=None,
+        logging_config=None,
+        request_max_body_size=settings.max_body_bytes,
+        cors_config=CORSConfig(allow_origins=list(settings.cors_origins)) if settings.cors_origins else None,
+        debug=False,
+    )
+    app.state.settings = settings
+    app.state.store = None
+    app.state.verifier = LocalTokenVerifier(load_or_create_secret(settings), settings)
+    app.state.rate_limiter = LocalRateLimiter(settings.rate_limit) if settings.rate_limit else None
+    return ServiceEdge(
+        cast("ASGIApp", app), metrics=metrics, store=lambda: app.state.store, log_requests=settings.access_log
+    )
+
+
+def create_app_from_environment() -> ASGIApp:
+    """The factory `petrecords serve` hands to each server worker: settings from PETRECORDS_* variables."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)

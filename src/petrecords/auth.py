@@ -1,0 +1,122 @@
+"""Bearer tokens: who the caller is and whether they are the administrator."""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import msgspec
+
+from petrecords.config import Settings
+from petrecords.errors import Unauthenticated
+from petrecords.values import normalize_email
+
+LOCAL_ALGORITHM = "HS256"
+MIN_SECRET_BYTES = 32
+
+
+class Caller(msgspec.Struct, frozen=True):
+    email: str
+    is_admin: bool
+
+
+def load_or_create_secret(settings: Settings) -> bytes:
+    """The local signing secret: from the settings, else from the data directory, created on first use.
+
+    Creation is atomic (O_EXCL), so concurrent first starts agree on one secret.
+    """
+    if settings.auth_secret is not None:
+        secret = settings.auth_secret.get_secret_value().encode()
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ValueError(f"PETRECORDS_AUTH_SECRET must be at least {MIN_SECRET_BYTES} bytes long")
+        return secret
+    path = settings.secret_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_secret_file(path)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(base64.urlsafe_b64encode(secrets.token_bytes(48)).decode() + "\n")
+    return _read_secret_file(path)
+
+
+def _read_secret_file(path: Path) -> bytes:
+    for _ in range(50):
+        secret = path.read_text().strip().encode()
+        if secret:
+            return secret
+        time.sleep(0.01)  # another process created the file and is still writing it
+    raise RuntimeError(f"the secret file {path} is empty")
+
+
+def issue_local_token(secret: bytes, *, user: str, admin: bool, ttl_seconds: int, settings: Settings) -> str:
+    email = normalize_email(user)
+    if email is None:
+        raise ValueError(f"{user!r} is not an e-mail address")
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        settings.auth_user_claim: email,
+        settings.auth_roles_claim: [settings.auth_admin_role] if admin else [],
+        "iat": now,
+        "exp": now + ttl_seconds,
+    }
+    return jwt.encode(claims, secret, algorithm=LOCAL_ALGORITHM)
+
+
+def bearer_token(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthenticated(token_sent=False)
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise Unauthenticated("The Authorization header must be 'Bearer <token>'.", token_sent=True)
+    return token
+
+
+class LocalTokenVerifier:
+    """HS256 tokens signed with the local secret. Only that algorithm is accepted."""
+
+    def __init__(self, secret: bytes, settings: Settings) -> None:
+        self._secret = secret
+        self._user_claim = settings.auth_user_claim
+        self._roles_claim = settings.auth_roles_claim
+        self._admin_role = settings.auth_admin_role
+        self._leeway = settings.auth_leeway_seconds
+
+    def verify(self, token: str) -> Caller:
+        try:
+            header = jwt.get_unverified_header(token)
+            if "crit" in header:
+                # No extension is understood here, so a token that makes one critical is refused (RFC 7515 4.1.11).
+                raise jwt.InvalidTokenError("unsupported critical header")
+            claims = jwt.decode(
+                token,
+                self._secret,
+                algorithms=[LOCAL_ALGORITHM],
+                leeway=self._leeway,
+                options={"require": ["exp", self._user_claim], "verify_aud": False},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
+        except jwt.PyJWTError:
+            raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
+        return caller_from_claims(
+            claims, user_claim=self._user_claim, roles_claim=self._roles_claim, admin_role=self._admin_role
+        )
+
+
+def caller_from_claims(claims: dict[str, Any], *, user_claim: str, roles_claim: str, admin_role: str) -> Caller:
+    subject = claims.get(user_claim)
+    email = normalize_email(subject) if isinstance(subject, str) else None
+    if email is None:
+        raise Unauthenticated(f"The token's '{user_claim}' claim must be an e-mail address.", token_sent=True)
+    roles = claims.get(roles_claim, [])
+    if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+        raise Unauthenticated(f"The token's '{roles_claim}' claim must be a list of strings.", token_sent=True)
+    return Caller(email=email, is_admin=admin_role in roles)

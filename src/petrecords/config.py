@@ -1,0 +1,89 @@
+"""Service configuration: one Settings object, read from PETRECORDS_* variables and passed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_PET_TYPES = (
+    "Dog",
+    "Cat",
+    "Capybara",
+    "Other",
+    "Bird",
+    "Fish",
+    "Rabbit",
+    "Hamster",
+    "GuineaPig",
+    "Ferret",
+    "Horse",
+    "Reptile",
+)
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PETRECORDS_", extra="ignore", frozen=True)
+
+    data_dir: Path = Path("data")
+    database_url: str | None = Field(
+        default=None, description="sqlite:///PATH or postgresql://…; default: SQLite in the data directory"
+    )
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    db_statement_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=60000)
+
+    auth_mode: Literal["local"] = "local"
+    auth_secret: SecretStr | None = None
+    auth_user_claim: str = "sub"
+    auth_roles_claim: str = "roles"
+    auth_admin_role: str = "admin"
+    auth_leeway_seconds: int = Field(default=30, ge=0, le=60)
+
+    pet_types: Annotated[tuple[str, ...], NoDecode] = DEFAULT_PET_TYPES
+    default_page_size: int = Field(default=20, ge=1)
+    max_page_size: int = Field(default=100, ge=1, le=10000)
+    max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024)
+    idempotency_ttl_seconds: int = Field(default=86400, ge=86400)
+
+    rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")
+    redis_url: str | None = None
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+
+    access_log: bool = True
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    _split_pet_types = field_validator("pet_types", "cors_origins", mode="before")(_split_commas)
+
+    @field_validator("pet_types")
+    @classmethod
+    def _pet_types_distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one pet type is required")
+        folded = [pet_type.casefold() for pet_type in value]
+        if len(set(folded)) != len(folded):
+            raise ValueError("pet types must differ in more than letter case")
+        return value
+
+    @model_validator(mode="after")
+    def _page_sizes_agree(self) -> Settings:
+        if self.default_page_size > self.max_page_size:
+            raise ValueError("default_page_size must not exceed max_page_size")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'petrecords.sqlite3').resolve()}"
+
+    @property
+    def secret_file(self) -> Path:
+        return self.data_dir / "auth-secret"

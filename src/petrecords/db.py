@@ -1,0 +1,153 @@
+"""Database URLs, engines and schema migrations (one Alembic history for both databases)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pysqlite3.dbapi2 as sqlite3
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from petrecords.config import Settings
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
+_MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def async_postgres_url(url: str) -> sa.URL:
+    parsed = make_url(url.replace("postgres://", "postgresql://", 1))
+    if parsed.get_backend_name() != "postgresql":
+        raise ValueError("PETRECORDS_DATABASE_URL must start with sqlite:// or postgresql://")
+    return parsed.set(drivername="postgresql+asyncpg")
+
+
+def sqlite_path(url: str) -> Path | None:
+    database = make_url(url).database
+    return None if database in (None, "", ":memory:") else Path(database)
+
+
+def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) -> sa.Engine:
+    """SQLite from the pysqlite3 wheel: its library has the WAL fixes the system one lacks.
+
+    WAL lets readers run beside the one writer; synchronous=FULL makes every acknowledged commit
+    durable against power loss, not only against a crash of the process.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(
+        url,
+        module=sqlite3,
+        isolation_level="AUTOCOMMIT" if autocommit else None,
+        connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+    )
+
+    @sa.event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        for pragma in (
+            "journal_mode = WAL",
+            "synchronous = FULL",
+            f"busy_timeout = {busy_timeout_ms}",
+            "foreign_keys = ON",
+        ):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    return engine
+
+
+def create_postgres_engine(settings: Settings) -> AsyncEngine:
+    statement_timeout_ms = int(settings.db_statement_timeout_seconds * 1000)
+    return create_async_engine(
+        async_postgres_url(settings.resolved_database_url),
+        pool_size=settings.db_pool_size,
+        max_overflow=0,
+        pool_timeout=settings.db_connect_timeout_seconds,
+        pool_recycle=1800,
+        connect_args={
+            "timeout": settings.db_connect_timeout_seconds,
+            "command_timeout": settings.db_statement_timeout_seconds,
+            "server_settings": {
+                "statement_timeout": str(statement_timeout_ms),
+                "application_name": "petrecords",
+            },
+        },
+    )
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError("the migration history is empty")
+    return head
+
+
+def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = False) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    if downgrade:
+        command.downgrade(config, revision)
+    else:
+        command.upgrade(config, revision)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def migrate(settings: Settings, revision: str = "head", *, downgrade: bool = False) -> None:
+    """Bring the schema to `revision`. Safe when several instances start at once: one migrates, the
+    others wait for it and then find nothing left to do."""
+    url = settings.resolved_database_url
+    if is_sqlite(url):
+        path = sqlite_path(url)
+        lock = path.with_name(path.name + ".migrate-lock") if path else settings.data_dir / "migrate-lock"
+        with _file_lock(lock):
+            engine = create_sqlite_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms, autocommit=False)
+            try:
+                with engine.begin() as connection:
+                    _run_alembic(connection, revision, downgrade=downgrade)
+            finally:
+                engine.dispose()
+    else:
+        asyncio.run(_migrate_postgres(settings, revision, downgrade=downgrade))
+
+
+async def _migrate_postgres(settings: Settings, revision: str, *, downgrade: bool) -> None:
+    engine = create_postgres_engine(settings)
+    try:
+        async with engine.connect() as connection:
+            # Held to the end of the transaction that also carries the DDL: PostgreSQL DDL is transactional.
+            await connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+            await connection.run_sync(_run_alembic, revision, downgrade=downgrade)
+            await connection.commit()
+    finally:
+        await engine.dispose()

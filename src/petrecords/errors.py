@@ -1,0 +1,179 @@
+"""The one exception tree of the service and its translation into ServiceError bodies.
+
+This module is the single place that knows which HTTP status goes with which ServiceError code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+
+logger = logging.getLogger("petrecords.errors")
+
+
+class ServiceErrorBody(msgspec.Struct, omit_defaults=True):
+    """The body of every failure. `errors` appears only on validation failures."""
+
+    code: int
+    message: str
+    errors: dict[str, list[str]] | None = None
+
+
+class ServiceError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[int] = 500
+    default_message: ClassVar[str] = "Internal server error."
+
+    def __init__(self, message: str | None = None, *, headers: Mapping[str, str] | None = None) -> None:
+        self.message = message or self.default_message
+        self.headers = dict(headers or {})
+        super().__init__(self.message)
+
+    def body(self) -> ServiceErrorBody:
+        return ServiceErrorBody(code=self.code, message=self.message)
+
+
+class ValidationFailed(ServiceError):
+    status, code = 400, 994
+    default_message = "The request is not valid."
+
+    def __init__(self, errors: Mapping[str, list[str]], *, what: str = "request") -> None:
+        self.errors = {name: list(messages) for name, messages in errors.items()}
+        details = "; ".join(
+            f"{name} {' '.join(message.rstrip('.') for message in messages)}" for name, messages in self.errors.items()
+        )
+        super().__init__(f"Invalid {what}: {details}.")
+
+    @classmethod
+    def single(cls, name: str, message: str) -> ValidationFailed:
+        return cls({name: [message]})
+
+    def body(self) -> ServiceErrorBody:
+        return ServiceErrorBody(code=self.code, message=self.message, errors=self.errors or None)
+
+
+class MalformedRequest(ServiceError):
+    """A request that cannot be read at all (bad JSON, bad header); no per-field detail."""
+
+    status, code = 400, 994
+    default_message = "The request is malformed."
+
+
+class Unauthenticated(ServiceError):
+    status, code = 401, 997
+    default_message = "A valid bearer token is required."
+
+    def __init__(self, message: str | None = None, *, token_sent: bool) -> None:
+        challenge = 'Bearer error="invalid_token"' if token_sent else "Bearer"
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
+
+
+class Forbidden(ServiceError):
+    status, code = 403, 997
+    default_message = "You are not permitted to do this."
+
+
+class NotFound(ServiceError):
+    status, code = 404, 995
+    default_message = "The specified resource was not found."
+
+
+class MethodNotAllowed(ServiceError):
+    status, code = 405, 993
+    default_message = "The method is not allowed on this path."
+
+
+class IdempotencyInProgress(ServiceError):
+    status, code = 409, 991
+    default_message = "A request with this Idempotency-Key is still in progress."
+
+
+class PreconditionFailed(ServiceError):
+    status, code = 412, 992
+    default_message = "The record has changed: If-Match does not match its current ETag."
+
+
+class PayloadTooLarge(ServiceError):
+    status, code = 413, 989
+    default_message = "The request body is larger than the limit."
+
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__(f"The request body is larger than the limit of {limit} bytes." if limit else None)
+
+
+class UnsupportedMediaType(ServiceError):
+    status, code = 415, 988
+    default_message = "The request body must be sent as application/json (UTF-8)."
+
+
+class IdempotencyKeyReused(ServiceError):
+    status, code = 422, 990
+    default_message = "This Idempotency-Key was already used with a different request."
+
+
+class RateLimited(ServiceError):
+    status, code = 429, 987
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(
+            f"Rate limit exceeded. Retry after {retry_after_seconds} seconds.",
+            headers={"Retry-After": str(retry_after_seconds)},
+        )
+
+
+class DatabaseUnavailable(ServiceError):
+    status, code = 503, 986
+    default_message = "The database is unavailable. Retry later."
+    retry_after_seconds = 5
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": str(self.retry_after_seconds)})
+
+
+class InternalError(ServiceError):
+    pass
+
+
+def service_error_response(error: ServiceError) -> Response[bytes]:
+    return Response(
+        content=msgspec.json.encode(error.body()),
+        status_code=error.status,
+        media_type="application/json",
+        headers=error.headers,
+    )
+
+
+def _from_framework(exc: HTTPException) -> ServiceError:
+    """Errors that Litestar raises itself, before any of our code runs."""
+    status = exc.status_code
+    if status == 404:
+        return NotFound()
+    if status == 405:
+        allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+        return MethodNotAllowed(headers={"Allow": allow} if allow else None)
+    if status == 413:
+        return PayloadTooLarge()
+    if 400 <= status < 500:
+        return MalformedRequest()
+    return InternalError()
+
+
+def to_service_error(exc: BaseException) -> ServiceError:
+    if isinstance(exc, ServiceError):
+        return exc
+    if isinstance(exc, HTTPException):
+        return _from_framework(exc)
+    return InternalError()
+
+
+def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    error = to_service_error(exc)
+    if isinstance(error, InternalError) or error.status >= 500:
+        request_id = request.scope.get("state", {}).get("request_id", "-")
+        logger.error("request %s failed", request_id, exc_info=exc)
+    return service_error_response(error)

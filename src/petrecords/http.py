@@ -1,0 +1,166 @@
+"""ASGI layers around the routes: the edge every request passes, and the gate of the API routes."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, cast
+
+from litestar.middleware import MiddlewareProtocol
+from litestar.types import ASGIApp as LitestarASGIApp
+from litestar.types import Receive as LitestarReceive
+from litestar.types import Scope as LitestarScope
+from litestar.types import Send as LitestarSend
+
+from petrecords.auth import LocalTokenVerifier, bearer_token
+from petrecords.errors import PayloadTooLarge, RateLimited, UnsupportedMediaType
+from petrecords.metrics import Metrics
+from petrecords.ratelimit import RateLimiter
+from petrecords.store.base import Store
+
+StoreLookup = Callable[[], Store | None]
+# Plain ASGI types: these layers see raw messages and need no framework's view of them.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("petrecords.access")
+
+_SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
+_JSON_MEDIA_TYPE = re.compile(r'\s*application/json\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+class ServiceEdge:
+    """Request ids, security headers, the access log and request metrics, for every HTTP request."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, store: StoreLookup, log_requests: bool) -> None:
+        self.app = app
+        self._metrics = metrics
+        self._store = store
+        self._log_requests = log_requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        sent_id = _header(scope, b"x-request-id")
+        request_id = sent_id.decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        private = scope["path"].startswith("/v1/") or _header(scope, b"authorization") is not None
+        status = 500
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                if private:
+                    headers = [(k, v) for k, v in headers if k.lower() != b"cache-control"]
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("path_template") or "unmatched"
+            self._metrics.observe(method=scope["method"], route=route, status=status, seconds=elapsed)
+            if (store := self._store()) is not None:
+                self._metrics.set_pool(store.pool_figures())
+            if self._log_requests:
+                caller = scope.get("user")
+                access_log.info(
+                    "%s %s %s",
+                    scope["method"],
+                    route,
+                    status,
+                    extra={
+                        "fields": {
+                            "request_id": request_id,
+                            "method": scope["method"],
+                            "route": route,
+                            "path": scope["path"],
+                            "status": status,
+                            "duration_ms": round(elapsed * 1000, 3),
+                            "caller": getattr(caller, "email", None),
+                        }
+                    },
+                )
+
+
+class ApiGate(MiddlewareProtocol):
+    """What every API request passes before its handler, in the contract's order:
+    a valid bearer token (401), the caller's rate (429), the body's size (413), its media type (415)."""
+
+    def __init__(self, app: LitestarASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: LitestarScope, receive: LitestarReceive, send: LitestarSend) -> None:
+        state = scope["litestar_app"].state
+        verifier: LocalTokenVerifier = state.verifier
+        plain_scope = cast("Scope", scope)
+        authorization = _header(plain_scope, b"authorization")
+        caller = verifier.verify(bearer_token(authorization.decode("latin-1") if authorization else None))
+        scope["user"] = caller
+
+        limiter: RateLimiter | None = state.rate_limiter
+        if limiter is not None and (retry_after := limiter.hit(caller.email)) is not None:
+            raise RateLimited(retry_after)
+
+        if plain_scope["method"] in _BODY_METHODS:
+            body = await _read_body(plain_scope, cast("Receive", receive), limit=state.settings.max_body_bytes)
+            content_type = _header(plain_scope, b"content-type")
+            if content_type is None or not _JSON_MEDIA_TYPE.fullmatch(content_type.decode("latin-1")):
+                raise UnsupportedMediaType()
+            receive = cast("LitestarReceive", _replay(body))
+        await self.app(scope, receive, send)
+
+
+async def _read_body(scope: Scope, receive: Receive, *, limit: int) -> bytes:
+    declared = _header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(limit)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive

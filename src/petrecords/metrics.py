@@ -1,0 +1,55 @@
+"""Prometheus figures: requests and latency by route and status, database pool use."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """One set of metrics per app. Under several workers (PROMETHEUS_MULTIPROC_DIR set by `serve`),
+    every worker writes its figures to that directory and any worker's /metrics reports them all."""
+
+    def __init__(self) -> None:
+        self._multiprocess = "PROMETHEUS_MULTIPROC_DIR" in os.environ
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "petrecords_http_requests",
+            "HTTP requests answered.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "petrecords_http_request_duration_seconds",
+            "Time to answer an HTTP request.",
+            ["method", "route", "status"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        pool_mode = {"multiprocess_mode": "livesum"} if self._multiprocess else {}
+        self.pool = Gauge(
+            "petrecords_db_pool_connections",
+            "Database connections of this service by state.",
+            ["state"],
+            registry=self.registry,
+            **pool_mode,  # type: ignore[arg-type]
+        )
+
+    def observe(self, *, method: str, route: str, status: int, seconds: float) -> None:
+        labels = (method, route, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def set_pool(self, figures: dict[str, int]) -> None:
+        for state, value in figures.items():
+            self.pool.labels(state).set(value)
+
+    def render(self) -> bytes:
+        if self._multiprocess:
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry)
+        return generate_latest(self.registry)

@@ -1,0 +1,453 @@
+"""The OpenAPI 3.1 document of the service, written to say exactly what the contract says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from petrecords.config import Settings
+from petrecords.pets.rules import LIST_PARAMETERS, MAX_IDS, MAX_PATTERN_LENGTH, NAME_MAX_LENGTH, SORT_FIELD_NAMES
+
+_ERROR_CODES: dict[int, tuple[int, str]] = {
+    304: (0, "Not modified: If-None-Match matches the current ETag."),
+    400: (994, "Malformed JSON, or a field, parameter or header that fails validation or is unknown."),
+    401: (997, "Missing, malformed, expired or otherwise invalid bearer token."),
+    403: (997, "Authenticated but not permitted (a non-admin naming another owner)."),
+    404: (995, "The specified resource was not found (unknown or malformed id, or a record of another owner)."),
+    405: (993, "Method not allowed on this path."),
+    409: (991, "An idempotent request with the same key is still in progress."),
+    412: (992, "If-Match does not match the record's current ETag."),
+    413: (989, "Request body larger than the limit."),
+    415: (988, "Request body not sent as application/json."),
+    422: (990, "Idempotency-Key reused with a different request body."),
+    429: (987, "Rate limit exceeded."),
+    500: (500, "Unexpected error."),
+    503: (986, "The database is unavailable."),
+}
+
+_TIMESTAMP = {
+    "type": "string",
+    "format": "date-time",
+    "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
+    "description": "RFC 3339, UTC, millisecond precision.",
+    "examples": ["2026-11-21T16:06:29.123Z"],
+}
+_EMAIL = {"type": "string", "format": "email", "maxLength": 254, "examples": ["alice@example.com"]}
+_UUID = {"type": "string", "format": "uuid", "examples": ["019a8a4e-1f2b-7c3d-8e4f-5a6b7c8d9e0f"]}
+
+
+def _read_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**schema, "readOnly": True, "description": description}
+
+
+def _schemas(settings: Settings) -> dict[str, Any]:
+    pet_type = {
+        "type": "string",
+        "description": "One of the configured pet types, matched case-insensitively; returned in its configured "
+        "spelling: " + ", ".join(settings.pet_types) + ".",
+        "examples": [settings.pet_types[0]],
+    }
+    name = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": NAME_MAX_LENGTH,
+        "description": f"Trimmed of white space at both ends, then 1–{NAME_MAX_LENGTH} characters (code points) "
+        "with no control characters.",
+        "examples": ["Rex"],
+    }
+    read_only_props = {
+        "id": _read_only(_UUID, "Record id (UUID version 7). In a PUT body, when present, it must equal the path id."),
+        "createdAt": _read_only(_TIMESTAMP, "When the record was created."),
+        "createdBy": _read_only(_EMAIL, "Who created the record."),
+        "modifiedAt": _read_only(_TIMESTAMP, "Time of the last create or replace."),
+        "modifiedBy": _read_only(_EMAIL, "Who last wrote the record."),
+    }
+    owner = {
+        **_EMAIL,
+        "description": "The owner. Defaults to the caller (on replace: the current owner); "
+        "only an admin may name another user.",
+    }
+    return {
+        "PetWrite": {
+            "type": "object",
+            "description": "The body of create and replace. Read-only fields may be sent back and are ignored "
+            "(except `id` on replace). Any other field is rejected.",
+            "required": ["name", "petType"],
+            "additionalProperties": False,
+            "properties": {
+                "name": name,
+                "petType": pet_type,
+                "ownerId": {"oneOf": [owner, {"type": "null"}], "description": owner["description"]},
+                **read_only_props,
+            },
+        },
+        "Pet": {
+            "type": "object",
+            "required": ["id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"],
+            "additionalProperties": False,
+            "properties": {**read_only_props, "ownerId": owner, "name": name, "petType": pet_type},
+        },
+        "PetPage": {
+            "type": "object",
+            "required": [
+                "items",
+                "pageIndex",
+                "pageSize",
+                "totalPages",
+                "totalCount",
+                "hasPreviousPage",
+                "hasNextPage",
+            ],
+            "additionalProperties": False,
+            "properties": {
+                "items": {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}},
+                "pageIndex": {"type": "integer", "minimum": 1},
+                "pageSize": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": settings.max_page_size,
+                    "description": "The page size used.",
+                },
+                "totalPages": {"type": "integer", "minimum": 0, "description": "ceil(totalCount / pageSize)."},
+                "totalCount": {"type": "integer", "minimum": 0},
+                "hasPreviousPage": {"type": "boolean", "description": "pageIndex > 1."},
+                "hasNextPage": {"type": "boolean", "description": "pageIndex < totalPages."},
+            },
+        },
+        "ServiceError": {
+            "type": "object",
+            "required": ["code", "message"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "integer", "enum": sorted({code for code, _ in _ERROR_CODES.values() if code})},
+                "message": {"type": "string"},
+                "errors": {
+                    "type": "object",
+                    "description": "Validation failures (994) only: each offending field or parameter → messages.",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["status"],
+            "additionalProperties": False,
+            "properties": {"status": {"type": "string", "enum": ["ok", "ready"]}},
+        },
+    }
+
+
+_HEADERS = {
+    "X-Request-ID": {
+        "description": "The request's id: echoed when the request sent a sane token (at most 128 characters "
+        "of letters, digits and ._:+/=-), generated otherwise. It also appears in the access log.",
+        "schema": {"type": "string", "maxLength": 128},
+    },
+    "ETag": {"description": "Strong validator of the record; changes on every write.", "schema": {"type": "string"}},
+    "Location": {"description": "Path of the created record.", "schema": {"type": "string"}},
+    "Allow": {"description": "Methods allowed on this path.", "schema": {"type": "string"}},
+    "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer", "minimum": 1}},
+    "WWW-Authenticate": {
+        "description": '`Bearer`, plus `error="invalid_token"` when a token was sent.',
+        "schema": {"type": "string"},
+    },
+    "Idempotent-Replayed": {
+        "description": "`true` when the response is the replay of an earlier request with the same Idempotency-Key.",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+    "Cache-Control": {
+        "description": "`no-store` on every response to an authenticated request.",
+        "schema": {"type": "string"},
+    },
+    "X-Content-Type-Options": {"description": "`nosniff`.", "schema": {"type": "string"}},
+}
+
+_STANDARD_HEADERS = ("X-Request-ID", "X-Content-Type-Options")
+
+
+def _headers(*names: str) -> dict[str, Any]:
+    return {name: {"$ref": f"#/components/headers/{name}"} for name in (*_STANDARD_HEADERS, *names)}
+
+
+def _error(status: int, *extra_headers: str) -> dict[str, Any]:
+    code, description = _ERROR_CODES[status]
+    return {
+        "description": f"{description} (code {code})",
+        "headers": _headers(*extra_headers),
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ServiceError"}}},
+    }
+
+
+def _json(description: str, schema: str, *headers: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "headers": _headers(*headers),
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+def _api_errors(*statuses: int) -> dict[str, Any]:
+    """Errors every API operation can answer, plus the given ones."""
+    private = ("Cache-Control",)
+    errors = {
+        "400": _error(400, *private),
+        "401": _error(401, "WWW-Authenticate"),
+        "429": _error(429, "Retry-After", *private),
+        "500": _error(500),
+        "503": _error(503, "Retry-After", *private),
+    }
+    for status in statuses:
+        extra = {405: ("Allow",), 413: private, 415: private}.get(status, private)
+        errors[str(status)] = _error(status, *extra)
+    return errors
+
+
+def _parameter(
+    name: str,
+    where: str,
+    schema: dict[str, Any],
+    description: str,
+    *,
+    required: bool = False,
+    explode: bool | None = None,
+) -> dict[str, Any]:
+    parameter: dict[str, Any] = {
+        "name": name,
+        "in": where,
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+    if explode is not None:
+        parameter["style"], parameter["explode"] = "form", explode
+    return parameter
+
+
+def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
+    date_time = {"type": "string", "format": "date-time"}
+    patterns = "`%` and `_` are wildcards as in SQL LIKE; `\\%`, `\\_` and `\\\\` match themselves."
+    pet_types = {"type": "string", "enum": list(settings.pet_types)}
+    parameters = [
+        _parameter("pageIndex", "query", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
+        _parameter(
+            "pageSize",
+            "query",
+            {"type": "integer", "minimum": 1, "default": settings.default_page_size},
+            f"Records per page; values above {settings.max_page_size} are reduced to it.",
+        ),
+        _parameter(
+            "ids",
+            "query",
+            {"type": "array", "maxItems": MAX_IDS, "items": _UUID},
+            "Only these record ids; comma-separated or repeated.",
+            explode=True,
+        ),
+        _parameter(
+            "petType",
+            "query",
+            {"type": "array", "items": pet_types},
+            "Only these pet types (case-insensitive); comma-separated or repeated.",
+            explode=True,
+        ),
+        _parameter("ownerId", "query", _EMAIL, "Only this owner. For a non-admin, another owner matches nothing."),
+        _parameter(
+            "name",
+            "query",
+            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
+            "Case-insensitive match of the whole name. " + patterns,
+        ),
+        _parameter(
+            "search",
+            "query",
+            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
+            "Case-insensitive substring of the name. " + patterns,
+        ),
+        _parameter("createdFrom", "query", date_time, "createdAt ≥ this (RFC 3339, `Z` or an offset)."),
+        _parameter("createdTo", "query", date_time, "createdAt < this."),
+        _parameter("modifiedFrom", "query", date_time, "modifiedAt ≥ this."),
+        _parameter("modifiedTo", "query", date_time, "modifiedAt < this."),
+        _parameter(
+            "sort",
+            "query",
+            {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": [prefix + field for field in SORT_FIELD_NAMES for prefix in ("", "-")],
+                },
+            },
+            "Comma-separated (or repeated) fields, names matched case-insensitively; `-` sorts that field "
+            "descending. Default `createdAt`. Ties are broken by `id` ascending, so the order is total and stable; "
+            "text sorts case-insensitively.",
+            explode=False,
+        ),
+        _parameter(
+            "order",
+            "query",
+            {"type": "string", "enum": ["asc", "desc"], "default": "asc"},
+            "Direction of the sort fields without a `-` prefix.",
+        ),
+    ]
+    if [parameter["name"] for parameter in parameters] != list(LIST_PARAMETERS):
+        raise RuntimeError("the documented list parameters differ from the ones the service reads")
+    return parameters
+
+
+def build_openapi(settings: Settings) -> bytes:
+    pet_id = _parameter("petId", "path", _UUID, "Record id. A malformed id answers 404.", required=True)
+    if_match = _parameter(
+        "If-Match",
+        "header",
+        {"type": "string"},
+        "`*` or a list of ETags; when none matches, nothing is written and the answer is 412.",
+    )
+    write_body = {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PetWrite"}}},
+    }
+    pet_headers = ("ETag", "Cache-Control")
+    document = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Pet Records API",
+            "version": "1.0.0",
+            "description": "Pet records with a full audit trail. Every `/v1` operation needs a bearer token. "
+            "Every failure is a ServiceError body. Checks run in this order: 401, 429, 413, 415, 400, 404, 403, 412.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearerAuth": []}],
+        "paths": {
+            "/v1/pets": {
+                "post": {
+                    "operationId": "createPet",
+                    "summary": "Create a pet record",
+                    "parameters": [
+                        _parameter(
+                            "Idempotency-Key",
+                            "header",
+                            {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+                            "Makes the create safe to retry: a repeat with the same key and body replays the "
+                            f"first response, for at least {settings.idempotency_ttl_seconds} seconds.",
+                        ),
+                    ],
+                    "requestBody": write_body,
+                    "responses": {
+                        "201": _json("Created (or replayed).", "Pet", "Location", "Idempotent-Replayed", *pet_headers),
+                        **_api_errors(403, 409, 413, 415, 422),
+                    },
+                },
+                "get": {
+                    "operationId": "listPets",
+                    "summary": "List pet records, a page at a time",
+                    "parameters": _list_parameters(settings),
+                    "responses": {"200": _json("A page of records.", "PetPage", "Cache-Control"), **_api_errors()},
+                },
+            },
+            "/v1/pets/{petId}": {
+                "parameters": [pet_id],
+                "get": {
+                    "operationId": "getPet",
+                    "summary": "Get a pet record",
+                    "parameters": [
+                        _parameter(
+                            "If-None-Match",
+                            "header",
+                            {"type": "string"},
+                            "`*` or a list of ETags; when one matches, the answer is 304 without a body.",
+                        ),
+                    ],
+                    "responses": {
+                        "200": _json("The record.", "Pet", *pet_headers),
+                        "304": {"description": _ERROR_CODES[304][1], "headers": _headers(*pet_headers)},
+                        **_api_errors(404),
+                    },
+                },
+                "put": {
+                    "operationId": "replacePet",
+                    "summary": "Replace a pet record's name, type and (optionally) owner",
+                    "parameters": [if_match],
+                    "requestBody": write_body,
+                    "responses": {
+                        "200": _json("The replaced record.", "Pet", *pet_headers),
+                        **_api_errors(403, 404, 412, 413, 415),
+                    },
+                },
+                "delete": {
+                    "operationId": "deletePet",
+                    "summary": "Delete a pet record",
+                    "parameters": [if_match],
+                    "responses": {
+                        "200": _json("The record as it was just before deletion.", "Pet", *pet_headers),
+                        **_api_errors(404, 412),
+                    },
+                },
+            },
+            "/healthz": _ops_get("healthz", "Liveness: 200 while the process serves.", ready=False),
+            "/readyz": _ops_get("readyz", "Readiness: the database answers and the schema is current.", ready=True),
+            "/health": _ops_get("health", "Same as /readyz.", ready=True),
+            "/metrics": {
+                "get": {
+                    "operationId": "metrics",
+                    "summary": "Prometheus metrics",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text format.",
+                            "headers": _headers(),
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        },
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "OpenAPI 3.1 document.",
+                            "headers": _headers(),
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                    },
+                }
+            },
+            "/docs": {
+                "get": {
+                    "operationId": "docs",
+                    "summary": "Interactive API documentation (works offline)",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "HTML page.",
+                            "headers": _headers(),
+                            "content": {"text/html": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+        },
+        "components": {
+            "schemas": _schemas(settings),
+            "headers": _HEADERS,
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "The caller is the token's e-mail claim; the role `admin` in its roles claim "
+                    "makes the administrator.",
+                }
+            },
+        },
+    }
+    return msgspec.json.encode(document)
+
+
+def _ops_get(operation_id: str, summary: str, *, ready: bool) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": _json("OK", "Health")}
+    if ready:
+        responses["503"] = _error(503, "Retry-After")
+    return {"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": responses}}

@@ -1,0 +1,1 @@
+"""The pet resource: its rules, its service functions and its routes."""

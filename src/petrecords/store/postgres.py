@@ -1,0 +1,91 @@
+"""The scale-out store: PostgreSQL through asyncpg, with a connection pool per process."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from petrecords.config import Settings
+from petrecords.db import create_postgres_engine, head_revision
+from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
+from petrecords.store.base import Store
+from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlTransaction
+
+_TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+
+
+class PostgresTransaction(SqlTransaction):
+    def __init__(self, store: PostgresStore, *, write: bool) -> None:
+        super().__init__(write=write)
+        self._store = store
+        self._connection: AsyncConnection | None = None
+
+    async def _begin(self) -> None:
+        try:
+            self._connection = await self._store.engine.connect()
+            await self._connection.begin()
+        except (*UNAVAILABLE_ERRORS, OSError) as exc:
+            await self._release()
+            raise DatabaseUnavailable() from exc
+
+    async def _release(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            await connection.close()
+
+    def _open(self) -> AsyncConnection:
+        if self._connection is None:
+            raise RuntimeError("the transaction has not begun")
+        return self._connection
+
+    async def _end(self, *, commit: bool) -> None:
+        try:
+            if commit:
+                await self._open().commit()
+            else:
+                await self._open().rollback()
+        except UNAVAILABLE_ERRORS as exc:
+            raise DatabaseUnavailable() from exc
+        finally:
+            await self._release()
+
+    async def _execute(self, statement: sa.Executable) -> sa.CursorResult[Any]:
+        return await self._open().execute(statement)
+
+    async def _hold_idempotency_key(self, caller: str, key: str) -> None:
+        # Held until this transaction ends; a second request with the same key meanwhile is told so
+        # at once instead of waiting and then replaying.
+        digest = hashlib.blake2b(f"idempotency\x00{caller}\x00{key}".encode(), digest_size=8).digest()
+        lock_key = int.from_bytes(digest, "big", signed=True)
+        held = (await self.execute(_TRY_LOCK.bindparams(key=lock_key))).scalar()
+        if not held:
+            raise IdempotencyInProgress()
+
+
+class PostgresStore(Store):
+    dialect = "postgresql"
+
+    def __init__(self, settings: Settings) -> None:
+        self.engine = create_postgres_engine(settings)
+        self._head = head_revision()
+
+    def transaction(self, *, write: bool) -> PostgresTransaction:
+        return PostgresTransaction(self, write=write)
+
+    async def schema_is_current(self) -> bool:
+        try:
+            async with self.transaction(write=False) as tx:
+                version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
+        except (DatabaseUnavailable, sa.exc.DBAPIError):
+            return False
+        return version == self._head
+
+    def pool_figures(self) -> dict[str, int]:
+        pool: Any = self.engine.pool
+        return {"size": pool.size(), "checked_out": pool.checkedout(), "overflow": max(pool.overflow(), 0)}
+
+    async def close(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,232 @@
+"""Statements over the shared schema, and the transaction logic both SQL stores run them with."""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.errors import DatabaseUnavailable
+from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, StoredResponse, Transaction
+from petrecords.tables import idempotency_keys, pets
+
+_PET_COLUMNS = (
+    pets.c.id,
+    pets.c.created_at,
+    pets.c.created_by,
+    pets.c.modified_at,
+    pets.c.modified_by,
+    pets.c.owner_id,
+    pets.c.name,
+    pets.c.pet_type,
+    pets.c.revision,
+)
+
+_SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
+    SortField.ID: pets.c.id,
+    SortField.NAME: pets.c.name_key,
+    SortField.PET_TYPE: sa.func.lower(pets.c.pet_type),
+    SortField.OWNER_ID: pets.c.owner_id,
+    SortField.CREATED_AT: pets.c.created_at,
+    SortField.CREATED_BY: pets.c.created_by,
+    SortField.MODIFIED_AT: pets.c.modified_at,
+    SortField.MODIFIED_BY: pets.c.modified_by,
+}
+
+# Errors that mean "the database cannot serve now" rather than "this statement is wrong".
+UNAVAILABLE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+
+
+def name_key(name: str) -> str:
+    """The form in which names are sorted and matched: the same on every database."""
+    return name.lower()
+
+
+def pet_values(pet: PetRow) -> dict[str, Any]:
+    return {
+        "id": pet.id,
+        "created_at": pet.created_at,
+        "created_by": pet.created_by,
+        "modified_at": pet.modified_at,
+        "modified_by": pet.modified_by,
+        "owner_id": pet.owner_id,
+        "name": pet.name,
+        "name_key": name_key(pet.name),
+        "pet_type": pet.pet_type,
+        "revision": pet.revision,
+    }
+
+
+def _row_to_pet(row: sa.Row[Any]) -> PetRow:
+    return PetRow(
+        id=row[0],
+        created_at=row[1],
+        created_by=row[2],
+        modified_at=row[3],
+        modified_by=row[4],
+        owner_id=row[5],
+        name=row[6],
+        pet_type=row[7],
+        revision=row[8],
+    )
+
+
+def filter_conditions(pet_filter: PetFilter) -> list[sa.ColumnElement[bool]]:
+    conditions: list[sa.ColumnElement[bool]] = []
+    if pet_filter.owner_id is not None:
+        conditions.append(pets.c.owner_id == pet_filter.owner_id)
+    if pet_filter.ids is not None:
+        conditions.append(pets.c.id.in_(pet_filter.ids))
+    if pet_filter.pet_types is not None:
+        conditions.append(pets.c.pet_type.in_(pet_filter.pet_types))
+    conditions.extend(pets.c.name_key.like(pattern, escape="\\") for pattern in pet_filter.name_like)
+    if pet_filter.created_from is not None:
+        conditions.append(pets.c.created_at >= pet_filter.created_from)
+    if pet_filter.created_before is not None:
+        conditions.append(pets.c.created_at < pet_filter.created_before)
+    if pet_filter.modified_from is not None:
+        conditions.append(pets.c.modified_at >= pet_filter.modified_from)
+    if pet_filter.modified_before is not None:
+        conditions.append(pets.c.modified_at < pet_filter.modified_before)
+    return conditions
+
+
+def list_statement(query: PetPageQuery) -> sa.Select[Any]:
+    order = [
+        _SORT_EXPRESSIONS[key.field].desc() if key.descending else _SORT_EXPRESSIONS[key.field].asc()
+        for key in query.sort
+    ]
+    return (
+        sa.select(*_PET_COLUMNS)
+        .where(*filter_conditions(query.filter))
+        .order_by(*order)
+        .limit(query.limit)
+        .offset(query.offset)
+    )
+
+
+def count_statement(pet_filter: PetFilter) -> sa.Select[Any]:
+    return sa.select(sa.func.count()).select_from(pets).where(*filter_conditions(pet_filter))
+
+
+class SqlTransaction(Transaction):
+    """The pet and idempotency statements of one transaction; subclasses say how to run them.
+
+    The transaction begins on its first statement, so that a request holds no connection (or, on
+    SQLite, the process's connection) while it is still reading and checking its input.
+    """
+
+    def __init__(self, *, write: bool) -> None:
+        self.write = write
+        self.begun = False
+
+    async def __aenter__(self) -> SqlTransaction:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.begun:
+            self.begun = False
+            await self._end(commit=exc_type is None)
+
+    @abc.abstractmethod
+    async def _begin(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _end(self, *, commit: bool) -> None: ...
+
+    @abc.abstractmethod
+    async def _execute(self, statement: sa.Executable) -> sa.CursorResult[Any]: ...
+
+    async def execute(self, statement: sa.Executable) -> sa.CursorResult[Any]:
+        if not self.begun:
+            await self._begin()
+            self.begun = True
+        try:
+            return await self._execute(statement)
+        except UNAVAILABLE_ERRORS as exc:
+            raise DatabaseUnavailable() from exc
+
+    async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
+        statement = sa.select(*_PET_COLUMNS).where(pets.c.id == pet_id)
+        if for_update:
+            statement = statement.with_for_update()
+        row = (await self.execute(statement)).first()
+        return None if row is None else _row_to_pet(row)
+
+    async def insert_pet(self, pet: PetRow) -> None:
+        await self.execute(sa.insert(pets).values(pet_values(pet)))
+
+    async def update_pet(self, pet: PetRow) -> None:
+        values = pet_values(pet)
+        del values["id"]
+        await self.execute(sa.update(pets).where(pets.c.id == pet.id).values(values))
+
+    async def delete_pet(self, pet_id: uuid.UUID) -> None:
+        await self.execute(sa.delete(pets).where(pets.c.id == pet_id))
+
+    async def count_pets(self, pet_filter: PetFilter) -> int:
+        return int((await self.execute(count_statement(pet_filter))).scalar_one())
+
+    async def list_pets(self, query: PetPageQuery) -> Sequence[PetRow]:
+        return [_row_to_pet(row) for row in await self.execute(list_statement(query))]
+
+    async def _hold_idempotency_key(self, caller: str, key: str) -> None:
+        """Make concurrent holders of the same key exclusive; the default relies on a single writer."""
+
+    async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:
+        await self._hold_idempotency_key(caller, key)
+        table = idempotency_keys
+        where = (table.c.caller == caller) & (table.c.key == key)
+        row = (
+            await self.execute(
+                sa.select(
+                    table.c.request_hash,
+                    table.c.status,
+                    table.c.body,
+                    table.c.location,
+                    table.c.etag,
+                    table.c.expires_at,
+                ).where(where)
+            )
+        ).first()
+        if row is None:
+            return None
+        if row.expires_at <= now_ms:
+            await self.execute(sa.delete(table).where(where))
+            return None
+        return StoredResponse(
+            request_hash=row.request_hash,
+            status=row.status,
+            body=bytes(row.body),
+            location=row.location,
+            etag=row.etag,
+        )
+
+    async def save_idempotent_response(
+        self, caller: str, key: str, response: StoredResponse, *, expires_at_ms: int
+    ) -> None:
+        await self.execute(
+            sa.insert(idempotency_keys).values(
+                caller=caller,
+                key=key,
+                request_hash=response.request_hash,
+                status=response.status,
+                body=response.body,
+                location=response.location,
+                etag=response.etag,
+                expires_at=expires_at_ms,
+            )
+        )
+
+    async def purge_expired_idempotency_keys(self, *, now_ms: int, limit: int) -> None:
+        expired = (
+            sa.select(idempotency_keys.c.caller, idempotency_keys.c.key)
+            .where(idempotency_keys.c.expires_at <= now_ms)
+            .limit(limit)
+        )
+        await self.execute(
+            sa.delete(idempotency_keys).where(sa.tuple_(idempotency_keys.c.caller, idempotency_keys.c.key).in_(expired))
+        )

@@ -1,0 +1,56 @@
+"""The one schema both databases and Alembic share (SQLAlchemy Core)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+# Text compares by code point on both databases: SQLite's BINARY collation does, and so does
+# PostgreSQL's "C". That is what makes sorting and LIKE give the same answers everywhere.
+Text = sa.String().with_variant(sa.String(collation="C"), "postgresql")
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+pets = sa.Table(
+    "pets",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("created_by", Text, nullable=False),
+    sa.Column("modified_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("modified_by", Text, nullable=False),
+    sa.Column("owner_id", Text, nullable=False),
+    sa.Column("name", Text, nullable=False),
+    sa.Column("name_key", Text, nullable=False, comment="lower-cased name, for sorting and matching"),
+    sa.Column("pet_type", Text, nullable=False),
+    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
+    # The default order and the filters each have an index that ends in the order's tie-breaker.
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "owner_id", "created_at", "id"),
+    sa.Index(None, "pet_type", "created_at", "id"),
+    sa.Index(None, "owner_id", "pet_type", "created_at", "id"),
+    sa.Index(None, "modified_at", "id"),
+    sa.Index(None, "name_key", "id"),
+    sa.Index(None, "owner_id", "name_key", "id"),
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("caller", Text, primary_key=True),
+    sa.Column("key", Text, primary_key=True),
+    sa.Column("request_hash", Text, nullable=False),
+    sa.Column("status", sa.SmallInteger(), nullable=False),
+    sa.Column("body", sa.LargeBinary(), nullable=False),
+    sa.Column("location", Text, nullable=True),
+    sa.Column("etag", Text, nullable=True),
+    sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Index(None, "expires_at"),
+)

@@ -1,0 +1,110 @@
+"""Value rules shared by every layer: record ids, timestamps and user identifiers."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from fractions import Fraction
+
+_EMAIL = re.compile(
+    # RFC 5322 dot-atom local part and a DNS host name with at least two labels, ASCII only.
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+)
+MAX_EMAIL_LENGTH = 254
+
+
+def normalize_email(value: str) -> str | None:
+    """The lower-case form of an e-mail address, or None when `value` is not one."""
+    if len(value) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(value):
+        return None
+    return value.lower()
+
+
+class _UuidV7Generator:
+    """RFC 9562 version 7 ids, strictly increasing within the process.
+
+    The 12 bits after the millisecond timestamp are a counter (method 1 of RFC 9562 section 6.2),
+    so ids issued in the same millisecond still sort in issue order.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = 0
+        self._counter = 0
+
+    def __call__(self) -> uuid.UUID:
+        with self._lock:
+            now_ms = time.time_ns() // 1_000_000
+            if now_ms > self._last_ms:
+                self._last_ms = now_ms
+                self._counter = int.from_bytes(os.urandom(2), "big") & 0x3FF
+            else:
+                self._counter += 1
+                if self._counter > 0xFFF:
+                    # Counter exhausted: borrow the next millisecond rather than repeat an id.
+                    self._last_ms += 1
+                    self._counter = 0
+            ms, counter = self._last_ms, self._counter
+        rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand_b
+        return uuid.UUID(int=value)
+
+
+new_record_id = _UuidV7Generator()
+
+
+def parse_record_id(text: str) -> uuid.UUID | None:
+    """A record id in canonical form (any letter case), or None."""
+    if len(text) != 36:
+        return None
+    try:
+        parsed = uuid.UUID(text)
+    except ValueError:
+        return None
+    return parsed if str(parsed) == text.lower() else None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def format_timestamp(epoch_ms: int) -> str:
+    """RFC 3339, UTC, exactly millisecond precision: 2026-11-21T16:06:29.123Z."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def parse_datetime_ms(text: str) -> Fraction | None:
+    """An RFC 3339 date-time as exact milliseconds since the epoch, or None when malformed.
+
+    Fractions of a millisecond are kept so that range bounds compare exactly with stored values.
+    """
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    fraction, zulu, sign, off_hours, off_minutes = match.group(7, 8, 9, 10, 11)
+    try:
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+    except ValueError:
+        return None
+    offset_minutes = 0
+    if not zulu:
+        hours, minutes = int(off_hours), int(off_minutes)
+        if hours > 23 or minutes > 59:
+            return None
+        offset_minutes = (hours * 60 + minutes) * (1 if sign == "+" else -1)
+    whole_ms = (int(moment.timestamp()) - offset_minutes * 60) * 1000
+    sub_ms = Fraction(int(fraction), 10 ** len(fraction)) * 1000 if fraction else Fraction(0)
+    return whole_ms + sub_ms
