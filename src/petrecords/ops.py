@@ -6,7 +6,9 @@ from pathlib import Path
 
 import swagger_ui
 from litestar import Response, get
+from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
 
 from petrecords.errors import DatabaseUnavailable, service_error_response
 from petrecords.metrics import Metrics
@@ -46,7 +48,7 @@ def healthz() -> Response[bytes]:
 
 
 @get(["/readyz", "/health"])
-async def readyz(store: Store) -> Response[bytes]:
+async def readyz(store: NamedDependency[Store]) -> Response[bytes]:
     if await store.schema_is_current():
         return Response(content=b'{"status":"ready"}', media_type="application/json")
     return service_error_response(
@@ -55,12 +57,12 @@ async def readyz(store: Store) -> Response[bytes]:
 
 
 @get("/metrics", sync_to_thread=False)
-def metrics(metrics: Metrics) -> Response[bytes]:
+def metrics(metrics: NamedDependency[Metrics]) -> Response[bytes]:
     return Response(content=metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @get("/openapi.json", sync_to_thread=False)
-def openapi_document(openapi: bytes) -> Response[bytes]:
+def openapi_document(openapi: NamedDependency[bytes]) -> Response[bytes]:
     return Response(content=openapi, media_type="application/json")
 
 
@@ -72,7 +74,7 @@ def docs_page() -> Response[bytes]:
 
 
 @get("/docs/assets/{name:str}", sync_to_thread=False)
-def docs_asset(name: str) -> Response[bytes]:
+def docs_asset(name: FromPath[str]) -> Response[bytes]:
     if name == "docs-init.js":
         return Response(content=_DOCS_INIT, media_type="text/javascript")
     media_type = _DOCS_FILES.get(name)

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post, put
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath
 
 from petrecords.auth import Caller
 from petrecords.config import Settings
@@ -33,18 +34,18 @@ JSON = "application/json"
 _PURGE_EVERY = 100
 
 
-async def provide_read_tx(store: Store) -> AsyncIterator[Transaction]:
+async def provide_read_tx(store: NamedDependency[Store]) -> AsyncIterator[Transaction]:
     async with store.transaction(write=False) as tx:
         yield tx
 
 
-async def provide_write_tx(store: Store) -> AsyncIterator[Transaction]:
+async def provide_write_tx(store: NamedDependency[Store]) -> AsyncIterator[Transaction]:
     async with store.transaction(write=True) as tx:
         yield tx
 
 
 def provide_caller(request: Request[Any, Any, Any]) -> Caller:
-    caller: Caller = request.scope["user"]
+    caller: NamedDependency[Caller] = request.scope["user"]
     return caller
 
 
@@ -53,7 +54,7 @@ class PetBody(msgspec.Struct, frozen=True):
     document: Any
 
 
-async def provide_pet_body(request: Request[Any, Any, Any], pet_types: PetTypes) -> PetBody:
+async def provide_pet_body(request: Request[Any, Any, Any], pet_types: NamedDependency[PetTypes]) -> PetBody:
     document = decode_json(await request.body())
     return PetBody(data=validate_pet_write(document, pet_types=pet_types), document=document)
 
@@ -79,7 +80,12 @@ class PetController(Controller):
 
     @post("/", dependencies={"tx": Provide(provide_write_tx), "pet_body": Provide(provide_pet_body)})
     async def create_pet(
-        self, request: Request[Any, Any, Any], caller: Caller, tx: Transaction, pet_body: PetBody, settings: Settings
+        self,
+        request: Request[Any, Any, Any],
+        caller: NamedDependency[Caller],
+        tx: NamedDependency[Transaction],
+        pet_body: NamedDependency[PetBody],
+        settings: NamedDependency[Settings],
     ) -> Response[bytes]:
         raw_key = request.headers.get("Idempotency-Key")
         key = None if raw_key is None else check_idempotency_key(raw_key)
@@ -119,7 +125,12 @@ class PetController(Controller):
 
     @get("/", dependencies={"tx": Provide(provide_read_tx)})
     async def list_pets(
-        self, request: Request[Any, Any, Any], caller: Caller, tx: Transaction, settings: Settings, pet_types: PetTypes
+        self,
+        request: Request[Any, Any, Any],
+        caller: NamedDependency[Caller],
+        tx: NamedDependency[Transaction],
+        settings: NamedDependency[Settings],
+        pet_types: NamedDependency[PetTypes],
     ) -> Response[bytes]:
         list_request, owner_id = parse_list_query(
             query_pairs(request.scope["query_string"]),
@@ -132,7 +143,11 @@ class PetController(Controller):
 
     @get("/{pet_id:str}", dependencies={"tx": Provide(provide_read_tx)})
     async def get_pet(
-        self, request: Request[Any, Any, Any], caller: Caller, tx: Transaction, pet_id: str
+        self,
+        request: Request[Any, Any, Any],
+        caller: NamedDependency[Caller],
+        tx: NamedDependency[Transaction],
+        pet_id: FromPath[str],
     ) -> Response[bytes]:
         if_none_match = _entity_tags(request, "If-None-Match")
         pet = await service.load_visible_pet(tx=tx, caller=caller, pet_id=pet_id)
@@ -142,7 +157,12 @@ class PetController(Controller):
 
     @put("/{pet_id:str}", dependencies={"tx": Provide(provide_write_tx), "pet_body": Provide(provide_pet_body)})
     async def replace_pet(
-        self, request: Request[Any, Any, Any], caller: Caller, tx: Transaction, pet_body: PetBody, pet_id: str
+        self,
+        request: Request[Any, Any, Any],
+        caller: NamedDependency[Caller],
+        tx: NamedDependency[Transaction],
+        pet_body: NamedDependency[PetBody],
+        pet_id: FromPath[str],
     ) -> Response[bytes]:
         if_match = _entity_tags(request, "If-Match")
         pet = await service.replace_pet(tx=tx, caller=caller, pet_id=pet_id, data=pet_body.data, if_match=if_match)
@@ -150,7 +170,11 @@ class PetController(Controller):
 
     @delete("/{pet_id:str}", status_code=200, dependencies={"tx": Provide(provide_write_tx)})
     async def delete_pet(
-        self, request: Request[Any, Any, Any], caller: Caller, tx: Transaction, pet_id: str
+        self,
+        request: Request[Any, Any, Any],
+        caller: NamedDependency[Caller],
+        tx: NamedDependency[Transaction],
+        pet_id: FromPath[str],
     ) -> Response[bytes]:
         if_match = _entity_tags(request, "If-Match")
         pet = await service.delete_pet(tx=tx, caller=caller, pet_id=pet_id, if_match=if_match)

@@ -1,0 +1,33 @@
+"""Names of every shape: the service either stores the trimmed name or answers 400, never anything else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from litestar.testing import TestClient
+
+from tests.support import auth, pet_body
+
+CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(max_size=120))
+def test_any_name_is_stored_trimmed_or_rejected(sync_client: TestClient[Any], name: str) -> None:
+    response = sync_client.post("/v1/pets", json=pet_body(name), headers=auth())
+
+    trimmed = name.strip()
+    valid = (
+        1 <= len(trimmed) <= 100
+        and not (set(trimmed) & CONTROL)
+        and not any(0xD800 <= ord(c) <= 0xDFFF for c in trimmed)
+    )
+    if valid:
+        assert response.status_code == 201, response.text
+        assert response.json()["name"] == trimmed
+    else:
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == 994
+        assert "name" in response.json()["errors"]

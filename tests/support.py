@@ -1,0 +1,99 @@
+"""Helpers shared by the tests: tokens, throw-away databases, common requests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import jwt
+import pysqlite3.dbapi2 as sqlite3
+import pytest
+
+SECRET = "test-secret-for-pet-records-0123456789abcdef"
+ALICE = "alice@example.com"
+BOB = "bob@example.com"
+ADMIN = "admin@example.com"
+# The server the tests create their databases on; the default is the local PostgreSQL every machine runs.
+POSTGRES_ADMIN_URL = os.environ.get("PETRECORDS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def token(user: str = ALICE, *, admin: bool = False, secret: str = SECRET, ttl: int = 600, **claims: Any) -> str:
+    now = int(time.time())
+    payload: dict[str, Any] = {"sub": user, "roles": ["admin"] if admin else [], "iat": now, "exp": now + ttl}
+    payload.update(claims)
+    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm="HS256")
+
+
+def auth(user: str = ALICE, *, admin: bool = False) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(user, admin=admin)}"}
+
+
+def pet_body(name: str = "Rex", pet_type: str = "Dog", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "petType": pet_type, **extra}
+
+
+def _postgres_unavailable(reason: str) -> None:
+    message = f"PostgreSQL is required for this test: {reason}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI=true: the PostgreSQL suite must run)")
+    pytest.skip(message)
+
+
+async def _admin_execute(statement: str) -> None:
+    connection = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A new, empty PostgreSQL database for the duration of the block, dropped afterwards."""
+    name = f"petrecords_test_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        _postgres_unavailable(str(exc))
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def wipe(database_url: str) -> None:
+    """Empty every table, keeping the schema."""
+    if database_url.startswith("sqlite"):
+        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        with connection:
+            connection.execute("DELETE FROM pets")
+            connection.execute("DELETE FROM idempotency_keys")
+        connection.close()
+        return
+    pg = await asyncpg.connect(database_url, timeout=5)
+    try:
+        await pg.execute("TRUNCATE pets, idempotency_keys")
+    finally:
+        await pg.close()
+
+
+async def run_sql(database_url: str, statement: str) -> None:
+    """Run one statement directly on the database, bypassing the service (to set up odd states)."""
+    if database_url.startswith("sqlite"):
+        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        with connection:
+            connection.execute(statement)
+        connection.close()
+        return
+    pg = await asyncpg.connect(database_url, timeout=5)
+    try:
+        await pg.execute(statement)
+    finally:
+        await pg.close()
