@@ -22,7 +22,7 @@ from petrecords.openapi import build_openapi
 from petrecords.ops import OPS_ROUTES
 from petrecords.pets.routes import PetController
 from petrecords.pets.rules import PetTypes
-from petrecords.ratelimit import LocalRateLimiter
+from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sqlite import SqliteStore
@@ -52,6 +52,7 @@ def _provide_store(state: State) -> Store:
 
 def create_app(settings: Settings) -> ASGIApp:
     metrics = Metrics()
+    rate_limiter = create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url)
     pet_types = PetTypes(settings.pet_types)
     openapi = build_openapi(settings)
 
@@ -63,6 +64,8 @@ def create_app(settings: Settings) -> ASGIApp:
         finally:
             await app.state.store.close()
             app.state.store = None
+            if isinstance(rate_limiter, RedisRateLimiter):
+                await rate_limiter.close()
 
     app = Litestar(
         route_handlers=[PetController, *OPS_ROUTES],
@@ -83,8 +86,8 @@ def create_app(settings: Settings) -> ASGIApp:
     )
     app.state.settings = settings
     app.state.store = None
+    app.state.rate_limiter = rate_limiter
     app.state.verifier = LocalTokenVerifier(load_or_create_secret(settings), settings)
-    app.state.rate_limiter = LocalRateLimiter(settings.rate_limit) if settings.rate_limit else None
     return ServiceEdge(
         cast("ASGIApp", app), metrics=metrics, store=lambda: app.state.store, log_requests=settings.access_log
     )

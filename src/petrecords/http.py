@@ -121,7 +121,7 @@ class ApiGate(MiddlewareProtocol):
         scope["user"] = caller
 
         limiter: RateLimiter | None = state.rate_limiter
-        if limiter is not None and (retry_after := limiter.hit(caller.email)) is not None:
+        if limiter is not None and (retry_after := await limiter.hit(caller.email)) is not None:
             raise RateLimited(retry_after)
 
         if plain_scope["method"] in _BODY_METHODS:

@@ -1,38 +1,105 @@
-"""Per-caller rate limits."""
+"""Per-caller rate limits: a token bucket of `per_minute` requests, refilled at that rate.
+
+Both limiters run GCRA, which keeps one number per caller: the time at which its bucket is full again.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Protocol
 
+import redis.asyncio
+import redis.exceptions
+
+logger = logging.getLogger("petrecords.ratelimit")
+
+WINDOW_SECONDS = 60.0
+
 
 class RateLimiter(Protocol):
-    def hit(self, caller: str) -> int | None:
-        """Count one request; None when allowed, else the seconds to wait before retrying."""
+    async def hit(self, caller: str) -> int | None:
+        """Count one request; None when allowed, else the whole seconds to wait before retrying."""
         ...
 
 
 class LocalRateLimiter:
-    """A token bucket per caller (GCRA): `per_minute` requests at once, refilled at that rate.
-
-    GCRA keeps one number per caller, the time at which its bucket is full again.
-    """
+    """The limit of one process."""
 
     _PRUNE_AT = 10_000
 
     def __init__(self, per_minute: int) -> None:
-        self._interval = 60.0 / per_minute
-        self._window = 60.0
+        self._interval = WINDOW_SECONDS / per_minute
         self._full_at: dict[str, float] = {}
 
-    def hit(self, caller: str) -> int | None:
+    async def hit(self, caller: str) -> int | None:
         now = time.monotonic()
-        full_at = max(self._full_at.get(caller, now), now)
-        new_full_at = full_at + self._interval
-        if new_full_at - now > self._window:
-            return max(1, math.ceil(new_full_at - now - self._window))
+        new_full_at = max(self._full_at.get(caller, now), now) + self._interval
+        if new_full_at - now > WINDOW_SECONDS:
+            return max(1, math.ceil(new_full_at - now - WINDOW_SECONDS))
         self._full_at[caller] = new_full_at
         if len(self._full_at) > self._PRUNE_AT:
             self._full_at = {name: at for name, at in self._full_at.items() if at > now}
         return None
+
+
+# Times in microseconds of the Redis server's clock, so that instances with skewed clocks agree.
+_GCRA_SCRIPT = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
+local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local full_at = tonumber(redis.call('GET', KEYS[1]) or now)
+if full_at < now then full_at = now end
+local new_full_at = full_at + interval
+if new_full_at - now > window then
+  return new_full_at - now - window
+end
+redis.call('SET', KEYS[1], new_full_at, 'PX', math.ceil((new_full_at - now) / 1000) + 1)
+return 0
+"""
+
+
+class RedisRateLimiter:
+    """One limit shared by every instance that uses the same Redis.
+
+    When Redis does not answer, requests are counted by the process's own limiter instead and Redis is
+    tried again after a pause: an outage degrades the limit, it never fails requests.
+    """
+
+    _RETRY_AFTER_OUTAGE_SECONDS = 5.0
+
+    def __init__(self, url: str, per_minute: int, *, timeout_seconds: float = 0.25) -> None:
+        self._client = redis.asyncio.from_url(
+            url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
+        )
+        self._script = self._client.register_script(_GCRA_SCRIPT)
+        self._interval_us = round(WINDOW_SECONDS * 1_000_000 / per_minute)
+        self._window_us = round(WINDOW_SECONDS * 1_000_000)
+        self._fallback = LocalRateLimiter(per_minute)
+        self._redis_down_until = 0.0
+
+    async def hit(self, caller: str) -> int | None:
+        if time.monotonic() < self._redis_down_until:
+            return await self._fallback.hit(caller)
+        try:
+            wait_us = int(
+                await self._script(keys=[f"petrecords:rate:{caller}"], args=[self._interval_us, self._window_us])
+            )
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            logger.warning("rate limit store unavailable, counting in this process for now: %s", type(exc).__name__)
+            self._redis_down_until = time.monotonic() + self._RETRY_AFTER_OUTAGE_SECONDS
+            return await self._fallback.hit(caller)
+        return None if wait_us <= 0 else max(1, math.ceil(wait_us / 1_000_000))
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def create_rate_limiter(*, per_minute: int, redis_url: str | None) -> RateLimiter | None:
+    if per_minute <= 0:
+        return None
+    if redis_url:
+        return RedisRateLimiter(redis_url, per_minute)
+    return LocalRateLimiter(per_minute)

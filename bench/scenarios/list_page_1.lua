@@ -1,0 +1,5 @@
+package.path = package.path .. ";" .. debug.getinfo(1).source:match("@?(.*/)") .. "?.lua"
+local common = require("common")
+request = function()
+  return wrk.format("GET", "/v1/pets", {["Authorization"] = "Bearer " .. common.token})
+end
