@@ -9,12 +9,11 @@ from petrecords.values import format_timestamp
 
 
 class PetWrite(msgspec.Struct, kw_only=True, rename="camel"):
-    """The body of create and replace, once validated. `id` is only ever compared with the path."""
+    """The body of create and replace, once validated."""
 
     name: str
     pet_type: str
     owner_id: str | None = None
-    id: str | None = None
 
 
 class PetRead(msgspec.Struct, kw_only=True, rename="camel"):

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
+from petrecords.pets.rules import WHITE_SPACE
 from tests.support import auth, pet_body
 
 CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
@@ -18,7 +19,7 @@ CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
 def test_any_name_is_stored_trimmed_or_rejected(sync_client: TestClient[Any], name: str) -> None:
     response = sync_client.post("/v1/pets", json=pet_body(name), headers=auth())
 
-    trimmed = name.strip()
+    trimmed = name.strip(WHITE_SPACE)
     valid = (
         1 <= len(trimmed) <= 100
         and not (set(trimmed) & CONTROL)

@@ -56,7 +56,8 @@ class PetBody(msgspec.Struct, frozen=True):
 
 async def provide_pet_body(request: Request[Any, Any, Any], pet_types: NamedDependency[PetTypes]) -> PetBody:
     document = decode_json(await request.body())
-    return PetBody(data=validate_pet_write(document, pet_types=pet_types), document=document)
+    path_id = request.path_params.get("pet_id")
+    return PetBody(data=validate_pet_write(document, pet_types=pet_types, path_id=path_id), document=document)
 
 
 def _entity_tags(request: Request[Any, Any, Any], header: str) -> EntityTags | None:

@@ -22,6 +22,11 @@ NAME_MAX_LENGTH = 100
 WRITABLE_FIELDS = ("name", "petType", "ownerId")
 READ_ONLY_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
 _FORBIDDEN_IN_NAME = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# The Unicode White_Space property. (str.strip() would also take U+001C–U+001F, which are controls.)
+WHITE_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class PetTypes:
@@ -43,7 +48,7 @@ def clean_name(value: object) -> tuple[str | None, str | None]:
     """(name, None) when valid, else (None, what was expected)."""
     if not isinstance(value, str):
         return None, "must be a string."
-    name = value.strip()
+    name = value.strip(WHITE_SPACE)
     if not 1 <= len(name) <= NAME_MAX_LENGTH:
         return None, f"must be 1 to {NAME_MAX_LENGTH} characters long after trimming white space."
     if _FORBIDDEN_IN_NAME.search(name):
@@ -51,8 +56,12 @@ def clean_name(value: object) -> tuple[str | None, str | None]:
     return name, None
 
 
-def validate_pet_write(document: Any, *, pet_types: PetTypes) -> PetWrite:
-    """Check a create/replace body, reporting every offending field at once."""
+def validate_pet_write(document: Any, *, pet_types: PetTypes, path_id: str | None = None) -> PetWrite:
+    """Check a create/replace body, reporting every offending field at once.
+
+    Read-only fields are ignored whatever their value, except that on replace (`path_id` given) an
+    `id`, when present, must equal the id in the path.
+    """
     if not isinstance(document, dict):
         raise ValidationFailed.single("body", "must be a JSON object with name and petType.")
     errors: dict[str, list[str]] = {}
@@ -78,15 +87,16 @@ def validate_pet_write(document: Any, *, pet_types: PetTypes) -> PetWrite:
         if owner_id is None:
             errors["ownerId"] = ["must be an e-mail address."]
 
-    raw_id = document.get("id")
-    if raw_id is not None and not isinstance(raw_id, str):
-        errors["id"] = ["must be a string."]
+    if path_id is not None and "id" in document:
+        raw_id = document["id"]
+        if not isinstance(raw_id, str) or raw_id.lower() != path_id.lower():
+            errors["id"] = ["must equal the id in the path when present."]
 
     if errors:
         raise ValidationFailed(errors, what="request body")
     if name is None or pet_type is None:  # unreachable: both were reported above
         raise ValidationFailed.single("body", "must have name and petType.")
-    return PetWrite(name=name, pet_type=pet_type, owner_id=owner_id, id=raw_id)
+    return PetWrite(name=name, pet_type=pet_type, owner_id=owner_id)
 
 
 def decode_json(body: bytes) -> Any:
@@ -94,6 +104,8 @@ def decode_json(body: bytes) -> Any:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         raise MalformedRequest(f"The request body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise MalformedRequest("The request body is not valid UTF-8.") from None
 
 
 def canonical_json_hash(document: Any) -> str:

@@ -7,7 +7,7 @@ import math
 import msgspec
 
 from petrecords.auth import Caller
-from petrecords.errors import Forbidden, NotFound, PreconditionFailed, ValidationFailed
+from petrecords.errors import Forbidden, NotFound, PreconditionFailed
 from petrecords.pets.rules import EntityTags, ListRequest, etag_for
 from petrecords.schemas import PetPage, PetWrite, pet_read
 from petrecords.store.base import PetPageQuery, PetRow, Transaction
@@ -56,8 +56,6 @@ async def create_pet(*, tx: Transaction, caller: Caller, data: PetWrite) -> PetR
 async def replace_pet(
     *, tx: Transaction, caller: Caller, pet_id: str, data: PetWrite, if_match: EntityTags | None
 ) -> PetRow:
-    if data.id is not None and data.id.lower() != pet_id.lower():
-        raise ValidationFailed.single("id", "must equal the id in the path when present.")
     current = await load_visible_pet(tx=tx, caller=caller, pet_id=pet_id, for_update=True)
     owner = _owner_for(caller, data.owner_id, default=current.owner_id)
     _check_if_match(if_match, current)
