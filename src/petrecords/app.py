@@ -11,11 +11,12 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 
-from petrecords.auth import LocalTokenVerifier, load_or_create_secret
+from petrecords.auth import LocalTokenVerifier, TokenVerifier, load_or_create_secret
 from petrecords.config import Settings
 from petrecords.db import is_sqlite
 from petrecords.errors import handle_exception
 from petrecords.http import ASGIApp, ServiceEdge
+from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
 from petrecords.metrics import Metrics
 from petrecords.openapi import build_openapi
@@ -48,6 +49,12 @@ def _constant(value: T) -> Provide:
 def _provide_store(state: State) -> Store:
     store: Store = state.store
     return store
+
+
+def create_token_verifier(settings: Settings) -> TokenVerifier:
+    if settings.auth_mode == "jwks":
+        return JwksTokenVerifier(settings)
+    return LocalTokenVerifier(load_or_create_secret(settings), settings)
 
 
 def create_app(settings: Settings) -> ASGIApp:
@@ -87,7 +94,7 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.store = None
     app.state.rate_limiter = rate_limiter
-    app.state.verifier = LocalTokenVerifier(load_or_create_secret(settings), settings)
+    app.state.verifier = create_token_verifier(settings)
     return ServiceEdge(
         cast("ASGIApp", app), metrics=metrics, store=lambda: app.state.store, log_requests=settings.access_log
     )

@@ -7,7 +7,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 import msgspec
@@ -79,6 +79,12 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
+class TokenVerifier(Protocol):
+    async def verify(self, token: str) -> Caller:
+        """The caller the token names; raises Unauthenticated when the token is not valid."""
+        ...
+
+
 class LocalTokenVerifier:
     """HS256 tokens signed with the local secret. Only that algorithm is accepted."""
 
@@ -89,7 +95,7 @@ class LocalTokenVerifier:
         self._admin_role = settings.auth_admin_role
         self._leeway = settings.auth_leeway_seconds
 
-    def verify(self, token: str) -> Caller:
+    async def verify(self, token: str) -> Caller:
         try:
             header = jwt.get_unverified_header(token)
             if "crit" in header:

@@ -42,8 +42,15 @@ class Settings(BaseSettings):
     db_statement_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=60000)
 
-    auth_mode: Literal["local"] = "local"
+    auth_mode: Literal["local", "jwks"] = "local"
     auth_secret: SecretStr | None = None
+    auth_jwks_url: str | None = None
+    auth_issuer: str | None = None
+    auth_audience: str | None = None
+    auth_algorithms: Annotated[tuple[str, ...], NoDecode] = ("RS256", "ES256", "EdDSA")
+    auth_jwks_cache_seconds: int = Field(default=300, ge=1)
+    auth_jwks_refresh_cooldown_seconds: float = Field(default=30.0, ge=0)
+    auth_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=5)
     auth_user_claim: str = "sub"
     auth_roles_claim: str = "roles"
     auth_admin_role: str = "admin"
@@ -62,7 +69,7 @@ class Settings(BaseSettings):
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    _split_pet_types = field_validator("pet_types", "cors_origins", mode="before")(_split_commas)
+    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", mode="before")(_split_commas)
 
     @field_validator("pet_types")
     @classmethod

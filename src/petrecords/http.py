@@ -15,7 +15,7 @@ from litestar.types import Receive as LitestarReceive
 from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
-from petrecords.auth import LocalTokenVerifier, bearer_token
+from petrecords.auth import TokenVerifier, bearer_token
 from petrecords.errors import PayloadTooLarge, RateLimited, UnsupportedMediaType
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
@@ -114,10 +114,10 @@ class ApiGate(MiddlewareProtocol):
 
     async def __call__(self, scope: LitestarScope, receive: LitestarReceive, send: LitestarSend) -> None:
         state = scope["litestar_app"].state
-        verifier: LocalTokenVerifier = state.verifier
+        verifier: TokenVerifier = state.verifier
         plain_scope = cast("Scope", scope)
         authorization = _header(plain_scope, b"authorization")
-        caller = verifier.verify(bearer_token(authorization.decode("latin-1") if authorization else None))
+        caller = await verifier.verify(bearer_token(authorization.decode("latin-1") if authorization else None))
         scope["user"] = caller
 
         limiter: RateLimiter | None = state.rate_limiter

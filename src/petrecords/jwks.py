@@ -1,0 +1,147 @@
+"""Identity-provider tokens: verified against the provider's JWKS, with a pinned issuer and audience.
+
+Only asymmetric algorithms are accepted, so a public key can never be used as an HMAC secret. Keys
+come only from the configured JWKS URL; keys or URLs named by the token itself (`jwk`, `jku`, `x5u`)
+are ignored. Fetched keys are cached for a lifespan; a token with an unknown `kid` triggers at most
+one fetch per cooldown, and cached keys keep working while the provider is unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import httpx
+import jwt
+
+from petrecords.auth import Caller, caller_from_claims
+from petrecords.config import Settings
+from petrecords.errors import Unauthenticated
+
+logger = logging.getLogger("petrecords.jwks")
+
+ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
+_MAX_JWKS_BYTES = 512 * 1024
+
+
+class JwksKeys:
+    """The provider's signing keys by `kid`, fetched over HTTPS (or loopback HTTP) and cached."""
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.auth_jwks_url:
+            raise ValueError("PETRECORDS_AUTH_JWKS_URL is required when PETRECORDS_AUTH_MODE=jwks")
+        self._url = settings.auth_jwks_url
+        self._lifespan = settings.auth_jwks_cache_seconds
+        self._cooldown = settings.auth_jwks_refresh_cooldown_seconds
+        self._timeout = settings.auth_jwks_timeout_seconds
+        self._allowed = frozenset(settings.auth_algorithms)
+        self._entries: dict[str | None, dict[str, Any]] = {}
+        self._keys: dict[tuple[str | None, str], jwt.PyJWK] = {}
+        self._fetched_at = float("-inf")
+        self._attempted_at = float("-inf")
+        self._lock = asyncio.Lock()
+        self.fetches = 0
+
+    async def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK | None:
+        """The key `kid` for verifying with `algorithm`, or None when there is no such usable key."""
+        now = time.monotonic()
+        stale = now - self._fetched_at > self._lifespan
+        if (kid not in self._entries or stale) and now - self._attempted_at >= self._cooldown:
+            async with self._lock:
+                # Another request may have refreshed while this one waited for the lock.
+                if time.monotonic() - self._attempted_at >= self._cooldown:
+                    await self._refresh()
+        cached = self._keys.get((kid, algorithm))
+        if cached is not None:
+            return cached
+        entry = self._entries.get(kid)
+        if entry is None or entry.get("alg", algorithm) != algorithm:
+            return None
+        try:
+            # Building the key for the token's algorithm also checks that the key's type fits it.
+            key = jwt.PyJWK(entry, algorithm=algorithm)
+        except jwt.PyJWTError:
+            return None
+        self._keys[(kid, algorithm)] = key
+        return key
+
+    async def _refresh(self) -> None:
+        self._attempted_at = time.monotonic()
+        self.fetches += 1
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
+                response = await client.get(self._url, headers={"Accept": "application/json"})
+            response.raise_for_status()
+            if len(response.content) > _MAX_JWKS_BYTES:
+                raise ValueError("the JWKS document is too large")
+            entries = self._parse(response.json())
+        except (httpx.HTTPError, ValueError, TypeError) as exc:
+            # Keep the keys we have: a provider outage must not log everybody out.
+            logger.warning("could not refresh the JWKS from %s: %s", self._url, type(exc).__name__)
+            return
+        self._entries = entries
+        self._keys = {}
+        self._fetched_at = time.monotonic()
+
+    def _parse(self, document: Any) -> dict[str | None, dict[str, Any]]:
+        if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+            raise ValueError("not a JWK set")
+        entries: dict[str | None, dict[str, Any]] = {}
+        for entry in document["keys"]:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue
+            if entry.get("kty") not in ("RSA", "EC", "OKP"):
+                continue  # a shared secret ("oct") has no place in a public key set
+            if "alg" in entry and entry["alg"] not in self._allowed:
+                continue
+            kid = entry.get("kid")
+            entries[kid if isinstance(kid, str) else None] = entry
+        return entries
+
+
+class JwksTokenVerifier:
+    def __init__(self, settings: Settings) -> None:
+        if not settings.auth_issuer or not settings.auth_audience:
+            raise ValueError("PETRECORDS_AUTH_ISSUER and PETRECORDS_AUTH_AUDIENCE are required in jwks mode")
+        unsupported = set(settings.auth_algorithms) - ASYMMETRIC_ALGORITHMS
+        if unsupported:
+            raise ValueError(f"only asymmetric algorithms are allowed in jwks mode, not {sorted(unsupported)}")
+        self.keys = JwksKeys(settings)
+        self._issuer = settings.auth_issuer
+        self._audience = settings.auth_audience
+        self._algorithms = list(settings.auth_algorithms)
+        self._leeway = settings.auth_leeway_seconds
+        self._user_claim = settings.auth_user_claim
+        self._roles_claim = settings.auth_roles_claim
+        self._admin_role = settings.auth_admin_role
+
+    async def verify(self, token: str) -> Caller:
+        try:
+            header = jwt.get_unverified_header(token)
+            algorithm = header.get("alg")
+            if not isinstance(algorithm, str) or algorithm not in self._algorithms:
+                raise jwt.InvalidAlgorithmError("algorithm not allowed")
+            if "crit" in header:
+                raise jwt.InvalidTokenError("unsupported critical header")
+            kid = header.get("kid")
+            key = await self.keys.key_for(kid if isinstance(kid, str) else None, algorithm)
+            if key is None:
+                raise jwt.InvalidKeyError("unknown signing key")
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[algorithm],
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=self._leeway,
+                options={"require": ["exp", "iss", "aud", self._user_claim]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
+        except jwt.PyJWTError:
+            raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
+        return caller_from_claims(
+            claims, user_claim=self._user_claim, roles_claim=self._roles_claim, admin_role=self._admin_role
+        )
