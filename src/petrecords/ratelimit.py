@@ -15,7 +15,8 @@ import redis.exceptions
 
 logger = logging.getLogger("petrecords.ratelimit")
 
-WINDOW_SECONDS = 60.0
+WINDOW_SECONDS = 60
+_WINDOW_NS = WINDOW_SECONDS * 1_000_000_000
 
 
 class RateLimiter(Protocol):
@@ -30,14 +31,15 @@ class LocalRateLimiter:
     _PRUNE_AT = 10_000
 
     def __init__(self, per_minute: int) -> None:
-        self._interval = WINDOW_SECONDS / per_minute
-        self._full_at: dict[str, float] = {}
+        # Whole nanoseconds, rounded down: sums stay exact, so a full burst of `per_minute` always fits.
+        self._interval_ns = _WINDOW_NS // per_minute
+        self._full_at: dict[str, int] = {}
 
     async def hit(self, caller: str) -> int | None:
-        now = time.monotonic()
-        new_full_at = max(self._full_at.get(caller, now), now) + self._interval
-        if new_full_at - now > WINDOW_SECONDS:
-            return max(1, math.ceil(new_full_at - now - WINDOW_SECONDS))
+        now = time.monotonic_ns()
+        new_full_at = max(self._full_at.get(caller, now), now) + self._interval_ns
+        if new_full_at - now > _WINDOW_NS:
+            return max(1, math.ceil((new_full_at - now - _WINDOW_NS) / 1e9))
         self._full_at[caller] = new_full_at
         if len(self._full_at) > self._PRUNE_AT:
             self._full_at = {name: at for name, at in self._full_at.items() if at > now}
@@ -75,8 +77,8 @@ class RedisRateLimiter:
             url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
         )
         self._script = self._client.register_script(_GCRA_SCRIPT)
-        self._interval_us = round(WINDOW_SECONDS * 1_000_000 / per_minute)
-        self._window_us = round(WINDOW_SECONDS * 1_000_000)
+        self._interval_us = WINDOW_SECONDS * 1_000_000 // per_minute
+        self._window_us = WINDOW_SECONDS * 1_000_000
         self._fallback = LocalRateLimiter(per_minute)
         self._redis_down_until = 0.0
 

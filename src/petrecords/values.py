@@ -69,6 +69,17 @@ def parse_record_id(text: str) -> uuid.UUID | None:
     return parsed if str(parsed) == text.lower() else None
 
 
+def fold_case(text: str) -> str:
+    """Lower-case each code point on its own, keeping those whose lower case is longer.
+
+    Context-free and length-preserving, unlike str.lower() (final sigma, dotted I), so that a name
+    and every part of it fold alike: what `search` and `name` patterns need.
+    """
+    if text.isascii():
+        return text.lower()
+    return "".join(lowered if len(lowered := char.lower()) == 1 else char for char in text)
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -81,7 +92,8 @@ def format_timestamp(epoch_ms: int) -> str:
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
 )
 
 

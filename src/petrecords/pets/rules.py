@@ -16,7 +16,7 @@ import msgspec
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.schemas import PetWrite
 from petrecords.store.base import PetFilter, PetRow, SortField, SortKey
-from petrecords.values import normalize_email, parse_datetime_ms, parse_record_id
+from petrecords.values import fold_case, normalize_email, parse_datetime_ms, parse_record_id
 
 NAME_MAX_LENGTH = 100
 WRITABLE_FIELDS = ("name", "petType", "ownerId")
@@ -35,6 +35,11 @@ class PetTypes:
     def __init__(self, spellings: Iterable[str]) -> None:
         self.spellings = tuple(spellings)
         self._by_folded = {spelling.casefold(): spelling for spelling in self.spellings}
+
+    @property
+    def sort_order(self) -> tuple[str, ...]:
+        """The spellings in case-insensitive order: how `sort=petType` ranks them."""
+        return tuple(sorted(self.spellings, key=lambda spelling: (fold_case(spelling), spelling)))
 
     def resolve(self, value: str) -> str | None:
         return self._by_folded.get(value.casefold())
@@ -186,7 +191,8 @@ LIST_PARAMETERS = (
     "order",
 )
 _MULTI_VALUED = frozenset({"ids", "petType", "sort"})
-_MAX_INT_DIGITS = 18
+# The largest integer every JSON client reads exactly (IEEE 754 doubles).
+MAX_SAFE_INTEGER = 2**53 - 1
 MAX_QUERY_FIELDS = 200
 MAX_IDS = 1000
 MAX_PATTERN_LENGTH = 200
@@ -209,6 +215,7 @@ class ListRequest(msgspec.Struct, frozen=True, kw_only=True):
     page_size: int
     filter: PetFilter
     sort: tuple[SortKey, ...]
+    pet_type_order: tuple[str, ...]
 
     @property
     def offset(self) -> int:
@@ -228,22 +235,30 @@ def like_pattern(user_pattern: str, *, substring: bool) -> str:
             out.append("\\" + user_pattern[index + 1])
             index += 2
             continue
-        out.append("\\\\" if char == "\\" else char if char in "%_" else char.lower())
+        out.append("\\\\" if char == "\\" else char if char in "%_" else fold_case(char))
         index += 1
     pattern = "".join(out)
     return f"%{pattern}%" if substring else pattern
 
 
-def _positive_int(name: str, value: str, errors: dict[str, list[str]]) -> int | None:
-    if not value.isascii() or not value.isdigit() or len(value) > _MAX_INT_DIGITS or int(value) < 1:
+def _positive_int(name: str, value: str, errors: dict[str, list[str]], *, maximum: int | None = None) -> int | None:
+    """A whole number ≥ 1; above `maximum` it is reduced to it, or is an error when there is none."""
+    digits = value.lstrip("0")
+    if not value.isascii() or not value.isdigit() or not digits:
         errors[name] = ["must be a whole number of at least 1."]
         return None
-    return int(value)
+    if len(digits) > len(str(MAX_SAFE_INTEGER)) or int(digits) > MAX_SAFE_INTEGER:
+        if maximum is not None:
+            return maximum
+        errors[name] = [f"must be a whole number from 1 to {MAX_SAFE_INTEGER}."]
+        return None
+    number = int(digits)
+    return number if maximum is None else min(number, maximum)
 
 
 def _time_bound(name: str, value: str, errors: dict[str, list[str]]) -> int | None:
     # A `+` in a query string decodes to a space; read `... 01:00` as the offset `+01:00` it was.
-    moment = parse_datetime_ms(re.sub(r" (\d{2}:\d{2})$", r"+\1", value))
+    moment = parse_datetime_ms(re.sub(r" (\d{2}:\d{2})$", r"+\1", value, flags=re.ASCII))
     if moment is None:
         errors[name] = ["must be an RFC 3339 date-time, e.g. 2026-11-21T16:06:29.123Z."]
         return None
@@ -282,7 +297,7 @@ def parse_list_query(
         page_index = _positive_int("pageIndex", raw, errors) or 1
     page_size = default_page_size
     if (raw := single("pageSize")) is not None:
-        page_size = min(_positive_int("pageSize", raw, errors) or 1, max_page_size)
+        page_size = _positive_int("pageSize", raw, errors, maximum=max_page_size) or max_page_size
 
     ids: tuple[uuid.UUID, ...] | None = None
     if "ids" in values:
@@ -311,6 +326,8 @@ def parse_list_query(
         if (raw := single(name)) is not None:
             if len(raw) > MAX_PATTERN_LENGTH:
                 errors[name] = [f"must be at most {MAX_PATTERN_LENGTH} characters long."]
+            elif _FORBIDDEN_IN_NAME.search(raw):
+                errors[name] = ["must not contain control characters (no name contains them)."]
             patterns.append(like_pattern(raw, substring=name == "search"))
 
     bounds = {
@@ -355,4 +372,11 @@ def parse_list_query(
         modified_from=bounds.get("modifiedFrom"),
         modified_before=bounds.get("modifiedTo"),
     )
-    return ListRequest(page_index=page_index, page_size=page_size, filter=pet_filter, sort=tuple(sort)), owner_id
+    request = ListRequest(
+        page_index=page_index,
+        page_size=page_size,
+        filter=pet_filter,
+        sort=tuple(sort),
+        pet_type_order=pet_types.sort_order,
+    )
+    return request, owner_id

@@ -92,7 +92,13 @@ async def list_pets(*, tx: Transaction, caller: Caller, request: ListRequest, ow
     total = await tx.count_pets(pet_filter) if visible else 0
     items: list[PetRow] = []
     if request.offset < total:
-        query = PetPageQuery(filter=pet_filter, sort=request.sort, limit=request.page_size, offset=request.offset)
+        query = PetPageQuery(
+            filter=pet_filter,
+            sort=request.sort,
+            limit=request.page_size,
+            offset=request.offset,
+            pet_type_order=request.pet_type_order,
+        )
         items = list(await tx.list_pets(query))
     total_pages = math.ceil(total / request.page_size)
     return PetPage(

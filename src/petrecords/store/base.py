@@ -58,6 +58,8 @@ class PetPageQuery(msgspec.Struct, frozen=True, kw_only=True):
     """Already total: ends with the id."""
     limit: int
     offset: int
+    pet_type_order: tuple[str, ...] = ()
+    """The pet types in the order `petType` sorts them; others follow, by their lower-cased value."""
 
 
 class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, StoredResponse, Transaction
 from petrecords.tables import idempotency_keys, pets
+from petrecords.values import fold_case
 
 _PET_COLUMNS = (
     pets.c.id,
@@ -28,7 +29,6 @@ _PET_COLUMNS = (
 _SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
     SortField.ID: pets.c.id,
     SortField.NAME: pets.c.name_key,
-    SortField.PET_TYPE: sa.func.lower(pets.c.pet_type),
     SortField.OWNER_ID: pets.c.owner_id,
     SortField.CREATED_AT: pets.c.created_at,
     SortField.CREATED_BY: pets.c.created_by,
@@ -42,7 +42,7 @@ UNAVAILABLE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.Tim
 
 def name_key(name: str) -> str:
     """The form in which names are sorted and matched: the same on every database."""
-    return name.lower()
+    return fold_case(name)
 
 
 def pet_values(pet: PetRow) -> dict[str, Any]:
@@ -94,10 +94,19 @@ def filter_conditions(pet_filter: PetFilter) -> list[sa.ColumnElement[bool]]:
     return conditions
 
 
+def _sort_expressions(field: SortField, pet_type_order: tuple[str, ...]) -> list[sa.ColumnElement[Any]]:
+    if field is not SortField.PET_TYPE:
+        return [_SORT_EXPRESSIONS[field]]
+    # SQL lower() folds only ASCII on both databases; the configured types are ranked in Python instead.
+    rank = sa.case({pet_type: index for index, pet_type in enumerate(pet_type_order)}, value=pets.c.pet_type)
+    return [sa.func.coalesce(rank, len(pet_type_order)), sa.func.lower(pets.c.pet_type)]
+
+
 def list_statement(query: PetPageQuery) -> sa.Select[Any]:
     order = [
-        _SORT_EXPRESSIONS[key.field].desc() if key.descending else _SORT_EXPRESSIONS[key.field].asc()
+        expression.desc() if key.descending else expression.asc()
         for key in query.sort
+        for expression in _sort_expressions(key.field, query.pet_type_order)
     ]
     return (
         sa.select(*_PET_COLUMNS)

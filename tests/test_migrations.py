@@ -1,0 +1,149 @@
+"""The Alembic history on both databases: reversible, in agreement with the models, safe to run at once.
+
+Each test migrates its own fresh database (a new SQLite file or a throw-away PostgreSQL database), so the
+session's shared databases are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from petrecords.config import Settings
+from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
+from petrecords.tables import metadata
+from tests.support import throwaway_postgres
+
+T = TypeVar("T")
+PETRECORDS = Path(sys.executable).parent / "petrecords"
+APP_TABLES = {"pets", "idempotency_keys"}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each kind, for this test alone."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+        return
+    with throwaway_postgres() as url:
+        yield url
+
+
+def _settings(url: str, data_dir: Path) -> Settings:
+    return Settings(database_url=url, data_dir=data_dir, _env_file=None)  # type: ignore[call-arg]
+
+
+def _on_connection(url: str, data_dir: Path, work: Callable[[sa.Connection], T]) -> T:
+    """Run `work` on a synchronous connection to the database (through run_sync for PostgreSQL)."""
+    if is_sqlite(url):
+        engine = create_sqlite_engine(url, busy_timeout_ms=5000, autocommit=False)
+        try:
+            with engine.connect() as connection:
+                return work(connection)
+        finally:
+            engine.dispose()
+
+    async def run() -> T:
+        async_engine = create_postgres_engine(_settings(url, data_dir))
+        try:
+            async with async_engine.connect() as connection:
+                return await connection.run_sync(work)
+        finally:
+            await async_engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _current_revision(connection: sa.Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _table_names(connection: sa.Connection) -> set[str]:
+    return set(sa.inspect(connection).get_table_names())
+
+
+def _schema_diff(connection: sa.Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        connection,
+        opts={"compare_type": True, "compare_server_default": True, "target_metadata": metadata},
+    )
+    return list(compare_metadata(context, metadata))
+
+
+def test_upgrade_downgrade_upgrade(fresh_url: str, tmp_path: Path) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    assert _on_connection(fresh_url, tmp_path, _current_revision) is None
+
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
+    assert _on_connection(fresh_url, tmp_path, _table_names) >= APP_TABLES
+
+    migrate(settings, "base", downgrade=True)
+    assert _on_connection(fresh_url, tmp_path, _current_revision) is None
+    assert not APP_TABLES & _on_connection(fresh_url, tmp_path, _table_names)
+
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
+    assert _on_connection(fresh_url, tmp_path, _table_names) >= APP_TABLES
+
+
+def test_migrating_twice_is_a_no_op(fresh_url: str, tmp_path: Path) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings)
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
+    assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_models_and_migrations_agree(fresh_url: str, tmp_path: Path) -> None:
+    migrate(_settings(fresh_url, tmp_path))
+    assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_models_and_migrations_agree_after_a_round_trip(fresh_url: str, tmp_path: Path) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings)
+    migrate(settings, "base", downgrade=True)
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_concurrent_migrators_all_succeed(fresh_url: str, tmp_path: Path) -> None:
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+    environment["PETRECORDS_DATABASE_URL"] = fresh_url
+    environment["PETRECORDS_DATA_DIR"] = str(tmp_path / "data")
+    processes = [
+        subprocess.Popen(
+            [str(PETRECORDS), "migrate"],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs: list[tuple[int, str, str]] = []
+    try:
+        for process in processes:
+            stdout, stderr = process.communicate(timeout=60)
+            outputs.append((process.returncode, stdout, stderr))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for returncode, stdout, stderr in outputs:
+        assert returncode == 0, stderr
+        assert "schema at head" in stdout
+    assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
+    assert _on_connection(fresh_url, tmp_path, _schema_diff) == []

@@ -1,0 +1,142 @@
+"""Settings from PETRECORDS_* variables (petrecords.config). The one place tests touch the environment:
+reading it is what Settings does."""
+
+from __future__ import annotations
+
+import os
+
+import pydantic
+import pytest
+
+from petrecords.config import DEFAULT_PET_TYPES, Settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("PETRECORDS_"):
+            monkeypatch.delenv(name)
+
+
+def _settings() -> Settings:
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+class TestDefaults:
+    def test_contract_defaults(self) -> None:
+        settings = _settings()
+        assert settings.pet_types == DEFAULT_PET_TYPES
+        assert settings.pet_types[:4] == ("Dog", "Cat", "Capybara", "Other")
+        assert len(settings.pet_types) == 12
+        assert settings.default_page_size == 20
+        assert settings.max_page_size == 100
+        assert settings.max_body_bytes == 16 * 1024
+        assert settings.rate_limit == 6000
+        assert settings.idempotency_ttl_seconds >= 24 * 3600
+        assert settings.auth_secret is None
+        assert settings.auth_user_claim == "sub"
+        assert settings.auth_roles_claim == "roles"
+        assert settings.auth_admin_role == "admin"
+        assert settings.auth_leeway_seconds <= 60
+
+
+class TestPetTypes:
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            ("Dog, Cat", ("Dog", "Cat")),
+            ("Dog,Cat", ("Dog", "Cat")),
+            (" Axolotl ,, T-Rex ,", ("Axolotl", "T-Rex")),
+            ("Dog", ("Dog",)),
+        ],
+    )
+    def test_comma_separated(self, monkeypatch: pytest.MonkeyPatch, value: str, expected: tuple[str, ...]) -> None:
+        monkeypatch.setenv("PETRECORDS_PET_TYPES", value)
+        assert _settings().pet_types == expected
+
+    @pytest.mark.parametrize("value", ["Dog, dog", "Cat,Dog,CAT", "GuineaPig, guineapig"])
+    def test_duplicates_differing_only_in_case_are_rejected(self, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+        monkeypatch.setenv("PETRECORDS_PET_TYPES", value)
+        with pytest.raises(pydantic.ValidationError, match="pet_types"):
+            _settings()
+
+    @pytest.mark.parametrize("value", ["", " , ,"])
+    def test_at_least_one(self, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+        monkeypatch.setenv("PETRECORDS_PET_TYPES", value)
+        with pytest.raises(pydantic.ValidationError):
+            _settings()
+
+    def test_keyword_tuple(self) -> None:
+        assert Settings(pet_types=("Dog", "Cat"), _env_file=None).pet_types == ("Dog", "Cat")  # type: ignore[call-arg]
+
+
+class TestPageSizes:
+    def test_from_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_DEFAULT_PAGE_SIZE", "50")
+        monkeypatch.setenv("PETRECORDS_MAX_PAGE_SIZE", "50")
+        settings = _settings()
+        assert (settings.default_page_size, settings.max_page_size) == (50, 50)
+
+    def test_default_above_maximum_is_rejected(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_DEFAULT_PAGE_SIZE", "101")
+        with pytest.raises(pydantic.ValidationError, match="default_page_size"):
+            _settings()
+
+    def test_default_above_configured_maximum_is_rejected(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_MAX_PAGE_SIZE", "10")
+        with pytest.raises(pydantic.ValidationError, match="default_page_size"):
+            _settings()
+
+    @pytest.mark.parametrize(
+        ("name", "value"), [("PETRECORDS_MAX_PAGE_SIZE", "0"), ("PETRECORDS_DEFAULT_PAGE_SIZE", "0")]
+    )
+    def test_sizes_are_positive(self, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(pydantic.ValidationError):
+            _settings()
+
+
+class TestOtherVariables:
+    def test_database_url_secret_and_data_dir(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+    ) -> None:
+        monkeypatch.setenv("PETRECORDS_DATABASE_URL", "postgresql://pets@db.example/pets")
+        monkeypatch.setenv("PETRECORDS_AUTH_SECRET", "s" * 40)
+        monkeypatch.setenv("PETRECORDS_DATA_DIR", str(tmp_path))
+        settings = _settings()
+        assert settings.resolved_database_url == "postgresql://pets@db.example/pets"
+        assert settings.auth_secret is not None
+        assert settings.auth_secret.get_secret_value() == "s" * 40
+        assert "s" * 40 not in repr(settings)
+        assert str(settings.data_dir) == str(tmp_path)
+
+    def test_default_database_is_sqlite_in_the_data_dir(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+    ) -> None:
+        monkeypatch.setenv("PETRECORDS_DATA_DIR", str(tmp_path))
+        url = _settings().resolved_database_url
+        assert url.startswith("sqlite:///")
+        assert url.removeprefix("sqlite:///").startswith(str(tmp_path))
+
+    def test_rate_limit_zero_turns_it_off(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_RATE_LIMIT", "0")
+        assert _settings().rate_limit == 0
+
+    def test_negative_rate_limit_is_rejected(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_RATE_LIMIT", "-1")
+        with pytest.raises(pydantic.ValidationError):
+            _settings()
+
+    def test_idempotency_keys_are_kept_at_least_a_day(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_IDEMPOTENCY_TTL_SECONDS", "3600")
+        with pytest.raises(pydantic.ValidationError):
+            _settings()
+
+    def test_keyword_arguments_win_over_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_RATE_LIMIT", "5")
+        assert Settings(rate_limit=7, _env_file=None).rate_limit == 7  # type: ignore[call-arg]
+
+    def test_settings_are_frozen(self) -> None:
+        settings = _settings()
+        with pytest.raises(pydantic.ValidationError):
+            settings.rate_limit = 1  # type: ignore[misc]
