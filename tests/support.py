@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
+import httpx
 import jwt
 import pysqlite3.dbapi2 as sqlite3
 import pytest
+from litestar.testing import AsyncTestClient
 
 SECRET = "test-secret-for-pet-records-0123456789abcdef"
 ALICE = "alice@example.com"
@@ -97,3 +99,32 @@ async def run_sql(database_url: str, statement: str) -> None:
         await pg.execute(statement)
     finally:
         await pg.close()
+
+
+FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
+MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
+
+
+def assert_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+    """A ServiceError body: exactly `code` and `message`, plus `errors` only for 994."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    allowed = {"code", "message", "errors"} if code == 994 else {"code", "message"}
+    assert {"code", "message"} <= set(body) <= allowed, body
+    assert body["code"] == code
+    assert isinstance(body["message"], str)
+    assert body["message"]
+    if "errors" in body:
+        errors = body["errors"]
+        assert isinstance(errors, dict)
+        assert errors
+        assert all(isinstance(messages, list) and messages for messages in errors.values())
+    return body
+
+
+async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -> httpx.Response:
+    """Create a pet as `user` and insist that it worked."""
+    response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
+    assert response.status_code == 201, response.text
+    return response

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -85,44 +87,62 @@ class TokenVerifier(Protocol):
         ...
 
 
+class CallerClaims:
+    """How a verified token names its caller: the settings both kinds of verifier share."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.user_claim = settings.auth_user_claim
+        self.roles_claim = settings.auth_roles_claim
+        self.admin_role = settings.auth_admin_role
+        self.leeway = settings.auth_leeway_seconds
+
+    def required(self, *others: str) -> list[str]:
+        return ["exp", self.user_claim, *others]
+
+    def caller(self, claims: dict[str, Any]) -> Caller:
+        subject = claims.get(self.user_claim)
+        email = normalize_email(subject) if isinstance(subject, str) else None
+        if email is None:
+            raise Unauthenticated(f"The token's '{self.user_claim}' claim must be an e-mail address.", token_sent=True)
+        roles = claims.get(self.roles_claim, [])
+        if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+            raise Unauthenticated(f"The token's '{self.roles_claim}' claim must be a list of strings.", token_sent=True)
+        return Caller(email=email, is_admin=self.admin_role in roles)
+
+
+def unverified_header(token: str) -> dict[str, Any]:
+    header = jwt.get_unverified_header(token)
+    if "crit" in header:
+        # No extension is understood here, so a token that makes one critical is refused (RFC 7515 4.1.11).
+        raise jwt.InvalidTokenError("unsupported critical header")
+    return header
+
+
+@contextlib.contextmanager
+def invalid_token_is_unauthenticated() -> Iterator[None]:
+    try:
+        yield
+    except jwt.ExpiredSignatureError:
+        raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
+    except jwt.PyJWTError:
+        raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
+
+
 class LocalTokenVerifier:
     """HS256 tokens signed with the local secret. Only that algorithm is accepted."""
 
     def __init__(self, secret: bytes, settings: Settings) -> None:
         self._secret = secret
-        self._user_claim = settings.auth_user_claim
-        self._roles_claim = settings.auth_roles_claim
-        self._admin_role = settings.auth_admin_role
-        self._leeway = settings.auth_leeway_seconds
+        self._claims = CallerClaims(settings)
 
     async def verify(self, token: str) -> Caller:
-        try:
-            header = jwt.get_unverified_header(token)
-            if "crit" in header:
-                # No extension is understood here, so a token that makes one critical is refused (RFC 7515 4.1.11).
-                raise jwt.InvalidTokenError("unsupported critical header")
+        with invalid_token_is_unauthenticated():
+            unverified_header(token)
             claims = jwt.decode(
                 token,
                 self._secret,
                 algorithms=[LOCAL_ALGORITHM],
-                leeway=self._leeway,
-                options={"require": ["exp", self._user_claim], "verify_aud": False},
+                leeway=self._claims.leeway,
+                options={"require": self._claims.required(), "verify_aud": False},
             )
-        except jwt.ExpiredSignatureError:
-            raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
-        except jwt.PyJWTError:
-            raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
-        return caller_from_claims(
-            claims, user_claim=self._user_claim, roles_claim=self._roles_claim, admin_role=self._admin_role
-        )
-
-
-def caller_from_claims(claims: dict[str, Any], *, user_claim: str, roles_claim: str, admin_role: str) -> Caller:
-    subject = claims.get(user_claim)
-    email = normalize_email(subject) if isinstance(subject, str) else None
-    if email is None:
-        raise Unauthenticated(f"The token's '{user_claim}' claim must be an e-mail address.", token_sent=True)
-    roles = claims.get(roles_claim, [])
-    if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
-        raise Unauthenticated(f"The token's '{roles_claim}' claim must be a list of strings.", token_sent=True)
-    return Caller(email=email, is_admin=admin_role in roles)
+        return self._claims.caller(claims)

@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import jwt
 
-from petrecords.auth import Caller, caller_from_claims
+from petrecords.auth import Caller, CallerClaims, invalid_token_is_unauthenticated, unverified_header
 from petrecords.config import Settings
-from petrecords.errors import Unauthenticated
 
 logger = logging.getLogger("petrecords.jwks")
 
@@ -112,19 +111,14 @@ class JwksTokenVerifier:
         self._issuer = settings.auth_issuer
         self._audience = settings.auth_audience
         self._algorithms = list(settings.auth_algorithms)
-        self._leeway = settings.auth_leeway_seconds
-        self._user_claim = settings.auth_user_claim
-        self._roles_claim = settings.auth_roles_claim
-        self._admin_role = settings.auth_admin_role
+        self._claims = CallerClaims(settings)
 
     async def verify(self, token: str) -> Caller:
-        try:
-            header = jwt.get_unverified_header(token)
+        with invalid_token_is_unauthenticated():
+            header = unverified_header(token)
             algorithm = header.get("alg")
             if not isinstance(algorithm, str) or algorithm not in self._algorithms:
                 raise jwt.InvalidAlgorithmError("algorithm not allowed")
-            if "crit" in header:
-                raise jwt.InvalidTokenError("unsupported critical header")
             kid = header.get("kid")
             key = await self.keys.key_for(kid if isinstance(kid, str) else None, algorithm)
             if key is None:
@@ -135,13 +129,7 @@ class JwksTokenVerifier:
                 algorithms=[algorithm],
                 audience=self._audience,
                 issuer=self._issuer,
-                leeway=self._leeway,
-                options={"require": ["exp", "iss", "aud", self._user_claim]},
+                leeway=self._claims.leeway,
+                options={"require": self._claims.required("iss", "aud")},
             )
-        except jwt.ExpiredSignatureError:
-            raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
-        except jwt.PyJWTError:
-            raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
-        return caller_from_claims(
-            claims, user_claim=self._user_claim, roles_claim=self._roles_claim, admin_role=self._admin_role
-        )
+        return self._claims.caller(claims)

@@ -13,28 +13,14 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.config import Settings
-from tests.support import ADMIN, ALICE, BOB, auth, pet_body, token
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, pet_body, token
 
 Client = AsyncTestClient[Any]
-MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
 JSON = {"Content-Type": "application/json"}
 TEXT = {"Content-Type": "text/plain"}
 OVERSIZED = b'{"name": "Rex", "petType": "Dog"' + b" " * (16 * 1024) + b"}"
 MALFORMED = b'{"name": "Rex",'
 INVALID = b'{"name": "", "petType": "Dragon", "color": 1}'
-
-
-def assert_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
-    """A ServiceError body: exactly `code` and `message`, plus `errors` only for 994."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body: dict[str, Any] = response.json()
-    allowed = {"code", "message", "errors"} if code == 994 else {"code", "message"}
-    assert {"code", "message"} <= set(body) <= allowed, body
-    assert body["code"] == code
-    assert isinstance(body["message"], str)
-    assert body["message"]
-    return body
 
 
 def assert_unauthenticated(response: httpx.Response, *, token_sent: bool) -> None:
@@ -45,12 +31,6 @@ def assert_unauthenticated(response: httpx.Response, *, token_sent: bool) -> Non
         assert 'error="invalid_token"' in challenge
     else:
         assert "error=" not in challenge
-
-
-async def create(client: Client, user: str = ALICE) -> httpx.Response:
-    response = await client.post("/v1/pets", json=pet_body(), headers=auth(user))
-    assert response.status_code == 201, response.text
-    return response
 
 
 async def assert_unchanged(client: Client, written: httpx.Response) -> None:

@@ -12,37 +12,15 @@ from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient, TestClient
 
 from petrecords.config import DEFAULT_PET_TYPES, Settings
-from tests.support import ADMIN, ALICE, BOB, auth, pet_body
+from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, pet_body
 
 Client = AsyncTestClient[Any]
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
 JSON = {"Content-Type": "application/json"}
 OTHER_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
 DEFAULT_LIMIT = 16 * 1024
 VALID_BODY = b'{"name": "Rex", "petType": "Dog"}'
-
-
-def assert_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
-    """A ServiceError body: exactly `code` and `message`, plus `errors` only for 994."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body: dict[str, Any] = response.json()
-    allowed = {"code", "message", "errors"} if code == 994 else {"code", "message"}
-    assert {"code", "message"} <= set(body) <= allowed, body
-    assert body["code"] == code
-    assert isinstance(body["message"], str)
-    assert body["message"]
-    if "errors" in body:
-        errors = body["errors"]
-        assert isinstance(errors, dict)
-        assert errors
-        for messages in errors.values():
-            assert isinstance(messages, list)
-            assert messages
-            assert all(isinstance(message, str) and message for message in messages)
-    return body
 
 
 def assert_invalid_fields(response: httpx.Response, *fields: str) -> dict[str, Any]:

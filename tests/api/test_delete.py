@@ -7,30 +7,9 @@ from typing import Any
 import httpx
 from litestar.testing import AsyncTestClient
 
-from tests.support import ADMIN, ALICE, BOB, auth, pet_body
+from tests.support import ADMIN, ALICE, BOB, FIELDS, MISSING_ID, assert_error, auth, create, pet_body
 
 Client = AsyncTestClient[Any]
-FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
-MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
-
-
-def assert_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
-    """A ServiceError body: exactly `code` and `message` (`errors` may be added only to 994)."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body: dict[str, Any] = response.json()
-    allowed = {"code", "message", "errors"} if code == 994 else {"code", "message"}
-    assert {"code", "message"} <= set(body) <= allowed, body
-    assert body["code"] == code
-    assert isinstance(body["message"], str)
-    assert body["message"]
-    return body
-
-
-async def create(client: Client, user: str = ALICE, **body: Any) -> httpx.Response:
-    response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
-    assert response.status_code == 201, response.text
-    return response
 
 
 async def assert_unchanged(client: Client, written: httpx.Response) -> None:

@@ -9,10 +9,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from petrecords.config import Settings
-from petrecords.db import create_postgres_engine, head_revision
+from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
-from petrecords.store.base import Store
-from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlTransaction
+from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlStore, SqlTransaction
 
 _TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 
@@ -65,23 +64,15 @@ class PostgresTransaction(SqlTransaction):
             raise IdempotencyInProgress()
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlStore):
     dialect = "postgresql"
 
     def __init__(self, settings: Settings) -> None:
+        super().__init__()
         self.engine = create_postgres_engine(settings)
-        self._head = head_revision()
 
     def transaction(self, *, write: bool) -> PostgresTransaction:
         return PostgresTransaction(self, write=write)
-
-    async def schema_is_current(self) -> bool:
-        try:
-            async with self.transaction(write=False) as tx:
-                version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
-        except (DatabaseUnavailable, sa.exc.DBAPIError):
-            return False
-        return version == self._head
 
     def pool_figures(self) -> dict[str, int]:
         pool: Any = self.engine.pool

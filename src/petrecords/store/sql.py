@@ -9,8 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from petrecords.db import head_revision
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, StoredResponse, Transaction
+from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, Store, StoredResponse, Transaction
 from petrecords.tables import idempotency_keys, pets
 from petrecords.values import fold_case
 
@@ -239,3 +240,21 @@ class SqlTransaction(Transaction):
         await self.execute(
             sa.delete(idempotency_keys).where(sa.tuple_(idempotency_keys.c.caller, idempotency_keys.c.key).in_(expired))
         )
+
+
+class SqlStore(Store):
+    """What both SQL stores share: readiness means the database answers and its schema is at head."""
+
+    def __init__(self) -> None:
+        self._head = head_revision()
+
+    async def schema_is_current(self) -> bool:
+        try:
+            async with self.transaction(write=False) as tx:
+                version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
+        except (DatabaseUnavailable, sa.exc.DBAPIError):
+            return False
+        return bool(version == self._head)
+
+    @abc.abstractmethod
+    def transaction(self, *, write: bool) -> SqlTransaction: ...

@@ -14,10 +14,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from petrecords.db import create_sqlite_engine, head_revision
+from petrecords.db import create_sqlite_engine
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import Store
-from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlTransaction
+from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlStore, SqlTransaction
 
 
 class SqliteTransaction(SqlTransaction):
@@ -49,13 +48,13 @@ class SqliteTransaction(SqlTransaction):
         return self._store.connection().execute(statement)
 
 
-class SqliteStore(Store):
+class SqliteStore(SqlStore):
     dialect = "sqlite"
 
     def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
+        super().__init__()
         self._engine = create_sqlite_engine(url, busy_timeout_ms=busy_timeout_ms, autocommit=True)
         self._connection: sa.Connection | None = None
-        self._head = head_revision()
         self.lock = asyncio.Lock()
 
     def connection(self) -> sa.Connection:
@@ -65,14 +64,6 @@ class SqliteStore(Store):
 
     def transaction(self, *, write: bool) -> SqliteTransaction:
         return SqliteTransaction(self, write=write)
-
-    async def schema_is_current(self) -> bool:
-        try:
-            async with self.transaction(write=False) as tx:
-                version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
-        except (DatabaseUnavailable, sa.exc.DBAPIError):
-            return False
-        return version == self._head
 
     def pool_figures(self) -> dict[str, int]:
         return {"size": 1, "checked_out": int(self.lock.locked()), "overflow": 0}
