@@ -77,11 +77,12 @@ async def wipe(database_url: str) -> None:
         with connection:
             connection.execute("DELETE FROM pets")
             connection.execute("DELETE FROM idempotency_keys")
+            connection.execute("DELETE FROM pet_counts")
         connection.close()
         return
     pg = await asyncpg.connect(database_url, timeout=5)
     try:
-        await pg.execute("TRUNCATE pets, idempotency_keys")
+        await pg.execute("TRUNCATE pets, idempotency_keys, pet_counts")
     finally:
         await pg.close()
 

@@ -10,6 +10,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +27,7 @@ from tests.support import throwaway_postgres
 
 T = TypeVar("T")
 PETRECORDS = Path(sys.executable).parent / "petrecords"
-APP_TABLES = {"pets", "idempotency_keys"}
+APP_TABLES = {"pets", "idempotency_keys", "pet_counts"}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -147,3 +148,45 @@ def test_concurrent_migrators_all_succeed(fresh_url: str, tmp_path: Path) -> Non
         assert "schema at head" in stdout
     assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
     assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_counting_revision_counts_the_pets_already_stored(fresh_url: str, tmp_path: Path) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings, "a1f0c2d3e4b5")
+    owners_and_types = [
+        ("a@example.com", "Dog"),
+        ("a@example.com", "Dog"),
+        ("a@example.com", "Cat"),
+        ("b@x.org", "Dog"),
+    ]
+
+    def insert_pets(connection: sa.Connection) -> None:
+        for number, (owner, pet_type) in enumerate(owners_and_types):
+            connection.execute(
+                sa.text(
+                    "INSERT INTO pets (id, created_at, created_by, modified_at, modified_by, owner_id, name, "
+                    "name_key, pet_type, revision) VALUES (:id, 1, :owner, 1, :owner, :owner, 'n', 'n', :type, 1)"
+                ),
+                {
+                    "id": uuid.UUID(int=number + 1) if not is_sqlite(fresh_url) else uuid.UUID(int=number + 1).hex,
+                    "owner": owner,
+                    "type": pet_type,
+                },
+            )
+        connection.commit()
+
+    def counts(connection: sa.Connection) -> set[tuple[str, str, int]]:
+        rows = connection.execute(
+            sa.text("SELECT scope, pet_type, SUM(count) FROM pet_counts GROUP BY scope, pet_type")
+        )
+        return {(scope, pet_type, int(total)) for scope, pet_type, total in rows}
+
+    _on_connection(fresh_url, tmp_path, insert_pets)
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, counts) == {
+        ("a@example.com", "Dog", 2),
+        ("a@example.com", "Cat", 1),
+        ("b@x.org", "Dog", 1),
+        ("", "Dog", 3),
+        ("", "Cat", 1),
+    }

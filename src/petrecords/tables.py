@@ -41,6 +41,21 @@ pets = sa.Table(
     sa.Index(None, "owner_id", "name_key", "id"),
 )
 
+# How many pets each owner has of each type, kept in the transaction of every write, so that the
+# total of a list filtered by owner and type at most costs a few rows instead of a scan. The scope
+# ALL_OWNERS counts everyone's. Rows of that scope are spread over a few slots, so that concurrent
+# writers on PostgreSQL do not all queue on one row lock.
+ALL_OWNERS = ""
+
+pet_counts = sa.Table(
+    "pet_counts",
+    metadata,
+    sa.Column("scope", Text, primary_key=True, comment="an owner id, or '' for every owner"),
+    sa.Column("pet_type", Text, primary_key=True),
+    sa.Column("slot", sa.SmallInteger(), primary_key=True),
+    sa.Column("count", sa.BigInteger(), nullable=False),
+)
+
 idempotency_keys = sa.Table(
     "idempotency_keys",
     metadata,

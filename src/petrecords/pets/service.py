@@ -49,7 +49,7 @@ async def create_pet(*, tx: Transaction, caller: Caller, data: PetWrite) -> PetR
         pet_type=data.pet_type,
         revision=1,
     )
-    await tx.insert_pet(pet)
+    await tx.insert_pets([pet])
     return pet
 
 
@@ -69,14 +69,14 @@ async def replace_pet(
         modified_by=caller.email,
         revision=current.revision + 1,
     )
-    await tx.update_pet(replaced)
+    await tx.update_pet(replaced, previous=current)
     return replaced
 
 
 async def delete_pet(*, tx: Transaction, caller: Caller, pet_id: str, if_match: EntityTags | None) -> PetRow:
     current = await load_visible_pet(tx=tx, caller=caller, pet_id=pet_id, for_update=True)
     _check_if_match(if_match, current)
-    await tx.delete_pet(current.id)
+    await tx.delete_pet(current)
     return current
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from petrecords.config import Settings
@@ -17,6 +19,9 @@ _TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 
 
 class PostgresTransaction(SqlTransaction):
+    counter_slots = 8
+    upsert = staticmethod(postgresql.insert)
+
     def __init__(self, store: PostgresStore, *, write: bool) -> None:
         super().__init__(write=write)
         self._store = store
@@ -51,8 +56,8 @@ class PostgresTransaction(SqlTransaction):
         finally:
             await self._release()
 
-    async def _execute(self, statement: sa.Executable) -> sa.CursorResult[Any]:
-        return await self._open().execute(statement)
+    async def _execute(self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None) -> sa.CursorResult[Any]:
+        return await self._open().execute(statement, rows)
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import abc
+import collections
+import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,7 +14,7 @@ import sqlalchemy as sa
 from petrecords.db import head_revision
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, Store, StoredResponse, Transaction
-from petrecords.tables import idempotency_keys, pets
+from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
 from petrecords.values import fold_case
 
 _PET_COLUMNS = (
@@ -119,7 +121,40 @@ def list_statement(query: PetPageQuery) -> sa.Select[Any]:
 
 
 def count_statement(pet_filter: PetFilter) -> sa.Select[Any]:
+    """The number of pets that match: from the kept counts when the filter allows, else counted."""
+    if counted_by_owner_and_type(pet_filter):
+        scope = ALL_OWNERS if pet_filter.owner_id is None else pet_filter.owner_id
+        conditions = [pet_counts.c.scope == scope]
+        if pet_filter.pet_types is not None:
+            conditions.append(pet_counts.c.pet_type.in_(pet_filter.pet_types))
+        return sa.select(sa.func.coalesce(sa.func.sum(pet_counts.c.count), 0)).where(*conditions)
     return sa.select(sa.func.count()).select_from(pets).where(*filter_conditions(pet_filter))
+
+
+def counted_by_owner_and_type(pet_filter: PetFilter) -> bool:
+    return (
+        pet_filter.ids is None
+        and not pet_filter.name_like
+        and pet_filter.created_from is None
+        and pet_filter.created_before is None
+        and pet_filter.modified_from is None
+        and pet_filter.modified_before is None
+    )
+
+
+CountChange = tuple[str, str, int]
+"""(scope, pet type, change in the number of pets)."""
+
+
+def count_changes(removed: Iterable[PetRow], added: Iterable[PetRow]) -> list[CountChange]:
+    """What a write does to the kept counts, in one fixed order so that concurrent writers lock
+    counter rows in the same order and cannot deadlock."""
+    changes: collections.Counter[tuple[str, str]] = collections.Counter()
+    for pets_, sign in ((removed, -1), (added, 1)):
+        for pet in pets_:
+            changes[(pet.owner_id, pet.pet_type)] += sign
+            changes[(ALL_OWNERS, pet.pet_type)] += sign
+    return sorted((scope, pet_type, change) for (scope, pet_type), change in changes.items() if change)
 
 
 class SqlTransaction(Transaction):
@@ -128,6 +163,11 @@ class SqlTransaction(Transaction):
     The transaction begins on its first statement, so that a request holds no connection (or, on
     SQLite, the process's connection) while it is still reading and checking its input.
     """
+
+    counter_slots = 1
+    """Rows over which the every-owner counts are spread (see tables.pet_counts)."""
+    upsert: Callable[[sa.Table], Any]
+    """The dialect's INSERT that supports ON CONFLICT DO UPDATE."""
 
     def __init__(self, *, write: bool) -> None:
         self.write = write
@@ -148,14 +188,17 @@ class SqlTransaction(Transaction):
     async def _end(self, *, commit: bool) -> None: ...
 
     @abc.abstractmethod
-    async def _execute(self, statement: sa.Executable) -> sa.CursorResult[Any]: ...
+    async def _execute(self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None) -> sa.CursorResult[Any]:
+        """Run a statement, once, or once per row of parameters."""
 
-    async def execute(self, statement: sa.Executable) -> sa.CursorResult[Any]:
+    async def execute(
+        self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None = None
+    ) -> sa.CursorResult[Any]:
         if not self.begun:
             await self._begin()
             self.begun = True
         try:
-            return await self._execute(statement)
+            return await self._execute(statement, rows)
         except UNAVAILABLE_ERRORS as exc:
             raise DatabaseUnavailable() from exc
 
@@ -166,16 +209,36 @@ class SqlTransaction(Transaction):
         row = (await self.execute(statement)).first()
         return None if row is None else _row_to_pet(row)
 
-    async def insert_pet(self, pet: PetRow) -> None:
-        await self.execute(sa.insert(pets).values(pet_values(pet)))
+    async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
+        await self.execute(sa.insert(pets), [pet_values(pet) for pet in new_pets])
+        await self._change_counts(count_changes((), new_pets))
 
-    async def update_pet(self, pet: PetRow) -> None:
+    async def update_pet(self, pet: PetRow, *, previous: PetRow) -> None:
         values = pet_values(pet)
         del values["id"]
         await self.execute(sa.update(pets).where(pets.c.id == pet.id).values(values))
+        await self._change_counts(count_changes([previous], [pet]))
 
-    async def delete_pet(self, pet_id: uuid.UUID) -> None:
-        await self.execute(sa.delete(pets).where(pets.c.id == pet_id))
+    async def delete_pet(self, pet: PetRow) -> None:
+        await self.execute(sa.delete(pets).where(pets.c.id == pet.id))
+        await self._change_counts(count_changes([pet], ()))
+
+    async def _change_counts(self, changes: list[CountChange]) -> None:
+        if not changes:
+            return
+        slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
+        rows = [
+            {"scope": scope, "pet_type": pet_type, "slot": slot if scope == ALL_OWNERS else 0, "count": change}
+            for scope, pet_type, change in changes
+        ]
+        statement = self.upsert(pet_counts)
+        await self.execute(
+            statement.on_conflict_do_update(
+                index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
+                set_={"count": pet_counts.c.count + statement.excluded.count},
+            ),
+            rows,
+        )
 
     async def count_pets(self, pet_filter: PetFilter) -> int:
         return int((await self.execute(count_statement(pet_filter))).scalar_one())

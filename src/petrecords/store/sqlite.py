@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine
 from petrecords.errors import DatabaseUnavailable
@@ -20,6 +22,8 @@ from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlStore, SqlTransaction
 
 
 class SqliteTransaction(SqlTransaction):
+    upsert = staticmethod(sqlite_dialect.insert)
+
     def __init__(self, store: SqliteStore, *, write: bool) -> None:
         super().__init__(write=write)
         self._store = store
@@ -44,8 +48,8 @@ class SqliteTransaction(SqlTransaction):
         finally:
             self._store.lock.release()
 
-    async def _execute(self, statement: sa.Executable) -> sa.CursorResult[Any]:
-        return self._store.connection().execute(statement)
+    async def _execute(self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None) -> sa.CursorResult[Any]:
+        return self._store.connection().execute(statement, rows)
 
 
 class SqliteStore(SqlStore):
