@@ -5,7 +5,7 @@ UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 
-.PHONY: install run test lint typecheck check clean
+.PHONY: install run test bench lint typecheck check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: install
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
+
+# Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
+bench: install
+	@command -v wrk >/dev/null || { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y wrk || \
+		{ $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update && $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y wrk; }; }
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

@@ -1,16 +1,22 @@
-"""Load benchmark: a real `petrecords serve` on loopback, driven by wrk.
+"""Load benchmark: a real `petrecords serve` and the bare ceiling app on loopback, driven by wrk.
 
-Usage: .venv/bin/python bench/run.py [--workers 2] [--seed 10000] [--duration 10] [--connections 64]
-       [--database-url postgresql://...]
-Prints one line per scenario: requests/s, p50, p99 and non-2xx responses.
+For each dataset size it seeds a fresh database in bulk (bench/seed.py), starts
+`petrecords serve --workers N`, runs the scenarios with wrk (Lua scripts in scenarios/), then starts
+bench/ceiling.py on the same database and measures the bare lookup and insert. Every figure is
+printed with its ratio to its ceiling, and the list figures with their ratios across sizes.
+
+Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
+       [--duration 10] [--connections 64] [--workers 2] [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -19,12 +25,35 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import httpx
 
 BIN = Path(sys.executable).parent
-SCENARIOS_DIR = Path(__file__).parent / "scenarios"
+BENCH = Path(__file__).resolve().parent
+SCENARIOS = BENCH / "scenarios"
+POSTGRES_ADMIN_URL = os.environ.get("PETRECORDS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+OWNER = "bench@example.com"
+WRK_THREADS = 2
+PAGE_SIZE = 20
+
+# Scenario name -> Lua script; the order matters: delete consumes records, so it runs last.
+SERVICE_SCENARIOS = {
+    "get_by_id": "get_by_id",
+    "list_page_1": "list_page_1",
+    "list_filtered": "list_filtered",
+    "list_middle": "list_middle",
+    "create": "create",
+    "replace": "replace",
+    "mixed_80_20": "mixed",
+    "delete": "delete",
+}
+SMALL_SCENARIOS = ("get_by_id", "list_page_1", "list_middle")
+CEILINGS = {"ceiling_get": "ceiling_get", "ceiling_insert": "ceiling_insert"}
 
 
 def free_port() -> int:
@@ -33,116 +62,234 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_until_ready(base: str, timeout: float = 30) -> None:
+def wait_until_answering(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(url, timeout=1)
+            return
         time.sleep(0.2)
-    raise SystemExit("the server did not become ready")
-
-
-def seed(base: str, token: str, count: int) -> list[str]:
-    """Create `count` pets through the API, a few connections at a time."""
-    headers = {"Authorization": f"Bearer {token}"}
-    pet_types = ["Dog", "Cat", "Capybara", "Other"]
-    ids: list[str] = []
-    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-        for index in range(count):
-            body = {"name": f"pet {index} {random.choice('abcdefgh')}", "petType": random.choice(pet_types)}
-            ids.append(client.post("/v1/pets", json=body).json()["id"])
-    return ids
+    raise SystemExit(f"{url} did not answer")
 
 
 _LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)$", re.MULTILINE)
 _UNIT = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def run_wrk(base: str, script: Path, *, duration: int, connections: int, env: dict[str, str]) -> dict[str, float]:
+def run_wrk(base: str, script: str, *, duration: int, connections: int, env: dict[str, str]) -> dict[str, float]:
     output = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script), base],
+        [
+            "wrk",
+            f"-t{WRK_THREADS}",
+            f"-c{connections}",
+            f"-d{duration}s",
+            "--latency",
+            "-s",
+            str(SCENARIOS / f"{script}.lua"),
+            base,
+        ],
         capture_output=True,
         text=True,
-        env={**os.environ, **env},
+        env={**os.environ, **env, "THREADS": str(WRK_THREADS)},
         check=True,
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
     latencies = {p: float(v) * _UNIT[u] for p, v, u in _LATENCY.findall(output)}
     return {
         "rps": rate,
-        "p50_ms": latencies.get("50", float("nan")),
-        "p99_ms": latencies.get("99", float("nan")),
-        "non_2xx": int(non_2xx_match.group(1)) if non_2xx_match else 0,
+        "p50_ms": latencies.get("50", math.nan),
+        "p99_ms": latencies.get("99", math.nan),
+        "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
+        "socket_errors": sum(int(n) for n in errors.groups()) if errors else 0,
     }
+
+
+@contextlib.contextmanager
+def database(kind: str, work_dir: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{work_dir / 'pets.sqlite3'}"
+        return
+    name = f"petrecords_bench_{uuid.uuid4().hex[:10]}"
+
+    async def admin(statement: str) -> None:
+        connection = await asyncpg.connect(POSTGRES_ADMIN_URL)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextlib.contextmanager
+def process(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as sink:
+        child = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield child
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def worker_rss_mb(parent: int) -> list[float]:
+    """Resident memory of the server's worker processes (its children), in MB."""
+    sizes = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == parent:
+                status = (entry / "status").read_text()
+                rss_kb = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+                sizes.append(rss_kb / 1024)
+    return sorted(sizes)
+
+
+def print_line(name: str, figures: dict[str, float], ratio: str = "") -> None:
+    print(
+        f"  {name:<16} {figures['rps']:>8.0f} req/s   p50 {figures['p50_ms']:>7.2f} ms   "
+        f"p99 {figures['p99_ms']:>7.2f} ms   non-2xx {figures['non_2xx']:>5}   {ratio}",
+        flush=True,
+    )
+
+
+def bench_dataset(
+    args: argparse.Namespace, rows: int, scenarios: tuple[str, ...], *, with_ceilings: bool
+) -> dict[str, Any]:
+    work_dir = Path(tempfile.mkdtemp(prefix="petrecords-bench-"))
+    results: dict[str, Any] = {}
+    try:
+        with database(args.database, work_dir) as url:
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
+                "PETRECORDS_DATA_DIR": str(work_dir),
+                "PETRECORDS_DATABASE_URL": url,
+                "PETRECORDS_ACCESS_LOG": "false",
+                "PETRECORDS_RATE_LIMIT": "0",
+            }
+            ids_file = work_dir / "ids.txt"
+            started = time.perf_counter()
+            subprocess.run(
+                [BIN / "python", BENCH / "seed.py", "--database-url", url, "--data-dir", str(work_dir),
+                 "--rows", str(rows), "--owner", OWNER, "--ids-file", str(ids_file)],
+                env=env, check=True,
+            )  # fmt: skip
+            results["seed_seconds"] = round(time.perf_counter() - started, 1)
+            token = subprocess.run(
+                [BIN / "petrecords", "token", "--user", OWNER, "--ttl", "86400"],
+                env=env, capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            wrk_env = {"TOKEN": token, "IDS_FILE": str(ids_file), "MIDDLE_PAGE": str(max(1, rows // PAGE_SIZE // 2))}
+            print(f"{args.database}, {rows:,} rows (seeded in {results['seed_seconds']} s), {args.workers} workers")
+            # The ceiling first: the delete scenario removes records its lookups would then miss.
+            if with_ceilings:
+                port = free_port()
+                base = f"http://127.0.0.1:{port}"
+                ceiling = [
+                    BIN / "python",
+                    BENCH / "ceiling.py",
+                    "--database-url",
+                    url,
+                    "--port",
+                    str(port),
+                    "--workers",
+                    str(args.workers),
+                ]
+                with process([str(part) for part in ceiling], env, work_dir / "ceiling.log"):
+                    wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
+                    for name, script in CEILINGS.items():
+                        figures = run_wrk(
+                            base, script, duration=args.duration, connections=args.connections, env=wrk_env
+                        )
+                        results[name] = figures
+                        print_line(name, figures)
+            port = free_port()
+            base = f"http://127.0.0.1:{port}"
+            serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
+            with process([str(part) for part in serve], env, work_dir / "serve.log") as server:
+                wait_until_answering(f"{base}/readyz")
+                time.sleep(1)
+                for name in scenarios:
+                    figures = run_wrk(
+                        base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections, env=wrk_env
+                    )
+                    results[name] = figures
+                    print_line(name, figures)
+                results["worker_rss_mb"] = worker_rss_mb(server.pid)
+                print(f"  worker resident memory: {', '.join(f'{size:.0f} MB' for size in results['worker_rss_mb'])}")
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return results
+
+
+def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
+    """(what, ratio, against) for each target, from the figures of one run."""
+    largest, smallest = max(by_rows), min(by_rows)
+    big = by_rows[largest]
+    found = []
+
+    def add(
+        what: str, numerator: dict[str, Any], name: str, denominator: dict[str, Any], against: str, base: str
+    ) -> None:
+        if name in numerator and base in denominator:
+            found.append((what, numerator[name]["rps"] / denominator[base]["rps"], against))
+
+    add("get by id", big, "get_by_id", big, "the bare lookup", "ceiling_get")
+    add("create", big, "create", big, "the bare insert", "ceiling_insert")
+    if largest != smallest:
+        add(
+            f"list page 1 at {largest:,}",
+            big,
+            "list_page_1",
+            by_rows[smallest],
+            f"list page 1 at {smallest:,}",
+            "list_page_1",
+        )
+    add(f"list middle page at {largest:,}", big, "list_middle", big, "list page 1", "list_page_1")
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--rows", default="10000,1000000", help="comma-separated dataset sizes")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=2000)
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--scenarios", default=",".join(SERVICE_SCENARIOS))
+    parser.add_argument("--no-ceilings", dest="ceilings", action="store_false")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed (apt-get install wrk)")
-
-    data_dir = Path(tempfile.mkdtemp(prefix="petrecords-bench-"))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "PETRECORDS_DATA_DIR": str(data_dir),
-        "PETRECORDS_ACCESS_LOG": "false",
-        "PETRECORDS_RATE_LIMIT": "0",
-    }
-    if args.database_url:
-        env["PETRECORDS_DATABASE_URL"] = args.database_url
-    server = subprocess.Popen(
-        [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_until_ready(base)
-        token = subprocess.run(
-            [BIN / "petrecords", "token", "--user", "bench@example.com", "--ttl", "86400"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        ids = seed(base, token, args.seed)
-        ids_file = data_dir / "ids.txt"
-        ids_file.write_text("\n".join(ids) + "\n")
-        wrk_env = {"TOKEN": token, "IDS_FILE": str(ids_file)}
-        results = {}
-        for scenario in ("get_by_id", "list_page_1", "list_filtered", "create", "replace", "mixed"):
-            results[scenario] = run_wrk(
-                base,
-                SCENARIOS_DIR / f"{scenario}.lua",
-                duration=args.duration,
-                connections=args.connections,
-                env=wrk_env,
-            )
-            r = results[scenario]
-            print(
-                f"{scenario:<16} {r['rps']:>9.0f} req/s   p50 {r['p50_ms']:>7.2f} ms   "
-                f"p99 {r['p99_ms']:>7.2f} ms   non-2xx {r['non_2xx']}"
-            )
-        print(json.dumps({"workers": args.workers, "seed": args.seed, "results": results}))
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
+    sizes = sorted(int(size) for size in args.rows.split(","))
+    chosen = tuple(name for name in args.scenarios.split(",") if name)
+    by_rows: dict[int, dict[str, Any]] = {}
+    for rows in sizes:
+        scenarios = chosen if rows == sizes[-1] else tuple(name for name in chosen if name in SMALL_SCENARIOS)
+        by_rows[rows] = bench_dataset(args, rows, scenarios, with_ceilings=args.ceilings and rows == sizes[-1])
+    print("ratios (same run):")
+    for what, value, against in ratios(by_rows):
+        print(f"  {what:<28} {value:>5.2f} × {against}")
+    if args.json:
+        found = [{"what": w, "ratio": round(v, 3), "against": a} for w, v, a in ratios(by_rows)]
+        report = {"database": args.database, "workers": args.workers, "connections": args.connections,
+                  "duration": args.duration, "results": by_rows, "ratios": found}  # fmt: skip
+        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
