@@ -11,7 +11,7 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 
-from petrecords.auth import LocalTokenVerifier, TokenVerifier, load_or_create_secret
+from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.config import Settings
 from petrecords.db import is_sqlite
 from petrecords.errors import handle_exception
@@ -53,8 +53,8 @@ def _provide_store(state: State) -> Store:
 
 def create_token_verifier(settings: Settings) -> TokenVerifier:
     if settings.auth_mode == "jwks":
-        return JwksTokenVerifier(settings)
-    return LocalTokenVerifier(load_or_create_secret(settings), settings)
+        return VerifiedTokenCache(JwksTokenVerifier(settings))
+    return VerifiedTokenCache(LocalTokenVerifier(load_or_create_secret(settings), settings))
 
 
 def create_app(settings: Settings) -> ASGIApp:

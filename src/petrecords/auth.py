@@ -146,3 +146,32 @@ class LocalTokenVerifier:
                 options={"require": self._claims.required(), "verify_aud": False},
             )
         return self._claims.caller(claims)
+
+
+class VerifiedTokenCache:
+    """Remembers the caller of each token that verified, until the token's own expiry.
+
+    Checking a signature costs more than the rest of a typical request, and a client sends the same
+    token many times. Only tokens that passed every check are kept, so a flood of bad tokens neither
+    fills the cache nor skips a check; the oldest entries go first when it is full. A kept token stays
+    valid until its `exp` even if its signing key leaves the JWKS meanwhile.
+    """
+
+    def __init__(self, verifier: TokenVerifier, *, max_entries: int = 10_000) -> None:
+        self._verifier = verifier
+        self._max_entries = max_entries
+        self._entries: dict[str, tuple[Caller, float]] = {}
+
+    async def verify(self, token: str) -> Caller:
+        entry = self._entries.get(token)
+        if entry is not None:
+            if time.time() < entry[1]:
+                return entry[0]
+            del self._entries[token]
+        caller = await self._verifier.verify(token)
+        expires_at = jwt.decode(token, options={"verify_signature": False}).get("exp")
+        if isinstance(expires_at, int | float):
+            if len(self._entries) >= self._max_entries:
+                del self._entries[next(iter(self._entries))]
+            self._entries[token] = (caller, float(expires_at))
+        return caller
