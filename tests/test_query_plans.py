@@ -41,8 +41,9 @@ PAGE_ONE_QUERIES = {
 
 
 def _compiled(query: PetPageQuery, dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
-    compiled = list_statement(query).compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
-    return str(compiled), dict(compiled.params)
+    statement, values = list_statement(query)
+    compiled = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    return str(compiled), {**compiled.params, **values}
 
 
 @pytest.mark.parametrize("name", list(PAGE_ONE_QUERIES))

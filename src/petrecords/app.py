@@ -92,6 +92,7 @@ def create_app(settings: Settings) -> ASGIApp:
         debug=False,
     )
     app.state.settings = settings
+    app.state.pet_types = pet_types
     app.state.store = None
     app.state.rate_limiter = rate_limiter
     app.state.verifier = create_token_verifier(settings)

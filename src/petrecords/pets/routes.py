@@ -34,19 +34,35 @@ JSON = "application/json"
 _PURGE_EVERY = 100
 
 
-async def provide_read_tx(store: NamedDependency[Store]) -> AsyncIterator[Transaction]:
-    async with store.transaction(write=False) as tx:
+# Each handler takes one dependency, its transaction. Litestar resolves sibling dependencies in an
+# anyio task group, which costs more than a primary-key lookup; so the caller comes from
+# `request.user` (set by ApiGate) and the settings from the application's state.
+PetRequest = Request[Caller, Any, Any]
+
+
+def _store(request: Request[Any, Any, Any]) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+async def provide_read_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=False) as tx:
         yield tx
 
 
-async def provide_write_tx(store: NamedDependency[Store]) -> AsyncIterator[Transaction]:
-    async with store.transaction(write=True) as tx:
+async def provide_write_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=True) as tx:
         yield tx
 
 
-def provide_caller(request: Request[Any, Any, Any]) -> Caller:
-    caller: NamedDependency[Caller] = request.scope["user"]
-    return caller
+def _settings(request: PetRequest) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _pet_types(request: PetRequest) -> PetTypes:
+    pet_types: PetTypes = request.app.state.pet_types
+    return pet_types
 
 
 class PetBody(msgspec.Struct, frozen=True):
@@ -54,10 +70,10 @@ class PetBody(msgspec.Struct, frozen=True):
     document: Any
 
 
-async def provide_pet_body(request: Request[Any, Any, Any], pet_types: NamedDependency[PetTypes]) -> PetBody:
+async def _pet_body(request: PetRequest) -> PetBody:
     document = decode_json(await request.body())
     path_id = request.path_params.get("pet_id")
-    return PetBody(data=validate_pet_write(document, pet_types=pet_types, path_id=path_id), document=document)
+    return PetBody(data=validate_pet_write(document, pet_types=_pet_types(request), path_id=path_id), document=document)
 
 
 def _entity_tags(request: Request[Any, Any, Any], header: str) -> EntityTags | None:
@@ -76,18 +92,11 @@ def _pet_response(pet: PetRow, *, status: int = 200, headers: dict[str, str] | N
 
 class PetController(Controller):
     path = "/v1/pets"
-    middleware = [ApiGate]  # noqa: RUF012 - Litestar reads these class attributes
-    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}  # noqa: RUF012
+    middleware = [ApiGate]  # noqa: RUF012 - Litestar reads this class attribute
 
-    @post("/", dependencies={"tx": Provide(provide_write_tx), "pet_body": Provide(provide_pet_body)})
-    async def create_pet(
-        self,
-        request: Request[Any, Any, Any],
-        caller: NamedDependency[Caller],
-        tx: NamedDependency[Transaction],
-        pet_body: NamedDependency[PetBody],
-        settings: NamedDependency[Settings],
-    ) -> Response[bytes]:
+    @post("/", dependencies={"tx": Provide(provide_write_tx)})
+    async def create_pet(self, request: PetRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
+        caller, pet_body = request.user, await _pet_body(request)
         raw_key = request.headers.get("Idempotency-Key")
         key = None if raw_key is None else check_idempotency_key(raw_key)
         if key is None:
@@ -118,65 +127,49 @@ class PetController(Controller):
                 location=f"/v1/pets/{pet.id}",
                 etag=etag_for(pet),
             ),
-            expires_at_ms=now + settings.idempotency_ttl_seconds * 1000,
+            expires_at_ms=now + _settings(request).idempotency_ttl_seconds * 1000,
         )
         if pet.id.int % _PURGE_EVERY == 0:
             await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
         return response
 
     @get("/", dependencies={"tx": Provide(provide_read_tx)})
-    async def list_pets(
-        self,
-        request: Request[Any, Any, Any],
-        caller: NamedDependency[Caller],
-        tx: NamedDependency[Transaction],
-        settings: NamedDependency[Settings],
-        pet_types: NamedDependency[PetTypes],
-    ) -> Response[bytes]:
+    async def list_pets(self, request: PetRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
+        settings = _settings(request)
         list_request, owner_id = parse_list_query(
             query_pairs(request.scope["query_string"]),
-            pet_types=pet_types,
+            pet_types=_pet_types(request),
             default_page_size=settings.default_page_size,
             max_page_size=settings.max_page_size,
         )
-        page = await service.list_pets(tx=tx, caller=caller, request=list_request, owner_id=owner_id)
+        page = await service.list_pets(tx=tx, caller=request.user, request=list_request, owner_id=owner_id)
         return Response(content=msgspec.json.encode(page), media_type=JSON)
 
     @get("/{pet_id:str}", dependencies={"tx": Provide(provide_read_tx)})
     async def get_pet(
-        self,
-        request: Request[Any, Any, Any],
-        caller: NamedDependency[Caller],
-        tx: NamedDependency[Transaction],
-        pet_id: FromPath[str],
+        self, request: PetRequest, tx: NamedDependency[Transaction], pet_id: FromPath[str]
     ) -> Response[bytes]:
         if_none_match = _entity_tags(request, "If-None-Match")
-        pet = await service.load_visible_pet(tx=tx, caller=caller, pet_id=pet_id)
+        pet = await service.load_visible_pet(tx=tx, caller=request.user, pet_id=pet_id)
         if if_none_match is not None and if_none_match.match_weak(etag_for(pet)):
             return Response(content=b"", status_code=304, headers={"ETag": etag_for(pet)})
         return _pet_response(pet)
 
-    @put("/{pet_id:str}", dependencies={"tx": Provide(provide_write_tx), "pet_body": Provide(provide_pet_body)})
+    @put("/{pet_id:str}", dependencies={"tx": Provide(provide_write_tx)})
     async def replace_pet(
-        self,
-        request: Request[Any, Any, Any],
-        caller: NamedDependency[Caller],
-        tx: NamedDependency[Transaction],
-        pet_body: NamedDependency[PetBody],
-        pet_id: FromPath[str],
+        self, request: PetRequest, tx: NamedDependency[Transaction], pet_id: FromPath[str]
     ) -> Response[bytes]:
+        pet_body = await _pet_body(request)
         if_match = _entity_tags(request, "If-Match")
-        pet = await service.replace_pet(tx=tx, caller=caller, pet_id=pet_id, data=pet_body.data, if_match=if_match)
+        pet = await service.replace_pet(
+            tx=tx, caller=request.user, pet_id=pet_id, data=pet_body.data, if_match=if_match
+        )
         return _pet_response(pet)
 
     @delete("/{pet_id:str}", status_code=200, dependencies={"tx": Provide(provide_write_tx)})
     async def delete_pet(
-        self,
-        request: Request[Any, Any, Any],
-        caller: NamedDependency[Caller],
-        tx: NamedDependency[Transaction],
-        pet_id: FromPath[str],
+        self, request: PetRequest, tx: NamedDependency[Transaction], pet_id: FromPath[str]
     ) -> Response[bytes]:
         if_match = _entity_tags(request, "If-Match")
-        pet = await service.delete_pet(tx=tx, caller=caller, pet_id=pet_id, if_match=if_match)
+        pet = await service.delete_pet(tx=tx, caller=request.user, pet_id=pet_id, if_match=if_match)
         return _pet_response(pet)

@@ -56,7 +56,9 @@ class PostgresTransaction(SqlTransaction):
         finally:
             await self._release()
 
-    async def _execute(self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None) -> sa.CursorResult[Any]:
+    async def _execute(
+        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
+    ) -> sa.CursorResult[Any]:
         return await self._open().execute(statement, rows)
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:

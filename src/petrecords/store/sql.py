@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import abc
 import collections
+import functools
 import random
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 
 from petrecords.db import head_revision
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, Store, StoredResponse, Transaction
+from petrecords.store.base import (
+    PetFilter,
+    PetPageQuery,
+    PetRow,
+    SortField,
+    SortKey,
+    Store,
+    StoredResponse,
+    Transaction,
+)
+from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
 from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
 from petrecords.values import fold_case
 
-_PET_COLUMNS = (
+PET_COLUMNS = (
     pets.c.id,
     pets.c.created_at,
     pets.c.created_by,
@@ -63,9 +76,10 @@ def pet_values(pet: PetRow) -> dict[str, Any]:
     }
 
 
-def _row_to_pet(row: sa.Row[Any]) -> PetRow:
+def row_to_pet(row: Sequence[Any]) -> PetRow:
+    """A pet from the columns of PET_COLUMNS, in order (the id as a UUID or as SQLite stores it)."""
     return PetRow(
-        id=row[0],
+        id=row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(hex=row[0]),
         created_at=row[1],
         created_by=row[2],
         modified_at=row[3],
@@ -77,23 +91,64 @@ def _row_to_pet(row: sa.Row[Any]) -> PetRow:
     )
 
 
-def filter_conditions(pet_filter: PetFilter) -> list[sa.ColumnElement[bool]]:
-    conditions: list[sa.ColumnElement[bool]] = []
+# Statements are built once per query shape (which filters are set, how many values each has, the
+# sort) with named parameters, and reused: building and hashing a SQLAlchemy statement for every
+# request costs more than running it.
+FilterShape = tuple[bool, int | None, int | None, int, bool, bool, bool, bool]
+Statement = tuple[sa.Select[Any], dict[str, Any]]
+"""A statement and the values of its parameters."""
+
+
+def _filter_shape(pet_filter: PetFilter) -> FilterShape:
+    return (
+        pet_filter.owner_id is not None,
+        None if pet_filter.ids is None else len(pet_filter.ids),
+        None if pet_filter.pet_types is None else len(pet_filter.pet_types),
+        len(pet_filter.name_like),
+        pet_filter.created_from is not None,
+        pet_filter.created_before is not None,
+        pet_filter.modified_from is not None,
+        pet_filter.modified_before is not None,
+    )
+
+
+def _filter_values(pet_filter: PetFilter) -> dict[str, Any]:
+    values: dict[str, Any] = {}
     if pet_filter.owner_id is not None:
-        conditions.append(pets.c.owner_id == pet_filter.owner_id)
-    if pet_filter.ids is not None:
-        conditions.append(pets.c.id.in_(pet_filter.ids))
-    if pet_filter.pet_types is not None:
-        conditions.append(pets.c.pet_type.in_(pet_filter.pet_types))
-    conditions.extend(pets.c.name_key.like(pattern, escape="\\") for pattern in pet_filter.name_like)
-    if pet_filter.created_from is not None:
-        conditions.append(pets.c.created_at >= pet_filter.created_from)
-    if pet_filter.created_before is not None:
-        conditions.append(pets.c.created_at < pet_filter.created_before)
-    if pet_filter.modified_from is not None:
-        conditions.append(pets.c.modified_at >= pet_filter.modified_from)
-    if pet_filter.modified_before is not None:
-        conditions.append(pets.c.modified_at < pet_filter.modified_before)
+        values["owner_id"] = pet_filter.owner_id
+    values.update({f"id_{index}": value for index, value in enumerate(pet_filter.ids or ())})
+    values.update({f"pet_type_{index}": value for index, value in enumerate(pet_filter.pet_types or ())})
+    values.update({f"name_like_{index}": value for index, value in enumerate(pet_filter.name_like)})
+    bounds = {
+        "created_from": pet_filter.created_from,
+        "created_before": pet_filter.created_before,
+        "modified_from": pet_filter.modified_from,
+        "modified_before": pet_filter.modified_before,
+    }
+    values.update({name: value for name, value in bounds.items() if value is not None})
+    return values
+
+
+def _conditions(shape: FilterShape) -> list[sa.ColumnElement[bool]]:
+    owner, ids, pet_types, patterns, created_from, created_before, modified_from, modified_before = shape
+    conditions: list[sa.ColumnElement[bool]] = []
+    if owner:
+        conditions.append(pets.c.owner_id == sa.bindparam("owner_id"))
+    if ids is not None:
+        conditions.append(pets.c.id.in_([sa.bindparam(f"id_{index}", type_=pets.c.id.type) for index in range(ids)]))
+    if pet_types is not None:
+        conditions.append(pets.c.pet_type.in_([sa.bindparam(f"pet_type_{index}") for index in range(pet_types)]))
+    conditions.extend(
+        pets.c.name_key.like(sa.bindparam(f"name_like_{index}"), escape="\\") for index in range(patterns)
+    )
+    if created_from:
+        conditions.append(pets.c.created_at >= sa.bindparam("created_from"))
+    if created_before:
+        conditions.append(pets.c.created_at < sa.bindparam("created_before"))
+    if modified_from:
+        conditions.append(pets.c.modified_at >= sa.bindparam("modified_from"))
+    if modified_before:
+        conditions.append(pets.c.modified_at < sa.bindparam("modified_before"))
     return conditions
 
 
@@ -105,30 +160,73 @@ def _sort_expressions(field: SortField, pet_type_order: tuple[str, ...]) -> list
     return [sa.func.coalesce(rank, len(pet_type_order)), sa.func.lower(pets.c.pet_type)]
 
 
-def list_statement(query: PetPageQuery) -> sa.Select[Any]:
-    order = [
-        expression.desc() if key.descending else expression.asc()
-        for key in query.sort
-        for expression in _sort_expressions(key.field, query.pet_type_order)
-    ]
+def _sort_columns(
+    sort: tuple[SortKey, ...], pet_type_order: tuple[str, ...]
+) -> tuple[list[sa.ColumnElement[Any]], list[bool]]:
+    """The expressions a list is ordered by, and whether each is descending."""
+    expressions, directions = [], []
+    for key in sort:
+        for expression in _sort_expressions(key.field, pet_type_order):
+            expressions.append(expression)
+            directions.append(key.descending)
+    return expressions, directions
+
+
+@functools.lru_cache(maxsize=512)
+def _list_select(
+    shape: FilterShape, sort: tuple[SortKey, ...], pet_type_order: tuple[str, ...], *, keys_only: bool, after: bool
+) -> sa.Select[Any]:
+    expressions, directions = _sort_columns(sort, pet_type_order)
+    conditions = _conditions(shape)
+    if after:
+        # Rows after a sort key: one row-value comparison, which an index on the sort columns serves.
+        row = sa.tuple_(*expressions)
+        key = sa.tuple_(*(sa.bindparam(f"after_{index}", type_=e.type) for index, e in enumerate(expressions)))
+        conditions.append(row < key if directions[0] else row > key)
     return (
-        sa.select(*_PET_COLUMNS)
-        .where(*filter_conditions(query.filter))
-        .order_by(*order)
-        .limit(query.limit)
-        .offset(query.offset)
+        sa.select(*(expressions if keys_only else PET_COLUMNS))
+        .where(*conditions)
+        .order_by(*(e.desc() if d else e.asc() for e, d in zip(expressions, directions, strict=True)))
+        .limit(sa.bindparam("limit"))
+        .offset(sa.bindparam("offset"))
     )
 
 
-def count_statement(pet_filter: PetFilter) -> sa.Select[Any]:
-    """The number of pets that match: from the kept counts when the filter allows, else counted."""
-    if counted_by_owner_and_type(pet_filter):
-        scope = ALL_OWNERS if pet_filter.owner_id is None else pet_filter.owner_id
-        conditions = [pet_counts.c.scope == scope]
-        if pet_filter.pet_types is not None:
-            conditions.append(pet_counts.c.pet_type.in_(pet_filter.pet_types))
+def list_statement(
+    query: PetPageQuery, *, keys_only: bool = False, after_key: SortKeyValues | None = None
+) -> Statement:
+    """The page's rows (or only their sort keys); with `after_key`, only rows after that sort key."""
+    statement = _list_select(
+        _filter_shape(query.filter), query.sort, query.pet_type_order, keys_only=keys_only, after=after_key is not None
+    )
+    values = _filter_values(query.filter)
+    values["limit"], values["offset"] = query.limit, query.offset
+    values.update({f"after_{index}": value for index, value in enumerate(after_key or ())})
+    return statement, values
+
+
+def sort_directions(query: PetPageQuery) -> list[bool]:
+    return _sort_columns(query.sort, query.pet_type_order)[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _count_select(shape: FilterShape, *, kept: bool) -> sa.Select[Any]:
+    if kept:
+        pet_types = shape[2]
+        conditions = [pet_counts.c.scope == sa.bindparam("scope")]
+        if pet_types is not None:
+            conditions.append(pet_counts.c.pet_type.in_([sa.bindparam(f"pet_type_{i}") for i in range(pet_types)]))
         return sa.select(sa.func.coalesce(sa.func.sum(pet_counts.c.count), 0)).where(*conditions)
-    return sa.select(sa.func.count()).select_from(pets).where(*filter_conditions(pet_filter))
+    return sa.select(sa.func.count()).select_from(pets).where(*_conditions(shape))
+
+
+def count_statement(pet_filter: PetFilter) -> Statement:
+    """The number of pets that match: from the kept counts when the filter allows, else counted."""
+    values = _filter_values(pet_filter)
+    if counted_by_owner_and_type(pet_filter):
+        values["scope"] = values.pop("owner_id", ALL_OWNERS)
+        return _count_select(_filter_shape(pet_filter), kept=True), values
+    return _count_select(_filter_shape(pet_filter), kept=False), values
 
 
 def counted_by_owner_and_type(pet_filter: PetFilter) -> bool:
@@ -164,6 +262,7 @@ class SqlTransaction(Transaction):
     SQLite, the process's connection) while it is still reading and checking its input.
     """
 
+    page_anchors: PageAnchors
     counter_slots = 1
     """Rows over which the every-owner counts are spread (see tables.pet_counts)."""
     upsert: Callable[[sa.Table], Any]
@@ -188,11 +287,13 @@ class SqlTransaction(Transaction):
     async def _end(self, *, commit: bool) -> None: ...
 
     @abc.abstractmethod
-    async def _execute(self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None) -> sa.CursorResult[Any]:
-        """Run a statement, once, or once per row of parameters."""
+    async def _execute(
+        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
+    ) -> sa.CursorResult[Any]:
+        """Run a statement, once (with the given parameters), or once per row of parameters."""
 
     async def execute(
-        self, statement: sa.Executable, rows: Sequence[dict[str, Any]] | None = None
+        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None = None
     ) -> sa.CursorResult[Any]:
         if not self.begun:
             await self._begin()
@@ -203,11 +304,11 @@ class SqlTransaction(Transaction):
             raise DatabaseUnavailable() from exc
 
     async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
-        statement = sa.select(*_PET_COLUMNS).where(pets.c.id == pet_id)
+        statement = sa.select(*PET_COLUMNS).where(pets.c.id == pet_id)
         if for_update:
             statement = statement.with_for_update()
         row = (await self.execute(statement)).first()
-        return None if row is None else _row_to_pet(row)
+        return None if row is None else row_to_pet(row)
 
     async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
         await self.execute(sa.insert(pets), [pet_values(pet) for pet in new_pets])
@@ -226,25 +327,47 @@ class SqlTransaction(Transaction):
     async def _change_counts(self, changes: list[CountChange]) -> None:
         if not changes:
             return
-        slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
-        rows = [
-            {"scope": scope, "pet_type": pet_type, "slot": slot if scope == ALL_OWNERS else 0, "count": change}
-            for scope, pet_type, change in changes
-        ]
         statement = self.upsert(pet_counts)
         await self.execute(
             statement.on_conflict_do_update(
                 index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
                 set_={"count": pet_counts.c.count + statement.excluded.count},
             ),
-            rows,
+            self.count_rows(changes),
         )
 
+    def count_rows(self, changes: list[CountChange]) -> list[dict[str, Any]]:
+        slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
+        return [
+            {"scope": scope, "pet_type": pet_type, "slot": slot if scope == ALL_OWNERS else 0, "count": change}
+            for scope, pet_type, change in changes
+        ]
+
     async def count_pets(self, pet_filter: PetFilter) -> int:
-        return int((await self.execute(count_statement(pet_filter))).scalar_one())
+        return int((await self.fetch(count_statement(pet_filter)))[0][0])
+
+    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        """The rows of a query, as sequences of column values."""
+        return list(await self.execute(*statement))
 
     async def list_pets(self, query: PetPageQuery) -> Sequence[PetRow]:
-        return [_row_to_pet(row) for row in await self.execute(list_statement(query))]
+        after_key = None
+        if query.offset >= BLOCK and uniform_direction(sort_directions(query)):
+            version = await self.data_version()
+            if version is not None:
+                anchors = self.page_anchors.of(version, (query.filter, query.sort, query.pet_type_order))
+                after_key, remaining = await seek_position(anchors, query.offset, partial(self._key_at, query))
+                query = msgspec.structs.replace(query, offset=remaining)
+        return [row_to_pet(row) for row in await self.fetch(list_statement(query, after_key=after_key))]
+
+    async def _key_at(self, query: PetPageQuery, after_key: SortKeyValues | None, skip: int) -> SortKeyValues | None:
+        one_row = msgspec.structs.replace(query, limit=1, offset=skip)
+        rows = await self.fetch(list_statement(one_row, keys_only=True, after_key=after_key))
+        return tuple(rows[0]) if rows else None
+
+    async def data_version(self) -> Hashable | None:
+        """A value that changes whenever the stored pets may have; None when there is no cheap one."""
+        return None
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         """Make concurrent holders of the same key exclusive; the default relies on a single writer."""
