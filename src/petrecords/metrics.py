@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+POOL_INTERVAL = 1.0
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -29,6 +32,8 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._pool_set_at = -POOL_INTERVAL
         pool_mode = {"multiprocess_mode": "livesum"} if self._multiprocess else {}
         self.pool = Gauge(
             "petrecords_db_pool_connections",
@@ -39,11 +44,21 @@ class Metrics:
         )
 
     def observe(self, *, method: str, route: str, status: int, seconds: float) -> None:
-        labels = (method, route, str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        # Looking up a labelled child costs more than updating it; the label sets are few (routes are templates).
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:
+            labels = (method, route, str(status))
+            children = self._children[key] = (self.requests.labels(*labels), self.latency.labels(*labels))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def set_pool(self, figures: dict[str, int]) -> None:
+        """Record the pool's state, at most every POOL_INTERVAL seconds: it is a gauge, not a tally."""
+        now = time.monotonic()
+        if now - self._pool_set_at < POOL_INTERVAL:
+            return
+        self._pool_set_at = now
         for state, value in figures.items():
             self.pool.labels(state).set(value)
 
