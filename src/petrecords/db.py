@@ -22,6 +22,22 @@ from petrecords.config import Settings
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
 _MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
+# SQLite 3.7.0 to 3.51.2 have the WAL-reset bug: a database in WAL mode can be corrupted when two
+# connections write or checkpoint at the same moment, which is what several server workers do.
+MIN_SQLITE_VERSION = (3, 51, 3)
+
+
+class SqliteTooOld(RuntimeError):
+    """The SQLite library in use lacks a fix the service relies on."""
+
+
+def check_sqlite_version(version: tuple[int, ...]) -> None:
+    if tuple(version[:3]) < MIN_SQLITE_VERSION:
+        found = ".".join(map(str, version))
+        needed = ".".join(map(str, MIN_SQLITE_VERSION))
+        raise SqliteTooOld(
+            f"SQLite {found} is too old: {needed} or later is required (it fixes the WAL-reset corruption bug)"
+        )
 
 
 def is_sqlite(url: str) -> bool:
@@ -44,8 +60,10 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) ->
     """SQLite from the pysqlite3 wheel: its library has the WAL fixes the system one lacks.
 
     WAL lets readers run beside the one writer; synchronous=FULL makes every acknowledged commit
-    durable against power loss, not only against a crash of the process.
+    durable against power loss, not only against a crash of the process. An older library than
+    MIN_SQLITE_VERSION is refused (SqliteTooOld) before anything is opened.
     """
+    check_sqlite_version(sqlite3.sqlite_version_info)
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
