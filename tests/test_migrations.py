@@ -7,6 +7,7 @@ session's shared databases are left alone.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -147,3 +148,18 @@ def test_concurrent_migrators_all_succeed(fresh_url: str, tmp_path: Path) -> Non
         assert "schema at head" in stdout
     assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
     assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    head = head_revision()
+    with caplog.at_level(logging.INFO, logger="petrecords.migrations"):
+        migrate(settings)
+        migrate(settings)
+        migrate(settings, "base", downgrade=True)
+    messages = [record.getMessage() for record in caplog.records if record.name == "petrecords.migrations"]
+    assert messages == [
+        f"schema migrated from base to {head}",
+        f"schema at {head}: nothing to migrate",
+        f"schema migrated from {head} to base",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -20,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from petrecords.config import Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+log = logging.getLogger("petrecords.migrations")
 # Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
 _MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
 # SQLite 3.7.0 to 3.51.2 have the WAL-reset bug: a database in WAL mode can be corrupted when two
@@ -121,13 +124,25 @@ def head_revision() -> str:
     return head
 
 
+def _current_revision(connection: sa.Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
 def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = False) -> None:
+    """Migrate on `connection` (inside its transaction) and log what changed, if anything."""
+    before = _current_revision(connection)
     config = alembic_config()
     config.attributes["connection"] = connection
     if downgrade:
         command.downgrade(config, revision)
     else:
         command.upgrade(config, revision)
+    after = _current_revision(connection)
+    fields = {"from_revision": before, "to_revision": after}
+    if before == after:
+        log.info("schema at %s: nothing to migrate", after or "base", extra={"fields": fields})
+    else:
+        log.info("schema migrated from %s to %s", before or "base", after or "base", extra={"fields": fields})
 
 
 @contextlib.contextmanager
