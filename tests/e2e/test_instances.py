@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pysqlite3.dbapi2 as sqlite3
 import pytest
 
 from petrecords.db import head_revision
@@ -274,3 +275,59 @@ def test_sigterm_drains_in_flight_requests_and_exits_cleanly(tmp_path: Path) -> 
         assert "Traceback" not in server.output(full=True)
         rows = runner.run(_fetch(database_url, "SELECT name, revision FROM pets WHERE id = $1", pet_id))
         assert [(row["name"], row["revision"]) for row in rows] == [("After", 2)]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_sigterm_under_write_load_answers_what_it_took_and_keeps_it(database: str, tmp_path: Path) -> None:
+    """Clients keep writing while the server is told to stop: no server errors, an exit code of 0, and every
+    acknowledged create in the database."""
+    data_dir = tmp_path / "data"
+    with contextlib.ExitStack() as stack:
+        database_url = stack.enter_context(throwaway_postgres()) if database == "postgresql" else None
+        server = stack.enter_context(running_server(data_dir, database_url=database_url, workers=2, users=[USER]))
+        headers = {"Authorization": f"Bearer {server.tokens[USER]}"}
+        acknowledged: list[str] = []
+        failures: list[str] = []
+        started = threading.Event()
+
+        def client() -> None:
+            with httpx.Client(base_url=server.url, headers=headers, timeout=GRACEFUL_TIMEOUT + 20) as http:
+                while True:
+                    try:
+                        response = http.post("/v1/pets", json={"name": "Busy", "petType": "Bird"})
+                    except httpx.ConnectError:
+                        return  # refused: the server no longer takes connections
+                    except httpx.TransportError:
+                        continue  # a kept-alive connection closed as the request went out: not acknowledged
+                    if response.status_code != 201:
+                        failures.append(f"{response.status_code} {response.text}")
+                        return
+                    acknowledged.append(response.json()["id"])
+                    started.set()
+
+        clients = [threading.Thread(target=client) for _ in range(6)]
+        for thread in clients:
+            thread.start()
+        try:
+            assert started.wait(timeout=30), server.output()
+            while len(acknowledged) < 50 and not failures and any(thread.is_alive() for thread in clients):
+                time.sleep(0.01)
+            server.terminate()
+            code = server.wait(GRACEFUL_TIMEOUT + 5)
+        finally:
+            for thread in clients:
+                thread.join(timeout=GRACEFUL_TIMEOUT + 30)
+        assert not failures, f"{failures}\n{server.output()}"
+        assert code == 0, f"exit code {code}:\n{server.output()}"
+        assert "Traceback" not in server.output(full=True)
+
+        statement = "SELECT id FROM pets"
+        if database_url is None:
+            connection = sqlite3.connect(str(data_dir / "petrecords.sqlite3"))
+            try:
+                stored = {str(uuid.UUID(row[0])) for row in connection.execute(statement)}
+            finally:
+                connection.close()
+        else:
+            stored = {str(row["id"]) for row in _query(database_url, statement)}
+        assert set(acknowledged) <= stored
