@@ -7,6 +7,7 @@ session's shared databases are left alone.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -190,3 +191,18 @@ def test_counting_revision_counts_the_pets_already_stored(fresh_url: str, tmp_pa
         ("", "Dog", 3),
         ("", "Cat", 1),
     }
+
+
+def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    head = head_revision()
+    with caplog.at_level(logging.INFO, logger="petrecords.migrations"):
+        migrate(settings)
+        migrate(settings)
+        migrate(settings, "base", downgrade=True)
+    messages = [record.getMessage() for record in caplog.records if record.name == "petrecords.migrations"]
+    assert messages == [
+        f"schema migrated from base to {head}",
+        f"schema at {head}: nothing to migrate",
+        f"schema migrated from {head} to base",
+    ]

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from petrecords.auth import issue_local_token, load_or_create_secret
 from petrecords.config import Settings
-from petrecords.db import migrate
+from petrecords.db import SqliteTooOld, migrate
+from petrecords.logs import configure_logging
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> None:
@@ -93,4 +94,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    args.run(args, Settings())
+    settings = Settings()
+    if args.command != "token":
+        configure_logging(settings.log_level)
+    try:
+        args.run(args, settings)
+    except SqliteTooOld as exc:
+        sys.exit(f"petrecords {args.command}: {exc}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -20,8 +22,25 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from petrecords.config import Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+log = logging.getLogger("petrecords.migrations")
 # Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
 _MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
+# SQLite 3.7.0 to 3.51.2 have the WAL-reset bug: a database in WAL mode can be corrupted when two
+# connections write or checkpoint at the same moment, which is what several server workers do.
+MIN_SQLITE_VERSION = (3, 51, 3)
+
+
+class SqliteTooOld(RuntimeError):
+    """The SQLite library in use lacks a fix the service relies on."""
+
+
+def check_sqlite_version(version: tuple[int, ...]) -> None:
+    if tuple(version[:3]) < MIN_SQLITE_VERSION:
+        found = ".".join(map(str, version))
+        needed = ".".join(map(str, MIN_SQLITE_VERSION))
+        raise SqliteTooOld(
+            f"SQLite {found} is too old: {needed} or later is required (it fixes the WAL-reset corruption bug)"
+        )
 
 
 def is_sqlite(url: str) -> bool:
@@ -44,8 +63,10 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) ->
     """SQLite from the pysqlite3 wheel: its library has the WAL fixes the system one lacks.
 
     WAL lets readers run beside the one writer; synchronous=FULL makes every acknowledged commit
-    durable against power loss, not only against a crash of the process.
+    durable against power loss, not only against a crash of the process. An older library than
+    MIN_SQLITE_VERSION is refused (SqliteTooOld) before anything is opened.
     """
+    check_sqlite_version(sqlite3.sqlite_version_info)
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,13 +124,25 @@ def head_revision() -> str:
     return head
 
 
+def _current_revision(connection: sa.Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
 def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = False) -> None:
+    """Migrate on `connection` (inside its transaction) and log what changed, if anything."""
+    before = _current_revision(connection)
     config = alembic_config()
     config.attributes["connection"] = connection
     if downgrade:
         command.downgrade(config, revision)
     else:
         command.upgrade(config, revision)
+    after = _current_revision(connection)
+    fields = {"from_revision": before, "to_revision": after}
+    if before == after:
+        log.info("schema at %s: nothing to migrate", after or "base", extra={"fields": fields})
+    else:
+        log.info("schema migrated from %s to %s", before or "base", after or "base", extra={"fields": fields})
 
 
 @contextlib.contextmanager

@@ -34,3 +34,5 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # Alembic narrates every step at INFO; petrecords.migrations says in one line what a migration did.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))

@@ -41,11 +41,25 @@ class Server:
 
     def stop(self) -> int | None:
         """SIGTERM, then the exit code, or None when it did not exit within STOP_SECONDS."""
+        self.terminate()
+        return self.wait(STOP_SECONDS)
+
+    def terminate(self) -> None:
+        """SIGTERM to the server process alone, as a supervisor sends it; returns at once."""
         self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, seconds: float) -> int | None:
+        """The exit code, or None when the server still runs after `seconds`."""
         try:
-            return self.process.wait(timeout=STOP_SECONDS)
+            return self.process.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
             return None
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group: the server and every worker die at once, mid-request."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
 
 
 def free_port() -> int:
@@ -82,62 +96,124 @@ def _environment(data_dir: Path, database_url: str | None) -> dict[str, str]:
     env["PETRECORDS_DATA_DIR"] = str(data_dir)
     if database_url is not None:
         env["PETRECORDS_DATABASE_URL"] = database_url
+    # What a killed server leaves behind (its metrics directory) stays beside the test's data.
+    temporary = data_dir.parent / "tmp"
+    temporary.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(temporary)
     return env
+
+
+def _new_log(data_dir: Path) -> Path:
+    """A log file of its own for every start: `data-server.log`, then `data-server-2.log`, …"""
+    log = data_dir.parent / f"{data_dir.name}-server.log"
+    number = 1
+    while log.exists():
+        number += 1
+        log = data_dir.parent / f"{data_dir.name}-server-{number}.log"
+    log.touch()
+    return log
+
+
+def _spawn(data_dir: Path, env: dict[str, str], *, workers: int, serve_args: Sequence[str]) -> Server:
+    port = free_port()
+    log = _new_log(data_dir)
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(PETRECORDS), "serve", "--port", str(port), "--workers", str(workers), *serve_args],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Server(url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir, process=process, log=log, tokens={})
+
+
+def _wait_until_serving(server: Server, *, workers: int, deadline: float) -> None:
+    process = server.process
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"the server exited with {process.returncode} before serving:\n{server.output()}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
+                break
+        if time.monotonic() > deadline:
+            pytest.fail(f"the server did not answer /healthz within {STARTUP_SECONDS} s:\n{server.output()}")
+        time.sleep(0.05)
+    # /healthz answers as soon as one worker runs. Granian ignores a SIGTERM that reaches a worker still
+    # starting (it is killed after --graceful-timeout), so wait until every worker says it started.
+    while not all(f"Started worker-{number}" in server.output(full=True) for number in range(1, workers + 1)):
+        if time.monotonic() > deadline or process.poll() is not None:
+            pytest.fail(f"not every worker started within {STARTUP_SECONDS} s:\n{server.output()}")
+        time.sleep(0.05)
+
+
+def _discard(server: Server) -> None:
+    process = server.process
+    if process.poll() is None:
+        server.kill()
+    else:
+        # Workers of a stopped server must not outlive it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def running_servers(
+    count: int,
+    data_dir: Path,
+    *,
+    database_url: str | None = None,
+    workers: int = 1,
+    users: Sequence[str] = (),
+    serve_args: Sequence[str] = (),
+) -> Iterator[list[Server]]:
+    """`count` `petrecords serve` processes started at the same moment, up and answering /healthz;
+    always killed on the way out.
+
+    They share `data_dir` (so one local signing secret) and, when given, `database_url`; each has its own
+    port and log. Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by
+    `petrecords token` started at the same moment as the servers, all finding no secret yet: they must
+    agree on one. Every server holds the same tokens. `data_dir` may hold an earlier server's data: a
+    restart on it finds the database and the secret that server left.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = _environment(data_dir, database_url)
+    servers: list[Server] = []
+    issuing: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for _ in range(count):
+            servers.append(_spawn(data_dir, env, workers=workers, serve_args=serve_args))
+        issuing = {user: _start_token(env, *user.split()) for user in users}
+        tokens = {user: _finish_token(issuer) for user, issuer in issuing.items()}
+        deadline = time.monotonic() + STARTUP_SECONDS
+        for server in servers:
+            server.tokens.update(tokens)
+            _wait_until_serving(server, workers=workers, deadline=deadline)
+        yield servers
+    finally:
+        for issuer in issuing.values():
+            if issuer.poll() is None:
+                issuer.kill()
+                issuer.wait()
+        for server in servers:
+            _discard(server)
 
 
 @contextlib.contextmanager
 def running_server(
-    data_dir: Path, *, database_url: str | None = None, workers: int = 1, users: Sequence[str] = ()
+    data_dir: Path,
+    *,
+    database_url: str | None = None,
+    workers: int = 1,
+    users: Sequence[str] = (),
+    serve_args: Sequence[str] = (),
 ) -> Iterator[Server]:
     """A `petrecords serve` process, up and answering /healthz; always killed on the way out.
 
     Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by `petrecords token`
     started at the same moment as the server, both finding no secret yet: they must agree on one.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    env = _environment(data_dir, database_url)
-    log = data_dir.parent / f"{data_dir.name}-server.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [str(PETRECORDS), "serve", "--port", str(port), "--workers", str(workers)],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    issuing = {user: _start_token(env, *user.split()) for user in users}
-    server = Server(url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir, process=process, log=log, tokens={})
-    try:
-        for user, issuer in issuing.items():
-            server.tokens[user] = _finish_token(issuer)
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode} before serving:\n{server.output()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not answer /healthz within {STARTUP_SECONDS} s:\n{server.output()}")
-            time.sleep(0.05)
-        # /healthz answers as soon as one worker runs. Granian ignores a SIGTERM that reaches a worker still
-        # starting (it is killed after --graceful-timeout), so wait until every worker says it started.
-        while not all(f"Started worker-{number}" in server.output(full=True) for number in range(1, workers + 1)):
-            if time.monotonic() > deadline or process.poll() is not None:
-                pytest.fail(f"not every worker started within {STARTUP_SECONDS} s:\n{server.output()}")
-            time.sleep(0.05)
+    with running_servers(
+        1, data_dir, database_url=database_url, workers=workers, users=users, serve_args=serve_args
+    ) as (server,):
         yield server
-    finally:
-        for issuer in issuing.values():
-            if issuer.poll() is None:
-                issuer.kill()
-                issuer.wait()
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        else:
-            # Workers of a stopped server must not outlive it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,89 @@
+"""The embedded database's connection: the SQLite library it runs on and the settings it runs with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pysqlite3.dbapi2 as sqlite3
+import pytest
+
+from petrecords.config import Settings
+from petrecords.db import MIN_SQLITE_VERSION, SqliteTooOld, check_sqlite_version, create_sqlite_engine, migrate
+from petrecords.store.sqlite import SqliteStore
+
+PETRECORDS = Path(sys.executable).parent / "petrecords"
+
+
+class TestSqliteVersion:
+    @pytest.mark.parametrize("version", [(3, 7, 0), (3, 45, 1), (3, 51, 2), (3, 50, 9)])
+    def test_libraries_with_the_wal_reset_bug_are_refused(self, version: tuple[int, int, int]) -> None:
+        with pytest.raises(SqliteTooOld, match=r"3\.51\.3 or later"):
+            check_sqlite_version(version)
+
+    @pytest.mark.parametrize("version", [(3, 51, 3), (3, 52, 0), (3, 53, 4), (4, 0, 0)])
+    def test_fixed_libraries_are_accepted(self, version: tuple[int, int, int]) -> None:
+        check_sqlite_version(version)
+
+    def test_the_engine_runs_on_the_bundled_library_and_it_is_new_enough(self, tmp_path: Path) -> None:
+        engine = create_sqlite_engine(f"sqlite:///{tmp_path / 'v.sqlite3'}", busy_timeout_ms=100, autocommit=True)
+        try:
+            with engine.connect() as connection:
+                version = connection.exec_driver_sql("SELECT sqlite_version()").scalar_one()
+        finally:
+            engine.dispose()
+        assert version == sqlite3.sqlite_version
+        assert tuple(int(part) for part in version.split(".")[:3]) >= MIN_SQLITE_VERSION
+
+    def test_migrate_refuses_an_old_library_before_creating_anything(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 51, 2))
+        database = tmp_path / "old.sqlite3"
+        with pytest.raises(SqliteTooOld):
+            migrate(Settings(database_url=f"sqlite:///{database}", data_dir=tmp_path))
+        assert not database.exists()
+
+    def test_the_store_of_a_worker_refuses_an_old_library(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 51, 2))
+        with pytest.raises(SqliteTooOld):
+            SqliteStore(f"sqlite:///{tmp_path / 'old.sqlite3'}", busy_timeout_ms=100)
+
+    def test_serve_exits_with_a_message_on_an_old_library(self, tmp_path: Path) -> None:
+        # The real command, its SQLite library made to report an affected version before it starts.
+        program = (
+            "import sys, pysqlite3.dbapi2 as s; s.sqlite_version_info = (3, 51, 2); "
+            "from petrecords.cli import main; main(sys.argv[1:])"
+        )
+        environment = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+        environment["PETRECORDS_DATA_DIR"] = str(tmp_path / "data")
+        finished = subprocess.run(
+            [sys.executable, "-c", program, "serve", "--port", "9"],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert finished.returncode == 1
+        assert "petrecords serve: SQLite 3.51.2 is too old: 3.51.3 or later is required" in finished.stderr
+        assert "Traceback" not in finished.stderr
+        assert not (tmp_path / "data" / "petrecords.sqlite3").exists()
+
+
+def test_connections_use_wal_full_sync_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
+    engine = create_sqlite_engine(f"sqlite:///{tmp_path / 'p.sqlite3'}", busy_timeout_ms=4321, autocommit=True)
+    try:
+        with engine.connect() as connection:
+            pragmas = {
+                name: connection.exec_driver_sql(f"PRAGMA {name}").scalar_one()
+                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            }
+    finally:
+        engine.dispose()
+    # synchronous 2 is FULL: the WAL is synced at every commit, before the commit is acknowledged.
+    assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 4321, "foreign_keys": 1}
