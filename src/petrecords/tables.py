@@ -34,8 +34,10 @@ pets = sa.Table(
     # The default order and the filters each have an index that ends in the order's tie-breaker.
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "owner_id", "created_at", "id"),
-    sa.Index(None, "pet_type", "created_at", "id"),
-    sa.Index(None, "owner_id", "pet_type", "created_at", "id"),
+    # name_key rides along at the end so that counting a type's matches of `name`/`search` reads
+    # only the index, not every matching row of the table.
+    sa.Index(None, "pet_type", "created_at", "id", "name_key"),
+    sa.Index(None, "owner_id", "pet_type", "created_at", "id", "name_key"),
     sa.Index(None, "modified_at", "id"),
     sa.Index(None, "name_key", "id"),
     sa.Index(None, "owner_id", "name_key", "id"),
