@@ -194,7 +194,10 @@ def bench_dataset(
                 env=env, capture_output=True, text=True, check=True,
             ).stdout.strip()  # fmt: skip
             wrk_env = {"TOKEN": token, "IDS_FILE": str(ids_file), "MIDDLE_PAGE": str(max(1, rows // PAGE_SIZE // 2))}
-            print(f"{args.database}, {rows:,} rows (seeded in {results['seed_seconds']} s), {args.workers} workers")
+            print(
+                f"{args.database}, {rows:,} rows (seeded in {results['seed_seconds']} s), "
+                f"{args.workers} workers × {args.threads} threads"
+            )
             # The ceiling first: the delete scenario removes records its lookups would then miss.
             if with_ceilings:
                 port = free_port()
@@ -220,6 +223,7 @@ def bench_dataset(
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
+            serve += ["--threads", str(args.threads)]
             with process([str(part) for part in serve], env, work_dir / "serve.log") as server:
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
@@ -268,6 +272,7 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--rows", default="10000,1000000", help="comma-separated dataset sizes")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="serve --threads")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--scenarios", default=",".join(SERVICE_SCENARIOS))

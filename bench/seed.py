@@ -33,7 +33,6 @@ def _uuid7(milliseconds: int) -> uuid.UUID:
 async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str:
     """`rows` pets of `owner`, created one millisecond apart and ending now. Returns `sample` of their
     ids and ETags, one "id etag" per line, shuffled, for the load scripts."""
-    migrate(settings)
     store = open_store(settings)
     rng = random.Random(rows)
     first_ms = int(time.time() * 1000) - rows
@@ -75,6 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings(database_url=args.database_url, data_dir=args.data_dir)
     started = time.perf_counter()
+    migrate(settings)
     args.ids_file.write_text(asyncio.run(seed(settings, rows=args.rows, owner=args.owner, sample=args.sample)))
     print(f"seeded {args.rows} pets in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 

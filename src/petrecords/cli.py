@@ -33,6 +33,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
             port=args.port,
             interface=Interfaces.ASGI,
             workers=args.workers,
+            runtime_threads=args.threads,
             loop=Loops.uvloop,
             factory=True,
             log_access=False,
@@ -72,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=_positive, default=1, help="server processes (default 1)")
+    serve.add_argument("--threads", type=_positive, default=1, help="I/O threads per server process (default 1)")
     serve.add_argument(
         "--graceful-timeout",
         type=_positive,
