@@ -127,12 +127,17 @@ class RateLimited(ServiceError):
 
 
 class DatabaseUnavailable(ServiceError):
+    """The database cannot serve now. `cause` (a short word) and `detail` (the driver's message, without
+    SQL or parameters) are for the logs and metrics, never for the client."""
+
     status, code = 503, 986
     default_message = "The database is unavailable. Retry later."
     retry_after_seconds = 5
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, cause: str = "other", detail: str = "") -> None:
         super().__init__(message, headers={"Retry-After": str(self.retry_after_seconds)})
+        self.cause = cause
+        self.detail = detail
 
 
 class InternalError(ServiceError):

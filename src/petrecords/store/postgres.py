@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -12,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
-from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
-from petrecords.store.sql import UNAVAILABLE_ERRORS, SqlStore, SqlTransaction
+from petrecords.errors import IdempotencyInProgress
+from petrecords.store.faults import DATABASE_ERRORS, unavailable
+from petrecords.store.sql import SqlStore, SqlTransaction
 
 _TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 
@@ -31,9 +33,11 @@ class PostgresTransaction(SqlTransaction):
         try:
             self._connection = await self._store.engine.connect()
             await self._connection.begin()
-        except (*UNAVAILABLE_ERRORS, OSError) as exc:
+        except DATABASE_ERRORS as exc:
             await self._release()
-            raise DatabaseUnavailable() from exc
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
 
     async def _release(self) -> None:
         if self._connection is not None:
@@ -46,13 +50,21 @@ class PostgresTransaction(SqlTransaction):
         return self._connection
 
     async def _end(self, *, commit: bool) -> None:
+        connection = self._open()
         try:
             if commit:
-                await self._open().commit()
+                await connection.commit()
             else:
-                await self._open().rollback()
-        except UNAVAILABLE_ERRORS as exc:
-            raise DatabaseUnavailable() from exc
+                await connection.rollback()
+        except DATABASE_ERRORS as exc:
+            if commit:
+                if (error := unavailable(exc)) is None:
+                    raise
+                raise error from exc
+            # A failed rollback changes nothing for the client: the error that led to it is the answer. The
+            # connection, in an unknown state, is not reused; the server ends the transaction when it goes.
+            with contextlib.suppress(*DATABASE_ERRORS):
+                await connection.invalidate()
         finally:
             await self._release()
 

@@ -26,6 +26,7 @@ from petrecords.store.base import (
     StoredResponse,
     Transaction,
 )
+from petrecords.store.faults import DATABASE_ERRORS, unavailable
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
 from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
 from petrecords.values import fold_case
@@ -51,9 +52,6 @@ _SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
     SortField.MODIFIED_AT: pets.c.modified_at,
     SortField.MODIFIED_BY: pets.c.modified_by,
 }
-
-# Errors that mean "the database cannot serve now" rather than "this statement is wrong".
-UNAVAILABLE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
 
 
 def name_key(name: str) -> str:
@@ -300,8 +298,10 @@ class SqlTransaction(Transaction):
             self.begun = True
         try:
             return await self._execute(statement, rows)
-        except UNAVAILABLE_ERRORS as exc:
-            raise DatabaseUnavailable() from exc
+        except DATABASE_ERRORS as exc:
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
 
     async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
         statement = sa.select(*PET_COLUMNS).where(pets.c.id == pet_id)
@@ -438,7 +438,7 @@ class SqlStore(Store):
         try:
             async with self.transaction(write=False) as tx:
                 version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
-        except (DatabaseUnavailable, sa.exc.DBAPIError):
+        except (DatabaseUnavailable, *DATABASE_ERRORS):
             return False
         return bool(version == self._head)
 

@@ -25,12 +25,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine
-from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import PetRow
+from petrecords.store.faults import DATABASE_ERRORS, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     PET_COLUMNS,
-    UNAVAILABLE_ERRORS,
     SqlStore,
     SqlTransaction,
     Statement,
@@ -96,9 +95,11 @@ class SqliteTransaction(SqlTransaction):
         await self._store.lock.acquire()
         try:
             self._store.driver_connection().execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
-        except (*UNAVAILABLE_ERRORS, sqlite3.OperationalError) as exc:
+        except DATABASE_ERRORS as exc:
             self._store.lock.release()
-            raise DatabaseUnavailable() from exc
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
 
     async def _end(self, *, commit: bool) -> None:
         connection = self._store.driver_connection()
@@ -106,11 +107,13 @@ class SqliteTransaction(SqlTransaction):
             self._store.commits += 1
         try:
             connection.execute("COMMIT" if commit else "ROLLBACK")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             # A failed COMMIT (disk full, I/O error) leaves nothing half-written: roll back and refuse.
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
-            raise DatabaseUnavailable() from exc
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
         finally:
             self._store.lock.release()
 
@@ -124,8 +127,10 @@ class SqliteTransaction(SqlTransaction):
             if isinstance(parameters, list):
                 return connection.executemany(sql, parameters)
             return connection.execute(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            raise DatabaseUnavailable() from exc
+        except sqlite3.Error as exc:
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, fixed = _compiled_query(statement[0])
