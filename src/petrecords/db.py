@@ -23,6 +23,9 @@ from petrecords.config import Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 log = logging.getLogger("petrecords.migrations")
+# How much longer than the server's statement timeout the client waits for an answer: the server's own
+# cancel normally comes first and leaves the connection usable.
+CLIENT_TIMEOUT_GRACE_SECONDS = 0.5
 # Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
 _MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
 # SQLite 3.7.0 to 3.51.2 have the WAL-reset bug: a database in WAL mode can be corrupted when two
@@ -93,8 +96,11 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) ->
 
 
 def create_postgres_engine(settings: Settings) -> AsyncEngine:
+    """Every wait on the database is bounded: for a pooled connection to come free and for a new one to be
+    set up (the connect timeout each), for a statement (the server cancels it after the statement timeout;
+    the client gives up a little later, for when the server or the network has gone silent)."""
     statement_timeout_ms = int(settings.db_statement_timeout_seconds * 1000)
-    return create_async_engine(
+    engine = create_async_engine(
         async_postgres_url(settings.resolved_database_url),
         pool_size=settings.db_pool_size,
         max_overflow=0,
@@ -102,13 +108,35 @@ def create_postgres_engine(settings: Settings) -> AsyncEngine:
         pool_recycle=1800,
         connect_args={
             "timeout": settings.db_connect_timeout_seconds,
-            "command_timeout": settings.db_statement_timeout_seconds,
+            "command_timeout": settings.db_statement_timeout_seconds + CLIENT_TIMEOUT_GRACE_SECONDS,
             "server_settings": {
                 "statement_timeout": str(statement_timeout_ms),
                 "application_name": "petrecords",
             },
         },
     )
+
+    @sa.event.listens_for(engine.sync_engine, "checkout")
+    def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # Closed by the other end while it sat in the pool (a server restart, a cut link): the pool replaces
+        # it now, at no cost in round trips, rather than hand it to a request that would then fail.
+        if dbapi_connection.driver_connection.is_closed():
+            raise sa.exc.DisconnectionError("the pooled connection was closed by the other end")
+
+    @sa.event.listens_for(engine.sync_engine, "handle_error")
+    def _abort_broken(context: sa.engine.ExceptionContext) -> None:
+        # A connection that timed out on the client side or broke is in an unknown state, and SQLAlchemy
+        # invalidates it. It would first try a graceful close, which waits for seconds on a silent network;
+        # aborting the socket first makes that immediate. (The server's own errors, such as its statement
+        # timeout, leave the connection usable: those are not disconnects.)
+        connection = context.connection
+        if not context.is_disconnect or connection is None or connection.invalidated or connection.closed:
+            return
+        driver_connection = connection.connection.driver_connection
+        if driver_connection is not None:
+            driver_connection.terminate()
+
+    return engine
 
 
 def alembic_config() -> Config:
