@@ -3,7 +3,8 @@
 A SQLite primary-key lookup costs microseconds, far less than a hop to a worker thread, so
 statements run inline. The process keeps one connection; an asyncio lock gives it to one
 transaction at a time, and write transactions start with BEGIN IMMEDIATE so that writers from other
-processes queue on `busy_timeout` instead of failing half-way.
+processes queue there instead of failing half-way. That queue is waited on here, asynchronously, for at
+most `busy_timeout`: SQLite's own busy handler would sleep inline and stall every request of the process.
 
 The statements every request runs (begin, commit, the primary-key lookup, the single-row writes
 and the count changes) are compiled once from the schema and run on the driver's own connection:
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -26,7 +28,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine
 from petrecords.store.base import PetRow
-from petrecords.store.faults import DATABASE_ERRORS, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, LOCKED, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     PET_COLUMNS,
@@ -37,6 +39,11 @@ from petrecords.store.sql import (
     pet_values,
 )
 from petrecords.tables import pet_counts, pets
+
+# Waits between attempts to take the write lock that another process holds: short at first, as most writes
+# take milliseconds, then steady, until busy_timeout.
+_FIRST_BUSY_PAUSE_SECONDS = 0.001
+_LAST_BUSY_PAUSE_SECONDS = 0.05
 
 _NAMED = sqlite_dialect.dialect(paramstyle="named")
 _PET_KEYS = [column.name for column in pets.c]
@@ -92,14 +99,25 @@ class SqliteTransaction(SqlTransaction):
         return (other, self._store.commits)
 
     async def _begin(self) -> None:
-        await self._store.lock.acquire()
-        try:
-            self._store.driver_connection().execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
-        except DATABASE_ERRORS as exc:
-            self._store.lock.release()
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+        store = self._store
+        deadline = time.monotonic() + store.busy_timeout_seconds
+        pause = _FIRST_BUSY_PAUSE_SECONDS
+        while True:
+            await store.lock.acquire()
+            try:
+                store.driver_connection().execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+                return
+            except DATABASE_ERRORS as exc:
+                store.lock.release()
+                error = unavailable(exc)
+                if error is None:
+                    raise
+                remaining = deadline - time.monotonic()
+                if error.cause != LOCKED or remaining <= 0:
+                    raise error from exc
+            # Another process holds the write lock. Wait without the connection, so that reads go on meanwhile.
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, _LAST_BUSY_PAUSE_SECONDS)
 
     async def _end(self, *, commit: bool) -> None:
         connection = self._store.driver_connection()
@@ -184,7 +202,9 @@ class SqliteStore(SqlStore):
 
     def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
         super().__init__()
-        self._engine = create_sqlite_engine(url, busy_timeout_ms=busy_timeout_ms, autocommit=True)
+        # SQLite never waits on its own here: _begin does, without blocking the event loop.
+        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True)
+        self.busy_timeout_seconds = busy_timeout_ms / 1000
         self._connection: sa.Connection | None = None
         self._driver: Any = None
         self.page_anchors = PageAnchors()
