@@ -178,7 +178,17 @@ def to_service_error(exc: BaseException) -> ServiceError:
 
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     error = to_service_error(exc)
-    if isinstance(error, InternalError) or error.status >= 500:
-        request_id = request.scope.get("state", {}).get("request_id", "-")
+    state = request.scope.setdefault("state", {})
+    request_id = state.get("request_id", "-")
+    if isinstance(error, DatabaseUnavailable):
+        # An outage, not a bug: one line without a traceback. The access log and the metrics show the cause.
+        state["database_unavailable"] = error.cause
+        logger.warning(
+            "request %s: database unavailable (%s)",
+            request_id,
+            error.cause,
+            extra={"fields": {"request_id": request_id, "cause": error.cause, "detail": error.detail}},
+        )
+    elif isinstance(error, InternalError) or error.status >= 500:
         logger.error("request %s failed", request_id, exc_info=exc)
     return service_error_response(error)

@@ -82,27 +82,27 @@ class ServiceEdge:
             elapsed = time.perf_counter() - started
             route = scope.get("path_template") or "unmatched"
             self._metrics.observe(method=scope["method"], route=route, status=status, seconds=elapsed)
+            # Set by the error handler when the answer was 503 because the database could not serve.
+            database_unavailable = scope["state"].get("database_unavailable")
+            if database_unavailable is not None:
+                self._metrics.observe_database_unavailable(database_unavailable)
             if (store := self._store()) is not None:
                 self._metrics.set_pool(store.pool_figures())
             if self._log_requests:
+                # Never headers, the query string or bodies: they may carry tokens and personal data.
                 caller = scope.get("user")
-                access_log.info(
-                    "%s %s %s",
-                    scope["method"],
-                    route,
-                    status,
-                    extra={
-                        "fields": {
-                            "request_id": request_id,
-                            "method": scope["method"],
-                            "route": route,
-                            "path": scope["path"],
-                            "status": status,
-                            "duration_ms": round(elapsed * 1000, 3),
-                            "caller": getattr(caller, "email", None),
-                        }
-                    },
-                )
+                fields = {
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "route": route,
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 3),
+                    "caller": getattr(caller, "email", None),
+                }
+                if database_unavailable is not None:
+                    fields["database_unavailable"] = database_unavailable
+                access_log.info("%s %s %s", scope["method"], route, status, extra={"fields": fields})
 
 
 class ApiGate(MiddlewareProtocol):

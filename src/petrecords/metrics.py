@@ -1,4 +1,4 @@
-"""Prometheus figures: requests and latency by route and status, database pool use."""
+"""Prometheus figures: requests and latency by route and status, database pool use and outages."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.database_unavailable = Counter(
+            "petrecords_db_unavailable",
+            "Requests answered 503 because the database could not serve them, by cause: timeout, pool, "
+            "connection, locked, storage, other.",
+            ["cause"],
+            registry=self.registry,
+        )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._pool_set_at = -POOL_INTERVAL
         pool_mode = {"multiprocess_mode": "livesum"} if self._multiprocess else {}
@@ -52,6 +59,9 @@ class Metrics:
             children = self._children[key] = (self.requests.labels(*labels), self.latency.labels(*labels))
         children[0].inc()
         children[1].observe(seconds)
+
+    def observe_database_unavailable(self, cause: str) -> None:
+        self.database_unavailable.labels(cause).inc()
 
     def set_pool(self, figures: dict[str, int]) -> None:
         """Record the pool's state, at most every POOL_INTERVAL seconds: it is a gauge, not a tally."""
