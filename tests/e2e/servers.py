@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,11 +91,12 @@ def _finish_token(process: subprocess.Popen[str]) -> str:
     return stdout.strip()
 
 
-def _environment(data_dir: Path, database_url: str | None) -> dict[str, str]:
+def _environment(data_dir: Path, database_url: str | None, settings: Mapping[str, str]) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
     env["PETRECORDS_DATA_DIR"] = str(data_dir)
     if database_url is not None:
         env["PETRECORDS_DATABASE_URL"] = database_url
+    env.update(settings)
     # What a killed server leaves behind (its metrics directory) stays beside the test's data.
     temporary = data_dir.parent / "tmp"
     temporary.mkdir(exist_ok=True)
@@ -166,6 +167,7 @@ def running_servers(
     workers: int = 1,
     users: Sequence[str] = (),
     serve_args: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[list[Server]]:
     """`count` `petrecords serve` processes started at the same moment, up and answering /healthz;
     always killed on the way out.
@@ -174,10 +176,11 @@ def running_servers(
     port and log. Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by
     `petrecords token` started at the same moment as the servers, all finding no secret yet: they must
     agree on one. Every server holds the same tokens. `data_dir` may hold an earlier server's data: a
-    restart on it finds the database and the secret that server left.
+    restart on it finds the database and the secret that server left. `settings` are more PETRECORDS_*
+    variables for the servers (and for the tokens issued in their environment).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    env = _environment(data_dir, database_url)
+    env = _environment(data_dir, database_url, settings or {})
     servers: list[Server] = []
     issuing: dict[str, subprocess.Popen[str]] = {}
     try:
@@ -207,6 +210,7 @@ def running_server(
     workers: int = 1,
     users: Sequence[str] = (),
     serve_args: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
     """A `petrecords serve` process, up and answering /healthz; always killed on the way out.
 
@@ -214,6 +218,6 @@ def running_server(
     started at the same moment as the server, both finding no secret yet: they must agree on one.
     """
     with running_servers(
-        1, data_dir, database_url=database_url, workers=workers, users=users, serve_args=serve_args
+        1, data_dir, database_url=database_url, workers=workers, users=users, serve_args=serve_args, settings=settings
     ) as (server,):
         yield server
