@@ -99,6 +99,16 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.fixture
+def unreachable(make_settings: Callable[..., Settings], database_url: str, tmp_path: Path) -> Settings:
+    """Settings naming a database that cannot be opened: a closed port, or a directory for SQLite."""
+    if database_url.startswith("sqlite"):
+        return make_settings(database_url=f"sqlite:///{tmp_path}")
+    return make_settings(
+        database_url=f"postgresql://postgres@127.0.0.1:{_closed_port()}/petrecords", db_connect_timeout_seconds=2
+    )
+
+
 class TestHealth:
     async def test_healthz_is_200(self, client: Client) -> None:
         response = await client.get("/healthz")
@@ -137,15 +147,6 @@ class TestHealth:
 
 
 class TestUnreachableDatabase:
-    @pytest.fixture
-    def unreachable(self, make_settings: Callable[..., Settings], database_url: str, tmp_path: Path) -> Settings:
-        """Settings naming a database that cannot be opened: a closed port, or a directory for SQLite."""
-        if database_url.startswith("sqlite"):
-            return make_settings(database_url=f"sqlite:///{tmp_path}")
-        return make_settings(
-            database_url=f"postgresql://postgres@127.0.0.1:{_closed_port()}/petrecords", db_connect_timeout_seconds=2
-        )
-
     @pytest.mark.parametrize("path", ["/readyz", "/health"])
     async def test_not_ready_when_the_database_is_unreachable(
         self, make_client: MakeClient, unreachable: Settings, path: str
@@ -228,6 +229,28 @@ class TestMetrics:
         samples = _samples((await client.get("/metrics")).text)
 
         assert [value for name, _, value in samples if name == "petrecords_db_pool_connections"]
+
+    async def test_database_pool_figures_by_state(self, client: Client) -> None:
+        await client.get("/v1/pets", headers=auth())
+
+        samples = _samples((await client.get("/metrics")).text)
+
+        pool = {labels["state"]: value for name, labels, value in samples if name == "petrecords_db_pool_connections"}
+        assert {"size", "checked_out", "overflow"} <= set(pool)
+        assert pool["size"] >= 1
+        assert 0 <= pool["checked_out"] <= pool["size"] + pool["overflow"]
+
+    async def test_database_outages_are_counted_by_cause(self, make_client: MakeClient, unreachable: Settings) -> None:
+        async with make_client(unreachable) as client:
+            await client.get("/v1/pets", headers=auth())
+            await client.post("/v1/pets", json=pet_body(), headers=auth())
+
+            text = (await client.get("/metrics")).text
+
+        assert "# TYPE petrecords_db_unavailable_total counter" in text
+        counter = "petrecords_db_unavailable_total"
+        counts = {labels["cause"]: value for name, labels, value in _samples(text) if name == counter}
+        assert counts == {"connection": 2}
 
 
 class TestOpenApi:
