@@ -1,10 +1,17 @@
 """The embedded store: SQLite run directly on the event loop.
 
 A SQLite primary-key lookup costs microseconds, far less than a hop to a worker thread, so
-statements run inline. The process keeps one connection; an asyncio lock gives it to one
-transaction at a time, and write transactions start with BEGIN IMMEDIATE so that writers from other
-processes queue there instead of failing half-way. That queue is waited on here, asynchronously, for at
-most `busy_timeout`: SQLite's own busy handler would sleep inline and stall every request of the process.
+statements run inline. The process keeps two connections, each given by an asyncio lock to one
+transaction at a time: one for reads, which WAL never makes wait for writers, and one for writes.
+Write transactions start with BEGIN IMMEDIATE so that writers from other processes queue there instead
+of failing half-way. That queue is waited on here, asynchronously, for at most `busy_timeout`: SQLite's
+own busy handler would sleep inline and stall every request of the process.
+
+Group commit: a commit waits for its fsync, and SQLite has one writer, so one commit per request caps
+writes at the disk's sync rate. Write requests that are ready at the same moment therefore share one
+SQLite transaction, each in its own savepoint (a failed request rolls back only its own work), and
+one COMMIT. No request of the group answers before that COMMIT has returned; if it fails, all of them
+answer 503 and none of their work is kept.
 
 The statements every request runs (begin, commit, the primary-key lookup, the single-row writes
 and the count changes) are compiled once from the schema and run on the driver's own connection:
@@ -27,8 +34,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine
+from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import PetRow
-from petrecords.store.faults import DATABASE_ERRORS, LOCKED, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     PET_COLUMNS,
@@ -84,6 +92,28 @@ def _driver_values(pet: PetRow) -> dict[str, Any]:
     return values
 
 
+def _translated(exc: BaseException) -> BaseException:
+    return unavailable(exc) or exc
+
+
+class _Connection:
+    """One connection of the store, and the lock that gives it to one transaction at a time."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.sqlalchemy = engine.connect()
+        self.driver: Any = self.sqlalchemy.connection.driver_connection
+        self.lock = asyncio.Lock()
+
+
+class _WriteGroup:
+    """Write transactions that share one SQLite transaction, and so one COMMIT."""
+
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.broken: BaseException | None = None
+        """Set when SQLite may have rolled the shared transaction back under a member."""
+
+
 class SqliteTransaction(SqlTransaction):
     upsert = staticmethod(sqlite_dialect.insert)
 
@@ -91,56 +121,134 @@ class SqliteTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self.page_anchors = store.page_anchors
+        self._group: _WriteGroup | None = None
+        self._leads_group = False
+
+    def _connection(self) -> _Connection:
+        return self._store.writer() if self.write else self._store.reader()
 
     async def data_version(self) -> Hashable:
-        # data_version moves when another connection (another process) commits; this process's own
-        # commits are counted by the store.
+        # data_version moves when another connection commits: this process's writer, or another process.
         other = (await self._run("PRAGMA data_version", {})).fetchone()[0]
         return (other, self._store.commits)
 
     async def _begin(self) -> None:
-        store = self._store
+        if not self.write:
+            reader = self._store.reader()
+            await reader.lock.acquire()
+            try:
+                reader.driver.execute("BEGIN")
+            except DATABASE_ERRORS as exc:
+                reader.lock.release()
+                raise _translated(exc) from exc
+            return
+        await self._enter_write_group()
+        writer = self._store.writer()
+        try:
+            writer.driver.execute("SAVEPOINT request")
+        except DATABASE_ERRORS as exc:
+            # Nothing of this request's is in the group: let the group commit without it.
+            writer.lock.release()
+            if self._leads_group:
+                await asyncio.shield(self._commit_group())
+            raise _translated(exc) from exc
+
+    async def _enter_write_group(self) -> None:
+        """Hold the writer, inside the open write group or a new one (led by this transaction)."""
+        store, writer = self._store, self._store.writer()
         deadline = time.monotonic() + store.busy_timeout_seconds
         pause = _FIRST_BUSY_PAUSE_SECONDS
         while True:
-            await store.lock.acquire()
-            try:
-                store.driver_connection().execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+            await writer.lock.acquire()
+            if store.group is not None:
+                self._group = store.group
                 return
+            try:
+                writer.driver.execute("BEGIN IMMEDIATE")
             except DATABASE_ERRORS as exc:
-                store.lock.release()
+                writer.lock.release()
                 error = unavailable(exc)
                 if error is None:
                     raise
                 remaining = deadline - time.monotonic()
                 if error.cause != LOCKED or remaining <= 0:
                     raise error from exc
+            else:
+                self._group = store.group = _WriteGroup()
+                self._leads_group = True
+                return
             # Another process holds the write lock. Wait without the connection, so that reads go on meanwhile.
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, _LAST_BUSY_PAUSE_SECONDS)
 
     async def _end(self, *, commit: bool) -> None:
-        connection = self._store.driver_connection()
-        if self.write:
-            self._store.commits += 1
+        if not self.write:
+            reader = self._store.reader()
+            try:
+                reader.driver.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    reader.driver.execute("ROLLBACK")
+                raise _translated(exc) from exc
+            finally:
+                reader.lock.release()
+            return
+        group, writer = self._joined_group(), self._store.writer()
+        own_error: BaseException | None = None
         try:
-            connection.execute("COMMIT" if commit else "ROLLBACK")
+            if commit:
+                writer.driver.execute("RELEASE request")
+            else:
+                writer.driver.execute("ROLLBACK TO request")
+                writer.driver.execute("RELEASE request")
         except sqlite3.Error as exc:
-            # A failed COMMIT (disk full, I/O error) leaves nothing half-written: roll back and refuse.
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+            group.broken = group.broken or exc
+            own_error = exc
         finally:
-            self._store.lock.release()
+            writer.lock.release()
+        if self._leads_group:
+            # Shielded: the group's other members wait for this commit even if this request is cancelled.
+            await asyncio.shield(self._commit_group())
+        if not commit:
+            return
+        if own_error is not None:
+            raise _translated(own_error) from own_error
+        await group.committed
+
+    def _joined_group(self) -> _WriteGroup:
+        if self._group is None:
+            raise RuntimeError("the write transaction has not begun")
+        return self._group
+
+    async def _commit_group(self) -> None:
+        """Let the write requests that are ready join, then commit them all at once."""
+        store, writer, group = self._store, self._store.writer(), self._joined_group()
+        await asyncio.sleep(0)
+        async with writer.lock:
+            store.group = None
+            store.commits += 1
+            try:
+                if group.broken is not None:
+                    raise group.broken
+                writer.driver.execute("COMMIT")
+            except sqlite3.Error as exc:
+                # A failed COMMIT (disk full, I/O error) leaves nothing half-written: roll back and refuse.
+                with contextlib.suppress(sqlite3.Error):
+                    writer.driver.execute("ROLLBACK")
+                group.committed.set_exception(_translated(exc))
+                group.committed.exception()  # every member is told; none may be left to ask
+            else:
+                group.committed.set_result(None)
 
     async def _run(self, sql: str, parameters: dict[str, Any] | list[dict[str, Any]]) -> sqlite3.Cursor:
         """One compiled statement on the driver's connection, inside this transaction."""
         if not self.begun:
             await self._begin()
             self.begun = True
-        connection = self._store.driver_connection()
+        connection = self._connection().driver
+        if self.write and not connection.in_transaction:
+            # SQLite rolled the group's transaction back (disk full, I/O error): nothing may run outside it.
+            raise DatabaseUnavailable(cause=STORAGE, detail="the write transaction was rolled back")
         try:
             if isinstance(parameters, list):
                 return connection.executemany(sql, parameters)
@@ -194,7 +302,7 @@ class SqliteTransaction(SqlTransaction):
     async def _execute(
         self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
     ) -> sa.CursorResult[Any]:
-        return self._store.connection().execute(statement, rows)
+        return self._connection().sqlalchemy.execute(statement, rows)
 
 
 class SqliteStore(SqlStore):
@@ -205,33 +313,40 @@ class SqliteStore(SqlStore):
         # SQLite never waits on its own here: _begin does, without blocking the event loop.
         self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True)
         self.busy_timeout_seconds = busy_timeout_ms / 1000
-        self._connection: sa.Connection | None = None
-        self._driver: Any = None
+        self._reader: _Connection | None = None
+        self._writer: _Connection | None = None
+        self.group: _WriteGroup | None = None
+        """The write group whose transaction is open, which a new write transaction joins."""
         self.page_anchors = PageAnchors()
         self.commits = 0
-        """Write transactions ended by this process: part of the data version."""
-        self.lock = asyncio.Lock()
+        """Write groups ended by this process: part of the data version."""
 
-    def connection(self) -> sa.Connection:
-        if self._connection is None:
-            self._connection = self._engine.connect()
-            self._driver = self._connection.connection.driver_connection
-        return self._connection
+    def reader(self) -> _Connection:
+        if self._reader is None:
+            self._reader = self._connect()
+        return self._reader
 
-    def driver_connection(self) -> Any:
-        """The pysqlite3 connection under `connection()`: the same transaction, without SQLAlchemy."""
-        if self._connection is None:
-            self.connection()
-        return self._driver
+    def writer(self) -> _Connection:
+        if self._writer is None:
+            self._writer = self._connect()
+        return self._writer
+
+    def _connect(self) -> _Connection:
+        try:
+            return _Connection(self._engine)
+        except DATABASE_ERRORS as exc:
+            raise _translated(exc) from exc
 
     def transaction(self, *, write: bool) -> SqliteTransaction:
         return SqliteTransaction(self, write=write)
 
     def pool_figures(self) -> dict[str, int]:
-        return {"size": 1, "checked_out": int(self.lock.locked()), "overflow": 0}
+        connections = [c for c in (self._reader, self._writer) if c is not None]
+        return {"size": 2, "checked_out": sum(c.lock.locked() for c in connections), "overflow": 0}
 
     async def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        for connection in (self._reader, self._writer):
+            if connection is not None:
+                connection.sqlalchemy.close()
+        self._reader = self._writer = None
         self._engine.dispose()

@@ -1,0 +1,96 @@
+"""SQLite group commit: write transactions ready at the same moment share one COMMIT, and each keeps
+its own outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from petrecords.config import Settings
+from petrecords.db import migrate
+from petrecords.store.base import PetFilter, PetRow
+from petrecords.store.sqlite import SqliteStore
+from petrecords.values import new_record_id, now_ms
+
+OWNER = "alice@example.com"
+
+
+class Refused(Exception):
+    pass
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    url = f"sqlite:///{tmp_path / 'pets.sqlite3'}"
+    migrate(Settings(database_url=url, data_dir=tmp_path))
+    opened = SqliteStore(url, busy_timeout_ms=2000)
+    yield opened
+    await opened.close()
+
+
+def _pet(name: str) -> PetRow:
+    now = now_ms()
+    return PetRow(
+        id=new_record_id(),
+        created_at=now,
+        created_by=OWNER,
+        modified_at=now,
+        modified_by=OWNER,
+        owner_id=OWNER,
+        name=name,
+        pet_type="Dog",
+        revision=1,
+    )
+
+
+async def _create(store: SqliteStore, pet: PetRow, *, fail: bool = False) -> None:
+    async with store.transaction(write=True) as tx:
+        await tx.insert_pets([pet])
+        if fail:
+            raise Refused()
+
+
+async def _stored(store: SqliteStore, pet: PetRow) -> bool:
+    async with store.transaction(write=False) as tx:
+        return await tx.get_pet(pet.id) is not None
+
+
+async def test_concurrent_writes_share_one_commit(store: SqliteStore) -> None:
+    pets = [_pet(f"pet {number}") for number in range(12)]
+    await asyncio.gather(*(_create(store, pet) for pet in pets))
+    assert store.commits == 1
+    assert all([await _stored(store, pet) for pet in pets])
+
+
+async def test_a_failed_member_loses_only_its_own_work(store: SqliteStore) -> None:
+    pets = [_pet(f"pet {number}") for number in range(6)]
+    outcomes = await asyncio.gather(
+        *(_create(store, pet, fail=number in (0, 3)) for number, pet in enumerate(pets)), return_exceptions=True
+    )
+    assert [isinstance(outcome, Refused) for outcome in outcomes] == [True, False, False, True, False, False]
+    assert [await _stored(store, pet) for pet in pets] == [False, True, True, False, True, True]
+    async with store.transaction(write=False) as tx:
+        assert await tx.count_pets(PetFilter(owner_id=OWNER)) == 4  # the kept counts too
+
+
+async def test_writes_one_after_another_commit_one_by_one(store: SqliteStore) -> None:
+    for number in range(3):
+        await _create(store, _pet(f"pet {number}"))
+    assert store.commits == 3
+
+
+async def test_a_read_never_sees_a_write_that_has_not_committed(store: SqliteStore) -> None:
+    pet = _pet("pending")
+    seen_before_commit: list[bool] = []
+
+    async def read_while_pending() -> None:
+        seen_before_commit.append(await _stored(store, pet))
+
+    async with store.transaction(write=True) as tx:
+        await tx.insert_pets([pet])
+        await read_while_pending()
+    assert seen_before_commit == [False]
+    assert await _stored(store, pet)
