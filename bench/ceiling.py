@@ -2,6 +2,7 @@
 
 No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON,
 `POST /pets` one single-row insert, committed with the same durability settings as the service.
+With `--litestar`, the lookup is a bare Litestar route instead: the framework's own floor.
 Never imported by the service; `bench/run.py` starts it beside it, on the same database.
 
 Usage: .venv/bin/python bench/ceiling.py --database-url URL --port 8001 [--workers 2]
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from litestar import Litestar, Response, get
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -71,13 +73,27 @@ class PostgresBackend:
         )
 
 
-def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
+def _backend() -> SqliteBackend | PostgresBackend:
     url = os.environ["CEILING_DATABASE_URL"]
-    backend: SqliteBackend | PostgresBackend
     if url.startswith("sqlite"):
-        backend = SqliteBackend(url.removeprefix("sqlite:///"))
-    else:
-        backend = PostgresBackend(url.replace("postgresql+asyncpg://", "postgresql://"))
+        return SqliteBackend(url.removeprefix("sqlite:///"))
+    return PostgresBackend(url.replace("postgresql+asyncpg://", "postgresql://"))
+
+
+def create_litestar_app() -> Litestar:
+    """The same lookup as a plain Litestar route (no auth, no middleware): what the framework alone costs."""
+    backend = _backend()
+
+    @get("/pets/{pet_id:str}", sync_to_thread=False)
+    async def lookup(pet_id: str) -> Response[bytes]:
+        row = await backend.lookup(uuid.UUID(pet_id))
+        return Response(content=encode(row), status_code=404 if row is None else 200, media_type="application/json")
+
+    return Litestar(route_handlers=[lookup], openapi_config=None, logging_config=None)
+
+
+def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
+    backend = _backend()
 
     async def respond(send: Send, status: int, body: bytes) -> None:
         await send(
@@ -116,10 +132,11 @@ def main() -> None:
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--litestar", action="store_true", help="serve the lookup through a bare Litestar route")
     args = parser.parse_args()
     os.environ["CEILING_DATABASE_URL"] = args.database_url
     Server(
-        "ceiling:create_app",
+        "ceiling:create_litestar_app" if args.litestar else "ceiling:create_app",
         address="127.0.0.1",
         port=args.port,
         interface=Interfaces.ASGI,

@@ -54,6 +54,8 @@ SERVICE_SCENARIOS = {
 }
 SMALL_SCENARIOS = ("get_by_id", "list_page_1", "list_middle")
 CEILINGS = {"ceiling_get": "ceiling_get", "ceiling_insert": "ceiling_insert"}
+# The same lookup through a bare Litestar route: how much of the ceiling the framework alone leaves.
+FRAMEWORK_FLOOR = {"litestar_get": "ceiling_get"}
 
 
 def free_port() -> int:
@@ -200,26 +202,19 @@ def bench_dataset(
             )
             # The ceiling first: the delete scenario removes records its lookups would then miss.
             if with_ceilings:
-                port = free_port()
-                base = f"http://127.0.0.1:{port}"
-                ceiling = [
-                    BIN / "python",
-                    BENCH / "ceiling.py",
-                    "--database-url",
-                    url,
-                    "--port",
-                    str(port),
-                    "--workers",
-                    str(args.workers),
-                ]
-                with process([str(part) for part in ceiling], env, work_dir / "ceiling.log"):
-                    wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
-                    for name, script in CEILINGS.items():
-                        figures = run_wrk(
-                            base, script, duration=args.duration, connections=args.connections, env=wrk_env
-                        )
-                        results[name] = figures
-                        print_line(name, figures)
+                for variant, scripts in (([], CEILINGS), (["--litestar"], FRAMEWORK_FLOOR)):
+                    port = free_port()
+                    base = f"http://127.0.0.1:{port}"
+                    ceiling = [BIN / "python", BENCH / "ceiling.py", "--database-url", url, "--port", str(port)]
+                    ceiling += ["--workers", str(args.workers), *variant]
+                    with process([str(part) for part in ceiling], env, work_dir / "ceiling.log"):
+                        wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
+                        for name, script in scripts.items():
+                            figures = run_wrk(
+                                base, script, duration=args.duration, connections=args.connections, env=wrk_env
+                            )
+                            results[name] = figures
+                            print_line(name, figures)
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
@@ -253,6 +248,7 @@ def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
             found.append((what, numerator[name]["rps"] / denominator[base]["rps"], against))
 
     add("get by id", big, "get_by_id", big, "the bare lookup", "ceiling_get")
+    add("(bare Litestar lookup)", big, "litestar_get", big, "the bare lookup", "ceiling_get")
     add("create", big, "create", big, "the bare insert", "ceiling_insert")
     if largest != smallest:
         add(
