@@ -11,6 +11,7 @@ Usage: .venv/bin/python bench/ceiling.py --database-url URL --port 8001 [--worke
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import time
 import uuid
@@ -53,12 +54,16 @@ class PostgresBackend:
     def __init__(self, url: str) -> None:
         self.url = url
         self.pool: Any = None
+        self.creating: asyncio.Lock | None = None
 
     async def _pool(self) -> Any:
         if self.pool is None:
             import asyncpg
 
-            self.pool = await asyncpg.create_pool(self.url, min_size=2, max_size=10)
+            self.creating = self.creating or asyncio.Lock()
+            async with self.creating:
+                if self.pool is None:
+                    self.pool = await asyncpg.create_pool(self.url, min_size=10, max_size=10)
         return self.pool
 
     async def lookup(self, pet_id: uuid.UUID) -> dict[str, Any] | None:

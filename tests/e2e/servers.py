@@ -96,6 +96,8 @@ def _environment(data_dir: Path, database_url: str | None, settings: Mapping[str
     env["PETRECORDS_DATA_DIR"] = str(data_dir)
     if database_url is not None:
         env["PETRECORDS_DATABASE_URL"] = database_url
+    # Several servers of two workers each share the local PostgreSQL's 100 connections with the rest of the run.
+    env["PETRECORDS_DB_POOL_SIZE"] = "4"
     env.update(settings)
     # What a killed server leaves behind (its metrics directory) stays beside the test's data.
     temporary = data_dir.parent / "tmp"
