@@ -263,6 +263,21 @@ def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
     return found
 
 
+def compare_configurations(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...]) -> None:
+    """The same scenarios under each `serve` configuration, one after another, and a table of them."""
+    table: dict[str, dict[str, Any]] = {}
+    for config in args.configs.split(","):
+        workers, threads = (int(part) for part in config.split("x"))
+        args.workers, args.threads = workers, threads
+        table[config] = bench_dataset(args, rows, scenarios, with_ceilings=False)
+    print("\nreq/s by configuration (workers x threads):")
+    print(f"  {'':<16}" + "".join(f"{config:>10}" for config in table))
+    for name in scenarios:
+        print(f"  {name:<16}" + "".join(f"{table[config][name]['rps']:>10.0f}" for config in table))
+    if args.json:
+        args.json.write_text(json.dumps({"configs": table}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
@@ -274,11 +289,18 @@ def main() -> None:
     parser.add_argument("--scenarios", default=",".join(SERVICE_SCENARIOS))
     parser.add_argument("--no-ceilings", dest="ceilings", action="store_false")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--configs",
+        help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
     sizes = sorted(int(size) for size in args.rows.split(","))
     chosen = tuple(name for name in args.scenarios.split(",") if name)
+    if args.configs:
+        compare_configurations(args, sizes[0], chosen)
+        return
     by_rows: dict[int, dict[str, Any]] = {}
     for rows in sizes:
         scenarios = chosen if rows == sizes[-1] else tuple(name for name in chosen if name in SMALL_SCENARIOS)
