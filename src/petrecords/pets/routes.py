@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, delete, get, post, put
+from litestar import Controller, HttpMethod, Request, Response, delete, get, post, put, route
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 
@@ -32,6 +32,9 @@ from petrecords.values import now_ms
 
 JSON = "application/json"
 _PURGE_EVERY = 100
+# What OPTIONS answers on each path (after the token check, like every other method).
+_ALLOW_COLLECTION = "GET, OPTIONS, POST"
+_ALLOW_RECORD = "DELETE, GET, OPTIONS, PUT"
 
 
 async def provide_read_tx(store: NamedDependency[Store]) -> AsyncIterator[Transaction]:
@@ -78,6 +81,17 @@ class PetController(Controller):
     path = "/v1/pets"
     middleware = [ApiGate]  # noqa: RUF012 - Litestar reads these class attributes
     dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}  # noqa: RUF012
+
+    # Litestar 2 adds a controller's handlers one at a time, in the alphabetical order of their names; when the
+    # first one of a path is not an OPTIONS handler, it makes its own, whose Allow lists only that first
+    # handler's methods (litestar-org/litestar#4169). These names come first, so that ours are used.
+    @route("/", http_method=HttpMethod.OPTIONS, sync_to_thread=False)
+    def allowed_methods_of_collection(self) -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": _ALLOW_COLLECTION})
+
+    @route("/{pet_id:str}", http_method=HttpMethod.OPTIONS, sync_to_thread=False)
+    def allowed_methods_of_record(self) -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": _ALLOW_RECORD})
 
     @post("/", dependencies={"tx": Provide(provide_write_tx), "pet_body": Provide(provide_pet_body)})
     async def create_pet(
