@@ -324,7 +324,14 @@ def _parameter(
 
 
 def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
-    date_time = {"type": "string", "format": "date-time"}
+    date_time = {
+        "type": "string",
+        "format": "date-time",
+        # Of RFC 3339 date-times, the service reads those with at most nine digits of a second, no leap
+        # second and a year from 0001. (It also reads a space for the `+` of an offset sent unencoded.)
+        "pattern": r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}[Tt]\d{2}:\d{2}:[0-5]\d(?:\.\d{1,9})?"
+        r"(?:[Zz]|[+-]\d{2}:\d{2})$",
+    }
     patterns = "`%` and `_` are wildcards as in SQL LIKE; `\\%`, `\\_` and `\\\\` match themselves."
     pet_types = {"type": "string", "enum": list(settings.pet_types)}
     pattern = {"type": "string", "maxLength": MAX_PATTERN_LENGTH, "pattern": f"^[^{CONTROL_CHARACTERS}]*$"}
@@ -467,6 +474,10 @@ def build_openapi(settings: Settings) -> bytes:
                     "responses": {
                         "200": _json("A page of records.", "PetPage", "Cache-Control"),
                         **_api_errors(),
+                        "414": {
+                            "description": "The request target is longer than 65,535 bytes. The HTTP server refuses "
+                            "it before the service sees it, so this answer has no body and none of the usual headers."
+                        },
                     },
                 },
             },

@@ -166,3 +166,37 @@ def test_sort(fields: list[str]) -> None:
     """Sent as the document serializes it: comma-separated. (An empty list would be no parameter at all.)"""
     schema = _parameter("/v1/pets", "get", "sort")
     assert _validator(schema).is_valid(fields) == _query_accepted("sort", ",".join(fields))
+
+
+def _two_digits(low: int, high: int) -> st.SearchStrategy[str]:
+    return st.integers(low, high).map(lambda n: f"{n:02d}")
+
+
+date_times = st.builds(
+    lambda year, month, day, hour, minute, second, fraction, zone: (
+        f"{year}-{month}-{day}T{hour}:{minute}:{second}{fraction}{zone}"
+    ),
+    st.sampled_from(["0000", "0001", "1970", "2024", "2026", "9999"]),
+    _two_digits(0, 13),
+    _two_digits(0, 32),
+    _two_digits(0, 24),
+    _two_digits(0, 60),
+    _two_digits(0, 61),
+    st.sampled_from(["", "."]).flatmap(
+        lambda dot: st.text("0123456789", min_size=len(dot), max_size=11).map(lambda d: dot + d if dot else "")
+    ),
+    st.sampled_from(["Z", "z"])
+    | st.builds(
+        lambda sign, hours, minutes: f"{sign}{hours}:{minutes}",
+        st.sampled_from("+-"),
+        _two_digits(0, 25),
+        _two_digits(0, 60),
+    ),
+)
+
+
+@PROPERTY_SETTINGS
+@given(value=date_times, name=st.sampled_from(["createdFrom", "createdTo", "modifiedFrom", "modifiedTo"]))
+def test_date_times(value: str, name: str) -> None:
+    validator = jsonschema_rs.validator_for(_parameter("/v1/pets", "get", name), validate_formats=True)
+    assert validator.is_valid(value) == _query_accepted(name, value)
