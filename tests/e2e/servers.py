@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,26 +77,34 @@ def _finish_token(process: subprocess.Popen[str]) -> str:
     return stdout.strip()
 
 
-def _environment(data_dir: Path, database_url: str | None) -> dict[str, str]:
+def _environment(data_dir: Path, database_url: str | None, settings: Mapping[str, str]) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
     env["PETRECORDS_DATA_DIR"] = str(data_dir)
     if database_url is not None:
         env["PETRECORDS_DATABASE_URL"] = database_url
+    env.update(settings)
     return env
 
 
 @contextlib.contextmanager
 def running_server(
-    data_dir: Path, *, database_url: str | None = None, workers: int = 1, users: Sequence[str] = ()
+    data_dir: Path,
+    *,
+    database_url: str | None = None,
+    workers: int = 1,
+    users: Sequence[str] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
     """A `petrecords serve` process, up and answering /healthz; always killed on the way out.
+
+    `settings` are more PETRECORDS_* variables for the server (and the token commands).
 
     Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by `petrecords token`
     started at the same moment as the server, both finding no secret yet: they must agree on one.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = _environment(data_dir, database_url)
+    env = _environment(data_dir, database_url, settings or {})
     log = data_dir.parent / f"{data_dir.name}-server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
