@@ -55,8 +55,6 @@ _EMAIL = {
 }
 _UUID = {"type": "string", "format": "uuid", "examples": ["019a8a4e-1f2b-7c3d-8e4f-5a6b7c8d9e0f"]}
 
-# The rules of the service as JSON Schema patterns: ECMA 262 syntax, which Python's `re` reads alike.
-
 
 def _character_class(chars: str) -> str:
     """The body of a character class of `chars`, runs of consecutive code points as ranges."""
@@ -70,6 +68,7 @@ def _character_class(chars: str) -> str:
     return "".join(f"\\u{first:04x}" if first == last else f"\\u{first:04x}-\\u{last:04x}" for first, last in runs)
 
 
+# The rules of the service as JSON Schema patterns: ECMA 262 syntax, which Python's `re` reads alike.
 _SPACE = _character_class(WHITE_SPACE)
 _NAME_CORE = (
     f"[^{_SPACE}{CONTROL_CHARACTERS}](?:[^{CONTROL_CHARACTERS}]{{0,{NAME_MAX_LENGTH - 2}}}"

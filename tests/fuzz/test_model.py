@@ -36,7 +36,6 @@ from tests.support import ADMIN, ALICE, BOB, token, wipe
 Client = TestClient[Any]
 Pet = dict[str, Any]
 USERS = (ALICE, BOB, ADMIN)
-HEADERS = {user: {"Authorization": f"Bearer {token(user, admin=user == ADMIN)}"} for user in USERS}
 SORT_FIELDS = ("id", "name", "petType", "ownerId", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 MACHINE_SETTINGS = settings(
@@ -126,6 +125,8 @@ class PetRecordsModel(RuleBasedStateMachine):
     def __init__(self, client: Client, database_url: str) -> None:
         super().__init__()
         self.client = client
+        # Made here, not at import: a token lives ten minutes, and a whole test session takes longer.
+        self.headers = {user: {"Authorization": f"Bearer {token(user, admin=user == ADMIN)}"} for user in USERS}
         asyncio.run(wipe(database_url))
         self.records: dict[str, Record] = {}
         self.deleted: set[str] = set()
@@ -177,7 +178,7 @@ class PetRecordsModel(RuleBasedStateMachine):
     @initialize(target=pets, seeds=st.lists(st.tuples(st.sampled_from(USERS), names, pet_types), max_size=6))
     def starts_with(self, seeds: list[tuple[str, str, str]]) -> Any:
         """Some records to begin with, so that reads and lists have something to find from the start."""
-        assert self.client.get("/v1/pets", headers=HEADERS[ADMIN]).json()["totalCount"] == 0
+        assert self.client.get("/v1/pets", headers=self.headers[ADMIN]).json()["totalCount"] == 0
         return multiple(*(self.create(user, name, pet_type, None, None, echo=False) for user, name, pet_type in seeds))
 
     @rule(
@@ -193,7 +194,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         body: dict[str, Any] = {"name": name, "petType": pet_type, **self.owner_field(user, owner)}
         if echo:  # read-only fields a client sends back are ignored, whatever they say
             body.update({"id": str(uuid.uuid4()), "createdAt": "1999-01-01T00:00:00.000Z", "modifiedBy": BOB})
-        headers = {**HEADERS[user], **({"Idempotency-Key": key} if key else {})}
+        headers = {**self.headers[user], **({"Idempotency-Key": key} if key else {})}
 
         response = self.client.post("/v1/pets", json=body, headers=headers)
 
@@ -256,7 +257,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             body["colour"] = "brown"
         else:
             body = [body]
-        headers = {**HEADERS[user], **({"Idempotency-Key": key} if key else {})}
+        headers = {**self.headers[user], **({"Idempotency-Key": key} if key else {})}
         self.assert_error(self.client.post("/v1/pets", json=body, headers=headers), 400, 994)
 
     @rule(
@@ -267,7 +268,7 @@ class PetRecordsModel(RuleBasedStateMachine):
     def get(self, user: str, pet_id: str, condition: str | None) -> None:
         record = self.visible(user, pet_id)
         value = self.conditional(record, condition)
-        headers = {**HEADERS[user], **({"If-None-Match": value} if value else {})}
+        headers = {**self.headers[user], **({"If-None-Match": value} if value else {})}
 
         response = self.client.get(f"/v1/pets/{pet_id}", headers=headers)
 
@@ -297,7 +298,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         if echo_id:
             body["id"] = pet_id
         value = self.conditional(record, condition)
-        headers = {**HEADERS[user], **({"If-Match": value} if value else {})}
+        headers = {**self.headers[user], **({"If-Match": value} if value else {})}
 
         response = self.client.put(f"/v1/pets/{pet_id}", json=body, headers=headers)
 
@@ -338,7 +339,10 @@ class PetRecordsModel(RuleBasedStateMachine):
     )
     def missing(self, user: str, method: str, pet_id: str, condition: str | None) -> None:
         """An id that names no record, or is no id at all, is 404 for every operation."""
-        headers = {**HEADERS[user], **({"If-Match" if method != "GET" else "If-None-Match": "*"} if condition else {})}
+        headers = {
+            **self.headers[user],
+            **({"If-Match" if method != "GET" else "If-None-Match": "*"} if condition else {}),
+        }
         body = {"json": {"name": "Rex", "petType": "Dog"}} if method == "PUT" else {}
         response = self.client.request(method, f"/v1/pets/{pet_id}", headers=headers, **body)
         self.assert_error(response, 404, 995)
@@ -347,7 +351,7 @@ class PetRecordsModel(RuleBasedStateMachine):
     def replace_invalid(self, user: str, pet_id: str, bad: str, name: Any) -> None:
         """A body or If-Match that fails validation is 400 whoever asks, before the record is looked up."""
         body: dict[str, Any] = {"name": name if bad == "name" else "Rex", "petType": "Dog"}
-        headers = dict(HEADERS[user])
+        headers = dict(self.headers[user])
         if bad == "id":
             body["id"] = str(uuid.uuid4())
         elif bad == "If-Match":
@@ -358,7 +362,7 @@ class PetRecordsModel(RuleBasedStateMachine):
     def delete(self, user: str, pet_id: str, condition: str | None) -> None:
         record = self.visible(user, pet_id)
         value = self.conditional(record, condition)
-        headers = {**HEADERS[user], **({"If-Match": value} if value else {})}
+        headers = {**self.headers[user], **({"If-Match": value} if value else {})}
 
         response = self.client.delete(f"/v1/pets/{pet_id}", headers=headers)
 
@@ -435,7 +439,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         if order is not None:
             params["order"] = order
 
-        response = self.client.get("/v1/pets", params=params, headers=HEADERS[user])
+        response = self.client.get("/v1/pets", params=params, headers=self.headers[user])
 
         assert response.status_code == 200, (params, response.text)
         visible = [pet for pet in known if user == ADMIN or pet["ownerId"] == user]
@@ -455,7 +459,7 @@ class PetRecordsModel(RuleBasedStateMachine):
 
     @invariant()
     def admin_counts_every_record(self) -> None:
-        response = self.client.get("/v1/pets", params={"pageSize": "1"}, headers=HEADERS[ADMIN])
+        response = self.client.get("/v1/pets", params={"pageSize": "1"}, headers=self.headers[ADMIN])
         assert response.json()["totalCount"] == len(self.records)
 
 
