@@ -450,7 +450,8 @@ def build_openapi(settings: Settings) -> bytes:
                             f"1–{IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters (anything else is 400). "
                             "Makes the create safe to retry: a repeat with the same key and body replays the "
                             f"first response, for at least {settings.idempotency_ttl_seconds} seconds; the same "
-                            "key with another body is 422, and a repeat while the first is in progress is 409.",
+                            "key with another body is 422, and a repeat while the first is in progress is 409. "
+                            "The key is looked at after the body is validated (400), before the owner (403).",
                         ),
                     ],
                     "requestBody": write_body,
