@@ -7,7 +7,19 @@ from typing import Any
 import msgspec
 
 from petrecords.config import Settings
-from petrecords.pets.rules import LIST_PARAMETERS, MAX_IDS, MAX_PATTERN_LENGTH, NAME_MAX_LENGTH, SORT_FIELD_NAMES
+from petrecords.pets.rules import (
+    CONTROL_CHARACTERS,
+    ENTITY_TAG_LIST,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    LIST_PARAMETERS,
+    MAX_IDS,
+    MAX_PATTERN_LENGTH,
+    MAX_SAFE_INTEGER,
+    NAME_MAX_LENGTH,
+    SORT_FIELD_NAMES,
+    WHITE_SPACE,
+)
+from petrecords.values import EMAIL_PATTERN, MAX_EMAIL_LENGTH
 
 _ERROR_CODES: dict[int, tuple[int, str]] = {
     304: (0, "Not modified: If-None-Match matches the current ETag."),
@@ -33,8 +45,42 @@ _TIMESTAMP = {
     "description": "RFC 3339, UTC, millisecond precision.",
     "examples": ["2026-11-21T16:06:29.123Z"],
 }
-_EMAIL = {"type": "string", "format": "email", "maxLength": 254, "examples": ["alice@example.com"]}
+# An e-mail address as the service reads one: an ASCII dot-atom local part and a host name of at least two
+# labels. Not `format: email`, whose validators differ from it (some limit the local part to 64 characters).
+_EMAIL = {
+    "type": "string",
+    "maxLength": MAX_EMAIL_LENGTH,
+    "pattern": f"^{EMAIL_PATTERN}$",
+    "examples": ["alice@example.com"],
+}
 _UUID = {"type": "string", "format": "uuid", "examples": ["019a8a4e-1f2b-7c3d-8e4f-5a6b7c8d9e0f"]}
+
+
+def _character_class(chars: str) -> str:
+    """The body of a character class of `chars`, runs of consecutive code points as ranges."""
+    points = sorted({ord(char) for char in chars})
+    runs: list[list[int]] = []
+    for point in points:
+        if runs and runs[-1][1] == point - 1:
+            runs[-1][1] = point
+        else:
+            runs.append([point, point])
+    return "".join(f"\\u{first:04x}" if first == last else f"\\u{first:04x}-\\u{last:04x}" for first, last in runs)
+
+
+# The rules of the service as JSON Schema patterns: ECMA 262 syntax, which Python's `re` reads alike.
+_SPACE = _character_class(WHITE_SPACE)
+_NAME_CORE = (
+    f"[^{_SPACE}{CONTROL_CHARACTERS}](?:[^{CONTROL_CHARACTERS}]{{0,{NAME_MAX_LENGTH - 2}}}"
+    f"[^{_SPACE}{CONTROL_CHARACTERS}])?"
+)
+# A stored name: trimmed, 1 to NAME_MAX_LENGTH characters, no control characters.
+_NAME_PATTERN = f"^{_NAME_CORE}$"
+# A name as sent: the same once the white space at both ends is trimmed.
+_NAME_INPUT_PATTERN = f"^[{_SPACE}]*{_NAME_CORE}[{_SPACE}]*$"
+_ENTITY_TAGS_PATTERN = rf"^(?:[ \t]*\*[ \t]*|{ENTITY_TAG_LIST})$"
+# HTTP drops white space at both ends of a header value, so a key cannot start or end with a space.
+_IDEMPOTENCY_KEY_PATTERN = rf"^[\x21-\x7e](?:[\x20-\x7e]{{0,{IDEMPOTENCY_KEY_MAX_LENGTH - 2}}}[\x21-\x7e])?$"
 
 
 def _read_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -44,18 +90,25 @@ def _read_only(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _schemas(settings: Settings) -> dict[str, Any]:
     pet_type = {
         "type": "string",
-        "description": "One of the configured pet types, matched case-insensitively; returned in its configured "
-        "spelling: " + ", ".join(settings.pet_types) + ".",
+        "enum": list(settings.pet_types),
+        "description": "One of the configured pet types, matched case-insensitively (any letter case is "
+        "accepted); returned in its configured spelling.",
         "examples": [settings.pet_types[0]],
     }
+    name_rule = (
+        f"Trimmed of white space at both ends, then 1–{NAME_MAX_LENGTH} characters (code points) "
+        "with no control characters (C0, DEL, C1)."
+    )
     name = {
         "type": "string",
         "minLength": 1,
         "maxLength": NAME_MAX_LENGTH,
-        "description": f"Trimmed of white space at both ends, then 1–{NAME_MAX_LENGTH} characters (code points) "
-        "with no control characters.",
+        "pattern": _NAME_PATTERN,
+        "description": name_rule,
         "examples": ["Rex"],
     }
+    # Sent names may carry white space at both ends, so their length is only known after trimming.
+    name_input = {"type": "string", "pattern": _NAME_INPUT_PATTERN, "description": name_rule, "examples": ["Rex"]}
     read_only_props = {
         "id": _read_only(_UUID, "Record id (UUID version 7). In a PUT body, when present, it must equal the path id."),
         "createdAt": _read_only(_TIMESTAMP, "When the record was created."),
@@ -76,7 +129,7 @@ def _schemas(settings: Settings) -> dict[str, Any]:
             "required": ["name", "petType"],
             "additionalProperties": False,
             "properties": {
-                "name": name,
+                "name": name_input,
                 "petType": pet_type,
                 "ownerId": {"oneOf": [owner, {"type": "null"}], "description": owner["description"]},
                 **read_only_props,
@@ -142,25 +195,47 @@ _HEADERS = {
     "X-Request-ID": {
         "description": "The request's id: echoed when the request sent a sane token (at most 128 characters "
         "of letters, digits and ._:+/=-), generated otherwise. It also appears in the access log.",
-        "schema": {"type": "string", "maxLength": 128},
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:+/=-]{1,128}$"},
     },
-    "ETag": {"description": "Strong validator of the record; changes on every write.", "schema": {"type": "string"}},
-    "Location": {"description": "Path of the created record.", "schema": {"type": "string"}},
-    "Allow": {"description": "Methods allowed on this path.", "schema": {"type": "string"}},
-    "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer", "minimum": 1}},
+    "ETag": {
+        "description": "Strong validator of the record; changes on every write.",
+        "required": True,
+        "schema": {"type": "string", "pattern": '^"[\\x21\\x23-\\x7e\\x80-\\xff]*"$'},
+    },
+    "Location": {
+        "description": "Path of the created record.",
+        "required": True,
+        "schema": {
+            "type": "string",
+            "pattern": "^/v1/pets/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        },
+    },
+    "Allow": {"description": "Methods allowed on this path.", "required": True, "schema": {"type": "string"}},
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    },
     "WWW-Authenticate": {
         "description": '`Bearer`, plus `error="invalid_token"` when a token was sent.',
-        "schema": {"type": "string"},
+        "required": True,
+        "schema": {"type": "string", "enum": ["Bearer", 'Bearer error="invalid_token"']},
     },
     "Idempotent-Replayed": {
         "description": "`true` when the response is the replay of an earlier request with the same Idempotency-Key.",
         "schema": {"type": "string", "enum": ["true"]},
     },
     "Cache-Control": {
-        "description": "`no-store` on every response to an authenticated request.",
-        "schema": {"type": "string"},
+        "description": "`no-store` on every response to an authenticated request, and on every `/v1` response.",
+        "required": True,
+        "schema": {"type": "string", "const": "no-store"},
     },
-    "X-Content-Type-Options": {"description": "`nosniff`.", "schema": {"type": "string"}},
+    "X-Content-Type-Options": {
+        "description": "`nosniff`.",
+        "required": True,
+        "schema": {"type": "string", "const": "nosniff"},
+    },
 }
 
 _STANDARD_HEADERS = ("X-Request-ID", "X-Content-Type-Options")
@@ -179,12 +254,35 @@ def _error(status: int, *extra_headers: str) -> dict[str, Any]:
     }
 
 
-def _json(description: str, schema: str, *headers: str) -> dict[str, Any]:
-    return {
+def _json(description: str, schema: str, *headers: str, links: dict[str, Any] | None = None) -> dict[str, Any]:
+    response = {
         "description": description,
         "headers": _headers(*headers),
         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
     }
+    if links:
+        response["links"] = links
+    return response
+
+
+_CONDITIONAL_HEADERS = {"getPet": "If-None-Match", "replacePet": "If-Match", "deletePet": "If-Match"}
+
+
+def _links(*operation_ids: str, with_etag: bool = True) -> dict[str, Any]:
+    """Links from a response with a record to the operations on that record; with its ETag, each also
+    has a variant that sends the ETag in the operation's conditional header."""
+    pet_id = "$response.body#/id"
+    links: dict[str, Any] = {}
+    for operation_id in operation_ids:
+        name = operation_id[0].upper() + operation_id[1:]
+        links[name] = {"operationId": operation_id, "parameters": {"path.petId": pet_id}}
+        if with_etag:
+            header = _CONDITIONAL_HEADERS[operation_id]
+            links[f"{name}{header.replace('-', '')}"] = {
+                "operationId": operation_id,
+                "parameters": {"path.petId": pet_id, f"header.{header}": "$response.header.ETag"},
+            }
+    return links
 
 
 def _api_errors(*statuses: int) -> dict[str, Any]:
@@ -192,9 +290,9 @@ def _api_errors(*statuses: int) -> dict[str, Any]:
     private = ("Cache-Control",)
     errors = {
         "400": _error(400, *private),
-        "401": _error(401, "WWW-Authenticate"),
+        "401": _error(401, "WWW-Authenticate", *private),
         "429": _error(429, "Retry-After", *private),
-        "500": _error(500),
+        "500": _error(500, *private),
         "503": _error(503, "Retry-After", *private),
     }
     for status in statuses:
@@ -225,11 +323,25 @@ def _parameter(
 
 
 def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
-    date_time = {"type": "string", "format": "date-time"}
+    date_time = {
+        "type": "string",
+        "format": "date-time",
+        # Of RFC 3339 date-times, the service reads those with at most nine digits of a second, no leap
+        # second and a year from 0001. (It also reads a space for the `+` of an offset sent unencoded.)
+        "pattern": r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}[Tt]\d{2}:\d{2}:[0-5]\d(?:\.\d{1,9})?"
+        r"(?:[Zz]|[+-]\d{2}:\d{2})$",
+    }
     patterns = "`%` and `_` are wildcards as in SQL LIKE; `\\%`, `\\_` and `\\\\` match themselves."
     pet_types = {"type": "string", "enum": list(settings.pet_types)}
+    pattern = {"type": "string", "maxLength": MAX_PATTERN_LENGTH, "pattern": f"^[^{CONTROL_CHARACTERS}]*$"}
+    several = "Comma-separated (as documented here) or repeated."
     parameters = [
-        _parameter("pageIndex", "query", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
+        _parameter(
+            "pageIndex",
+            "query",
+            {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER, "default": 1},
+            "Page number, 1-based.",
+        ),
         _parameter(
             "pageSize",
             "query",
@@ -239,30 +351,20 @@ def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
         _parameter(
             "ids",
             "query",
-            {"type": "array", "maxItems": MAX_IDS, "items": _UUID},
-            "Only these record ids; comma-separated or repeated.",
-            explode=True,
+            {"type": "array", "minItems": 1, "maxItems": MAX_IDS, "items": _UUID},
+            "Only these record ids. " + several,
+            explode=False,
         ),
         _parameter(
             "petType",
             "query",
-            {"type": "array", "items": pet_types},
-            "Only these pet types (case-insensitive); comma-separated or repeated.",
-            explode=True,
+            {"type": "array", "minItems": 1, "items": pet_types},
+            "Only these pet types (case-insensitive). " + several,
+            explode=False,
         ),
         _parameter("ownerId", "query", _EMAIL, "Only this owner. For a non-admin, another owner matches nothing."),
-        _parameter(
-            "name",
-            "query",
-            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
-            "Case-insensitive match of the whole name. " + patterns,
-        ),
-        _parameter(
-            "search",
-            "query",
-            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
-            "Case-insensitive substring of the name. " + patterns,
-        ),
+        _parameter("name", "query", pattern, "Case-insensitive match of the whole name. " + patterns),
+        _parameter("search", "query", pattern, "Case-insensitive substring of the name. " + patterns),
         _parameter("createdFrom", "query", date_time, "createdAt ≥ this (RFC 3339, `Z` or an offset)."),
         _parameter("createdTo", "query", date_time, "createdAt < this."),
         _parameter("modifiedFrom", "query", date_time, "modifiedAt ≥ this."),
@@ -272,13 +374,22 @@ def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
             "query",
             {
                 "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
                 "items": {
                     "type": "string",
                     "enum": [prefix + field for field in SORT_FIELD_NAMES for prefix in ("", "-")],
                 },
+                # Each field at most once, in one direction.
+                "not": {
+                    "anyOf": [
+                        {"allOf": [{"contains": {"const": field}}, {"contains": {"const": "-" + field}}]}
+                        for field in SORT_FIELD_NAMES
+                    ]
+                },
             },
-            "Comma-separated (or repeated) fields, names matched case-insensitively; `-` sorts that field "
-            "descending. Default `createdAt`. Ties are broken by `id` ascending, so the order is total and stable; "
+            "Distinct fields, names matched case-insensitively; `-` sorts that field descending. " + several + " "
+            "Default `createdAt`. Ties are broken by `id` ascending, so the order is total and stable; "
             "text sorts case-insensitively.",
             explode=False,
         ),
@@ -296,11 +407,13 @@ def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
 
 def build_openapi(settings: Settings) -> bytes:
     pet_id = _parameter("petId", "path", _UUID, "Record id. A malformed id answers 404.", required=True)
+    entity_tags = {"type": "string", "pattern": _ENTITY_TAGS_PATTERN, "examples": ['"0f1e2d3c4b5a69788796"', "*"]}
     if_match = _parameter(
         "If-Match",
         "header",
-        {"type": "string"},
-        "`*` or a list of ETags; when none matches, nothing is written and the answer is 412.",
+        entity_tags,
+        "`*` or a comma-separated list of ETags; when none matches (a weak one never does), nothing is written "
+        "and the answer is 412. Anything else is 400.",
     )
     write_body = {
         "required": True,
@@ -313,7 +426,9 @@ def build_openapi(settings: Settings) -> bytes:
             "title": "Pet Records API",
             "version": "1.0.0",
             "description": "Pet records with a full audit trail. Every `/v1` operation needs a bearer token. "
-            "Every failure is a ServiceError body. Checks run in this order: 401, 429, 413, 415, 400, 404, 403, 412.",
+            "Every failure is a ServiceError body. Checks run in this order: 401, 429, 413, 415, 400, 404, 403, 412. "
+            "Someone else's record answers exactly as one that does not exist (404). OPTIONS on a `/v1` path "
+            "answers 204 with `Allow` (after the token check); another undocumented method is 405 with `Allow`.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
@@ -326,14 +441,29 @@ def build_openapi(settings: Settings) -> bytes:
                         _parameter(
                             "Idempotency-Key",
                             "header",
-                            {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+                            {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+                                "pattern": _IDEMPOTENCY_KEY_PATTERN,
+                            },
+                            f"1–{IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters (anything else is 400). "
                             "Makes the create safe to retry: a repeat with the same key and body replays the "
-                            f"first response, for at least {settings.idempotency_ttl_seconds} seconds.",
+                            f"first response, for at least {settings.idempotency_ttl_seconds} seconds; the same "
+                            "key with another body is 422, and a repeat while the first is in progress is 409. "
+                            "The key is looked at after the body is validated (400), before the owner (403).",
                         ),
                     ],
                     "requestBody": write_body,
                     "responses": {
-                        "201": _json("Created (or replayed).", "Pet", "Location", "Idempotent-Replayed", *pet_headers),
+                        "201": _json(
+                            "Created (or replayed).",
+                            "Pet",
+                            "Location",
+                            "Idempotent-Replayed",
+                            *pet_headers,
+                            links=_links("getPet", "replacePet", "deletePet"),
+                        ),
                         **_api_errors(403, 409, 413, 415, 422),
                     },
                 },
@@ -341,7 +471,14 @@ def build_openapi(settings: Settings) -> bytes:
                     "operationId": "listPets",
                     "summary": "List pet records, a page at a time",
                     "parameters": _list_parameters(settings),
-                    "responses": {"200": _json("A page of records.", "PetPage", "Cache-Control"), **_api_errors()},
+                    "responses": {
+                        "200": _json("A page of records.", "PetPage", "Cache-Control"),
+                        **_api_errors(),
+                        "414": {
+                            "description": "The request target is longer than 65,535 bytes. The HTTP server refuses "
+                            "it before the service sees it, so this answer has no body and none of the usual headers."
+                        },
+                    },
                 },
             },
             "/v1/pets/{petId}": {
@@ -353,12 +490,15 @@ def build_openapi(settings: Settings) -> bytes:
                         _parameter(
                             "If-None-Match",
                             "header",
-                            {"type": "string"},
-                            "`*` or a list of ETags; when one matches, the answer is 304 without a body.",
+                            entity_tags,
+                            "`*` or a comma-separated list of ETags; when one matches (weak comparison), the answer "
+                            "is 304 without a body. Anything else is 400.",
                         ),
                     ],
                     "responses": {
-                        "200": _json("The record.", "Pet", *pet_headers),
+                        "200": _json(
+                            "The record.", "Pet", *pet_headers, links=_links("getPet", "replacePet", "deletePet")
+                        ),
                         "304": {"description": _ERROR_CODES[304][1], "headers": _headers(*pet_headers)},
                         **_api_errors(404),
                     },
@@ -369,7 +509,12 @@ def build_openapi(settings: Settings) -> bytes:
                     "parameters": [if_match],
                     "requestBody": write_body,
                     "responses": {
-                        "200": _json("The replaced record.", "Pet", *pet_headers),
+                        "200": _json(
+                            "The replaced record.",
+                            "Pet",
+                            *pet_headers,
+                            links=_links("getPet", "replacePet", "deletePet"),
+                        ),
                         **_api_errors(403, 404, 412, 413, 415),
                     },
                 },
@@ -378,7 +523,12 @@ def build_openapi(settings: Settings) -> bytes:
                     "summary": "Delete a pet record",
                     "parameters": [if_match],
                     "responses": {
-                        "200": _json("The record as it was just before deletion.", "Pet", *pet_headers),
+                        "200": _json(
+                            "The record as it was just before deletion.",
+                            "Pet",
+                            *pet_headers,
+                            links=_links("getPet", "replacePet", "deletePet", with_etag=False),
+                        ),
                         **_api_errors(404, 412),
                     },
                 },

@@ -10,11 +10,13 @@ import uuid
 from datetime import UTC, datetime
 from fractions import Fraction
 
-_EMAIL = re.compile(
-    # RFC 5322 dot-atom local part and a DNS host name with at least two labels, ASCII only.
+# RFC 5322 dot-atom local part and a DNS host name with at least two labels, ASCII only. The OpenAPI
+# document publishes the same expression.
+EMAIL_PATTERN = (
     r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 )
+_EMAIL = re.compile(EMAIL_PATTERN)
 MAX_EMAIL_LENGTH = 254
 
 

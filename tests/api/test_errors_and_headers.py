@@ -274,6 +274,30 @@ class TestWrongMethod:
         assert fetched.json() == created.json()
 
 
+class TestOptions:
+    """OPTIONS answers which methods a path has (found by schemathesis: Litestar's own answer listed one)."""
+
+    async def test_collection_lists_all_its_methods(self, client: Client) -> None:
+        response = await client.options("/v1/pets", headers=auth())
+
+        assert response.status_code == 204
+        assert {item.strip() for item in response.headers["allow"].split(",")} == {"GET", "POST", "OPTIONS"}
+        assert response.content == b""
+
+    async def test_record_lists_all_its_methods(self, client: Client) -> None:
+        created = await _create(client)
+
+        response = await client.options(created.headers["location"], headers=auth())
+
+        assert response.status_code == 204
+        assert {item.strip() for item in response.headers["allow"].split(",")} == {"GET", "PUT", "DELETE", "OPTIONS"}
+
+    async def test_needs_a_token_like_every_other_method(self, client: Client) -> None:
+        response = await client.options("/v1/pets")
+
+        assert_service_error(response, 401)
+
+
 def _insert_pet(pet_id: str, *, revision: str) -> str:
     """An INSERT of one of Alice's records; the arguments are SQL literals made by the tests."""
     columns = "id, created_at, created_by, modified_at, modified_by, owner_id, name, name_key, pet_type, revision"

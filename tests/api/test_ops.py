@@ -289,9 +289,22 @@ class TestOpenApi:
         responses = document["paths"][path][method]["responses"]
 
         for status, response in responses.items():
-            if int(status) >= 400:
+            if int(status) >= 400 and status != "414":
                 schema = _deref(document, response)["content"]["application/json"]["schema"]
                 assert _deref(document, schema) == document["components"]["schemas"]["ServiceError"], status
+
+    async def test_only_an_over_long_request_target_has_no_service_error(self, document: dict[str, Any]) -> None:
+        """The HTTP server refuses a request target over 64 KiB (414) before the service sees it."""
+        bare = {
+            (path, method, status)
+            for path, operations in document["paths"].items()
+            for method, operation in operations.items()
+            if method != "parameters"
+            for status, response in operation["responses"].items()
+            if int(status) >= 400 and "content" not in _deref(document, response)
+        }
+
+        assert bare == {("/v1/pets", "get", "414")}
 
     async def test_success_responses_describe_the_record(self, document: dict[str, Any]) -> None:
         for path, method, status in [

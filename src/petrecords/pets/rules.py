@@ -21,7 +21,9 @@ from petrecords.values import fold_case, normalize_email, parse_datetime_ms, par
 NAME_MAX_LENGTH = 100
 WRITABLE_FIELDS = ("name", "petType", "ownerId")
 READ_ONLY_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
-_FORBIDDEN_IN_NAME = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# C0, DEL and C1, as the body of a regular expression character class.
+CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f"
+_FORBIDDEN_IN_NAME = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
 # The Unicode White_Space property. (str.strip() would also take U+001C–U+001F, which are controls.)
 WHITE_SPACE = (
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
@@ -120,7 +122,13 @@ def canonical_json_hash(document: Any) -> str:
 
 # --- ETags -------------------------------------------------------------------------------------
 
-_ETAG_LIST_ITEM = re.compile(r'\s*(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"\s*')
+# RFC 9110 8.8.3: an entity tag may contain a comma, so a list of them is not split at every comma.
+ENTITY_TAG = r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"'
+# Optional white space (RFC 9110 5.6.3) is spaces and tabs only.
+_OWS = " \t"
+ENTITY_TAG_LIST = rf"[ \t]*{ENTITY_TAG}(?:[ \t]*,[ \t]*{ENTITY_TAG})*[ \t]*"
+_ENTITY_TAG_LIST = re.compile(ENTITY_TAG_LIST)
+_ENTITY_TAG = re.compile(ENTITY_TAG)
 
 
 def etag_for(pet: PetRow) -> str:
@@ -135,12 +143,11 @@ class EntityTags(msgspec.Struct, frozen=True):
 
     @classmethod
     def parse(cls, header: str, value: str) -> EntityTags:
-        if value.strip() == "*":
+        if value.strip(_OWS) == "*":
             return cls(None)
-        items = value.split(",")
-        if not value.strip() or not all(_ETAG_LIST_ITEM.fullmatch(item) for item in items):
+        if not _ENTITY_TAG_LIST.fullmatch(value):
             raise ValidationFailed.single(header, 'must be "*" or a comma-separated list of quoted entity tags.')
-        return cls(tuple(item.strip() for item in items))
+        return cls(tuple(_ENTITY_TAG.findall(value)))
 
     def match_strong(self, current: str) -> bool:
         """If-Match (RFC 9110 13.1.1): a weak tag never matches."""
@@ -153,7 +160,8 @@ class EntityTags(msgspec.Struct, frozen=True):
 
 # --- Idempotency keys ----------------------------------------------------------------------------
 
-_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+_IDEMPOTENCY_KEY = re.compile(rf"[\x20-\x7e]{{1,{IDEMPOTENCY_KEY_MAX_LENGTH}}}")
 
 
 def check_idempotency_key(value: str) -> str:

@@ -1,0 +1,137 @@
+"""Schema-driven fuzzing: schemathesis, every check, against a real `petrecords serve` on each database.
+
+Schemathesis reads the service's own /openapi.json and runs its four phases (examples, coverage,
+fuzzing, and stateful sequences that follow the document's links) with every check it has, including
+its object-level authorization check for two users. tests/fuzz/schemathesis_hooks.py adds the
+contract's stricter form of that check and works around one schemathesis bug.
+
+The run is random; a failure prints the seed, and PETRECORDS_FUZZ_SEED=N repeats that run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.servers import Server, running_server
+from tests.support import throwaway_postgres
+
+pytestmark = pytest.mark.slow
+
+SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+REPOSITORY = Path(__file__).resolve().parents[2]
+# Test cases per operation and phase; the stateful phase makes about as many scenarios.
+MAX_EXAMPLES = 40
+RUN_SECONDS = 600
+USERS = {"alice": "alice@example.com", "bob": "bob@example.com", "admin": "admin@example.com --admin"}
+CONFIG = """\
+[generation]
+database = "none"
+
+[auth.wfc]
+path = "auth.json"
+# Every request is sent as alice; bob, a peer who must never see alice's records, is used for probes.
+user = "alice"
+peers = ["alice", "bob"]
+
+[checks.positive_data_acceptance]
+# Schemathesis' default answers to a schema-valid request, plus two that the contract gives to requests
+# that no schema can tell from others: 412 when If-Match names an ETag the record no longer has, and
+# 422 when an Idempotency-Key is sent again with another body. (A 5xx fails `not_a_server_error`.)
+expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "412", "422", "429", "5xx"]
+
+[checks.negative_data_rejection]
+# Schemathesis' defaults, plus 414: a request target over 64 KiB (say, thousands of ids) is refused by the
+# HTTP server before the service sees it. The document says so.
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "414", "415", "422", "428", "429", "5xx"]
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    # No rate limit: schemathesis sends far more than the default 6000 requests a minute.
+    settings = {"PETRECORDS_RATE_LIMIT": "0", "PETRECORDS_ACCESS_LOG": "false"}
+    users = list(USERS.values())
+    if request.param == "sqlite":
+        with running_server(tmp_path / "data", users=users, settings=settings) as started:
+            yield started
+        return
+    with (
+        throwaway_postgres() as url,
+        running_server(tmp_path / "data", database_url=url, users=users, settings=settings) as started,
+    ):
+        yield started
+
+
+def _write_configuration(server: Server, directory: Path) -> None:
+    auth = {
+        "auth": [
+            {"name": name, "fixedHeaders": [{"name": "Authorization", "value": f"Bearer {server.tokens[user]}"}]}
+            for name, user in USERS.items()
+        ]
+    }
+    (directory / "auth.json").write_text(json.dumps(auth))
+    (directory / "schemathesis.toml").write_text(CONFIG)
+
+
+def _readable(output: str, width: int = 600) -> str:
+    """The output with its very long lines (whole generated URLs and bodies) cut short."""
+    return "\n".join(line if len(line) <= width else line[:width] + " [...]" for line in output.splitlines())
+
+
+def test_schemathesis_finds_nothing(server: Server, tmp_path: Path) -> None:
+    run_dir = tmp_path / "schemathesis"
+    run_dir.mkdir()
+    _write_configuration(server, run_dir)
+    seed = os.environ.get("PETRECORDS_FUZZ_SEED")
+    command = [
+        str(SCHEMATHESIS),
+        "--config-file",
+        str(run_dir / "schemathesis.toml"),
+        "run",
+        f"{server.url}/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--workers",
+        "1",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(run_dir / "report.json"),
+        *(["--seed", seed] if seed else []),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPOSITORY),
+        "SCHEMATHESIS_HOOKS": "tests.fuzz.schemathesis_hooks",
+        "FUZZ_AUTH_FILE": str(run_dir / "auth.json"),
+        "NO_COLOR": "1",
+    }
+
+    finished = subprocess.run(
+        command, cwd=run_dir, env=env, capture_output=True, text=True, timeout=RUN_SECONDS, check=False
+    )
+
+    output = _readable(finished.stdout + finished.stderr)
+    print(output[-3000:])  # the summary, for `pytest -s`
+    assert finished.returncode == 0, output[-20000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["complete"], output[-5000:]
+    assert (report["failures"], report["errors"]) == ([], []), output[-20000:]
+    assert all(phase["status"] == "success" for phase in report["phases"].values()), report["phases"]
+    assert report["operations"]["tested"] == report["operations"]["total"], report["operations"]
+    assert report["test_cases"]["generated"] >= MAX_EXAMPLES, report["test_cases"]
+    # Warnings that mean the document and the service disagree, or that schemathesis could not read a pattern.
+    for warning in ("validation_mismatch", "missing_auth", "unsupported_regex", "unresolvable_reference"):
+        assert not report["warnings"][warning], (warning, report["warnings"][warning])
+    server_log = server.output(full=True)
+    assert "Traceback" not in server_log, server_log[-5000:]
+    assert " failed" not in server_log, server_log[-5000:]
