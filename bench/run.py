@@ -283,7 +283,7 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--rows", default="10000,1000000", help="comma-separated dataset sizes")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1, help="serve --threads")
+    parser.add_argument("--threads", type=int, default=2, help="serve --threads")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--scenarios", default=",".join(SERVICE_SCENARIOS))
