@@ -45,6 +45,7 @@ from petrecords.store.sql import (
     Statement,
     count_changes,
     pet_values,
+    row_to_pet,
 )
 from petrecords.tables import pet_counts, pets
 
@@ -267,19 +268,7 @@ class SqliteTransaction(SqlTransaction):
     async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
         # for_update needs nothing more: a write transaction already holds SQLite's one write lock.
         row = (await self._run(_SELECT_PET, {"pet_id": pet_id.hex})).fetchone()
-        if row is None:
-            return None
-        return PetRow(
-            id=uuid.UUID(hex=row[0]),
-            created_at=row[1],
-            created_by=row[2],
-            modified_at=row[3],
-            modified_by=row[4],
-            owner_id=row[5],
-            name=row[6],
-            pet_type=row[7],
-            revision=row[8],
-        )
+        return None if row is None else row_to_pet(row)
 
     async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
         await self._run(_INSERT_PET, [_driver_values(pet) for pet in new_pets])
