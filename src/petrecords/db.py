@@ -95,25 +95,38 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) ->
     return engine
 
 
-def create_postgres_engine(settings: Settings) -> AsyncEngine:
-    """Every wait on the database is bounded: for a pooled connection to come free and for a new one to be
-    set up (the connect timeout each), for a statement (the server cancels it after the statement timeout;
-    the client gives up a little later, for when the server or the network has gone silent)."""
+def postgres_dsn(url: str) -> str:
+    """The URL as asyncpg takes it: postgresql://…, whatever driver the configured URL names."""
+    return async_postgres_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def postgres_connect_args(settings: Settings) -> dict[str, Any]:
+    """asyncpg's arguments for every new connection. Every wait on the database is bounded: for a new
+    connection to be set up (the connect timeout), for a statement (the server cancels it after the
+    statement timeout; the client gives up a little later, for when the server or the network has gone
+    silent). Callers that pool connections bound the wait for a free one by the connect timeout too."""
     statement_timeout_ms = int(settings.db_statement_timeout_seconds * 1000)
+    return {
+        "timeout": settings.db_connect_timeout_seconds,
+        "command_timeout": settings.db_statement_timeout_seconds + CLIENT_TIMEOUT_GRACE_SECONDS,
+        "server_settings": {
+            "statement_timeout": str(statement_timeout_ms),
+            "application_name": "petrecords",
+            # The server's default since 9.1, pinned because the store's compiled SQL relies on it.
+            "standard_conforming_strings": "on",
+        },
+    }
+
+
+def create_postgres_engine(settings: Settings) -> AsyncEngine:
+    """A SQLAlchemy engine over asyncpg, for migrations: with the store's connection settings and bounds."""
     engine = create_async_engine(
         async_postgres_url(settings.resolved_database_url),
         pool_size=settings.db_pool_size,
         max_overflow=0,
         pool_timeout=settings.db_connect_timeout_seconds,
         pool_recycle=1800,
-        connect_args={
-            "timeout": settings.db_connect_timeout_seconds,
-            "command_timeout": settings.db_statement_timeout_seconds + CLIENT_TIMEOUT_GRACE_SECONDS,
-            "server_settings": {
-                "statement_timeout": str(statement_timeout_ms),
-                "application_name": "petrecords",
-            },
-        },
+        connect_args=postgres_connect_args(settings),
     )
 
     @sa.event.listens_for(engine.sync_engine, "checkout")

@@ -7,15 +7,34 @@ clients, in the logs (a short cause, never SQL or parameters) and in the metrics
 
 from __future__ import annotations
 
+import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 
 from petrecords.errors import DatabaseUnavailable
 
-# What the database layer raises: SQLAlchemy's wrapped driver errors and pool timeout; OSError for refused
-# and reset connections and for the TimeoutError that asyncpg raises when a statement outlives its command
-# timeout; SQLite's own errors, where the store runs statements on the driver's connection directly.
-DATABASE_ERRORS = (sa.exc.DBAPIError, sa.exc.TimeoutError, OSError, sqlite3.Error)
+
+class PoolTimeout(Exception):
+    """No pooled connection came free within the time allowed to wait for one."""
+
+
+# What the database layer raises: SQLAlchemy's wrapped driver errors and pool timeout (SQLite's engine, and
+# migrations); asyncpg's own errors, where the PostgreSQL store runs statements on the driver directly: the
+# server's (PostgresError, with a SQLSTATE) and the client's (InterfaceError and InternalClientError: among
+# others, a connection that closed under an operation); the PostgreSQL store's pool timeout; OSError for
+# refused and reset connections and for the TimeoutError that asyncpg raises when a connection or a
+# statement outlives its timeout; SQLite's own errors, where the store runs statements on the driver's
+# connection directly.
+DATABASE_ERRORS = (
+    sa.exc.DBAPIError,
+    sa.exc.TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    PoolTimeout,
+    OSError,
+    sqlite3.Error,
+)
 
 # The causes, as logged and counted: a statement outlived its timeout; no pooled connection came free in
 # time; the database cannot be reached or dropped the connection; a lock held elsewhere was not released in
@@ -46,12 +65,20 @@ def _driver_cause(error: object) -> str | None:
 def unavailable_cause(exc: BaseException) -> str | None:
     """The kind of outage that `exc` shows, or None when it is not an outage (a wrong statement, a violated
     constraint, a bug)."""
-    if isinstance(exc, sa.exc.TimeoutError):
+    if isinstance(exc, sa.exc.TimeoutError | PoolTimeout):
         return POOL
     if isinstance(exc, TimeoutError):
         return TIMEOUT
     if isinstance(exc, OSError):
         return CONNECTION
+    if isinstance(exc, asyncpg.PostgresError):
+        return _driver_cause(exc)
+    if isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError):
+        # A value the driver cannot send, or a setting it cannot use, is a fault of the service (these are
+        # also ValueErrors). The client's other errors mean that the connection cannot serve: it is closed,
+        # the pool is closing, or the protocol went off track (as when the server ends a connection between
+        # two statements and the next one runs into its farewell); the store discards that connection.
+        return None if isinstance(exc, ValueError) else CONNECTION
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
             return CONNECTION

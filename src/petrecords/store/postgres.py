@@ -1,90 +1,182 @@
-"""The scale-out store: PostgreSQL through asyncpg, with a connection pool per process."""
+"""The scale-out store: PostgreSQL through asyncpg, with a connection pool per process.
+
+Every statement is compiled once (per statement object: the fixed ones of sql.py, and one per list or
+count query shape) from the SQLAlchemy schema by SQLAlchemy's asyncpg dialect, and run on asyncpg
+directly, which prepares it once per connection. SQLAlchemy's per-execution work (greenlet hops, cache
+keys, result wrapping) costs more than a primary-key lookup itself.
+
+Reads run without an explicit transaction: under READ COMMITTED every statement has a snapshot of its
+own anyway, so BEGIN and COMMIT would only add round trips. A write request runs in one transaction,
+committed when it ends normally and rolled back when it raises.
+
+A connection that broke, or whose state is unknown (a client-side timeout, a cancellation), is
+terminated at once; the pool opens a new one when one is next needed, as it does for a connection that
+the other end closed while it sat in the pool. The server's own errors (its statement timeout, a lock it
+could not take) leave the connection usable.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from petrecords.config import Settings
-from petrecords.db import create_postgres_engine
+from petrecords.db import postgres_connect_args, postgres_dsn
 from petrecords.errors import IdempotencyInProgress
-from petrecords.store.faults import DATABASE_ERRORS, unavailable
-from petrecords.store.sql import SqlStore, SqlTransaction
+from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, unavailable
+from petrecords.store.sql import SqlStore, SqlTransaction, Statement, count_upsert
 
-_TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+_DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
+# What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
+# LIKE escape character) are standard-conforming, their backslashes not doubled.
+_DIALECT._backslash_escapes = False
+_TRY_LOCK = sa.select(sa.func.pg_try_advisory_xact_lock(sa.bindparam("key", type_=sa.BigInteger())))
+
+Compiled = tuple[str, tuple[str, ...], dict[str, Any]]
+"""The SQL of a statement (with $n parameters), the names of its parameters in the order of their
+numbers, and the values of those that the statement fixes itself."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(statement: sa.ClauseElement) -> Compiled:
+    compiled = statement.compile(dialect=_DIALECT)
+    if not isinstance(compiled, SQLCompiler):
+        raise TypeError(f"not a SQL statement: {statement!r}")
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        raise ValueError("a statement whose SQL depends on its parameters' values cannot be compiled once")
+    fixed = {name: value for name, value in compiled.params.items() if not compiled.binds[name].required}
+    return str(compiled), tuple(compiled.positiontup or ()), fixed
+
+
+def _arguments(compiled: Compiled, values: dict[str, Any]) -> list[Any]:
+    _, names, fixed = compiled
+    if fixed:
+        values = {**fixed, **values}
+    return [values[name] for name in names]
+
+
+def _terminate(connection: Any) -> None:
+    """Close a pooled connection at once, which gives it back to the pool (that opens a new one when needed)."""
+    with contextlib.suppress(asyncpg.InterfaceError):  # it is closed already, and back in the pool
+        connection.terminate()
+
+
+def _usable(connection: Any) -> bool:
+    try:
+        return not connection.is_closed()
+    except asyncpg.InterfaceError:  # closed, and back in the pool
+        return False
+
+
+def _discard_if_broken(connection: Any, exc: BaseException) -> None:
+    """Terminate `connection` unless `exc` is the server's own error, which leaves it usable."""
+    if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
+        _terminate(connection)
+
+
+async def _keep_session(_connection: Any) -> None:
+    """What the pool does to a connection given back (asyncpg has rolled back a transaction left open):
+    nothing. The store leaves no session state behind (no SET, LISTEN, cursors or session-level locks), so
+    asyncpg's default reset (RESET ALL and more) would only cost a round trip per request."""
 
 
 class PostgresTransaction(SqlTransaction):
     counter_slots = 8
-    upsert = staticmethod(postgresql.insert)
+    change_count = count_upsert(postgresql.insert)
 
     def __init__(self, store: PostgresStore, *, write: bool) -> None:
         super().__init__(write=write)
         self._store = store
-        self._connection: AsyncConnection | None = None
+        self._connection: Any = None
+        self._transaction: Any = None
 
     async def _begin(self) -> None:
-        try:
-            self._connection = await self._store.engine.connect()
-            if self.write:
-                await self._connection.begin()
-            else:
-                # Under READ COMMITTED every statement takes its own snapshot, inside a transaction or not;
-                # without BEGIN and COMMIT a read costs one round trip per statement instead of two more.
-                await self._connection.execution_options(isolation_level="AUTOCOMMIT")
-        except DATABASE_ERRORS as exc:
-            await self._release()
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
-
-    async def _release(self) -> None:
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            await connection.close()
-
-    def _open(self) -> AsyncConnection:
-        if self._connection is None:
-            raise RuntimeError("the transaction has not begun")
-        return self._connection
-
-    async def _end(self, *, commit: bool) -> None:
-        connection = self._open()
-        try:
-            if commit:
-                await connection.commit()
-            else:
-                await connection.rollback()
-        except DATABASE_ERRORS as exc:
-            if commit:
+        connection = await self._store.acquire()
+        if self.write:
+            transaction = connection.transaction()
+            try:
+                await transaction.start()
+            except BaseException as exc:
+                _discard_if_broken(connection, exc)
+                await self._store.release(connection)
                 if (error := unavailable(exc)) is None:
                     raise
                 raise error from exc
-            # A failed rollback changes nothing for the client: the error that led to it is the answer. The
-            # connection, in an unknown state, is not reused; the server ends the transaction when it goes.
-            with contextlib.suppress(*DATABASE_ERRORS):
-                await connection.invalidate()
-        finally:
-            await self._release()
+            self._transaction = transaction
+        self._connection = connection
 
-    async def _execute(
-        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
-    ) -> sa.CursorResult[Any]:
-        return await self._open().execute(statement, rows)
+    async def _end(self, *, commit: bool) -> None:
+        connection, transaction = self._connection, self._transaction
+        self._connection = self._transaction = None
+        try:
+            if transaction is None:
+                pass
+            elif commit:
+                await transaction.commit()
+            elif _usable(connection):
+                try:
+                    await transaction.rollback()
+                except DATABASE_ERRORS:
+                    # A failed rollback changes nothing for the client: the error that led to it is the answer.
+                    # The connection, in an unknown state, is not reused; the server ends the transaction when
+                    # it goes.
+                    _terminate(connection)
+        except BaseException as exc:
+            _discard_if_broken(connection, exc)
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
+        finally:
+            await self._store.release(connection)
+
+    async def _open(self) -> Any:
+        if not self.begun:
+            await self._begin()
+            self.begun = True
+        return self._connection
+
+    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        compiled = _compiled(statement[0])
+        arguments = _arguments(compiled, statement[1])
+        connection = await self._open()
+        try:
+            rows: list[Any] = await connection.fetch(compiled[0], *arguments)
+        except BaseException as exc:
+            _discard_if_broken(connection, exc)
+            if (error := unavailable(exc)) is None:
+                raise
+            raise error from exc
+        return rows
+
+    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        compiled = _compiled(statement)
+        connection = self._connection
+        try:
+            if isinstance(rows, dict):
+                await connection.execute(compiled[0], *_arguments(compiled, rows))
+            else:
+                await connection.executemany(compiled[0], [_arguments(compiled, row) for row in rows])
+        except BaseException as exc:
+            _discard_if_broken(connection, exc)
+            raise
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so
         # at once instead of waiting and then replaying.
         digest = hashlib.blake2b(f"idempotency\x00{caller}\x00{key}".encode(), digest_size=8).digest()
         lock_key = int.from_bytes(digest, "big", signed=True)
-        held = (await self.execute(_TRY_LOCK.bindparams(key=lock_key))).scalar()
-        if not held:
+        rows = await self.fetch((_TRY_LOCK, {"key": lock_key}))
+        if not rows[0][0]:
             raise IdempotencyInProgress()
 
 
@@ -93,14 +185,62 @@ class PostgresStore(SqlStore):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__()
-        self.engine = create_postgres_engine(settings)
+        self._dsn = postgres_dsn(settings.resolved_database_url)
+        self._connect_args = postgres_connect_args(settings)
+        self._size = settings.db_pool_size
+        self._wait_seconds = settings.db_connect_timeout_seconds
+        """The longest wait for a connection: for a pooled one to come free, or for a new one to be set up."""
+        self._pool: Any = None
+        self._pool_lock = asyncio.Lock()
+        self._checked_out = 0
 
     def transaction(self, *, write: bool) -> PostgresTransaction:
         return PostgresTransaction(self, write=write)
 
+    async def _open_pool(self) -> Any:
+        # On first use: the pool belongs to the event loop of the process's server worker. It opens
+        # connections only when they are needed, so that creating it cannot fail while the database is away.
+        async with self._pool_lock:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=0, max_size=self._size, reset=_keep_session, **self._connect_args
+                )
+        return self._pool
+
+    async def acquire(self) -> Any:
+        """A connection of the pool, for one transaction, or DatabaseUnavailable within the wait allowed."""
+        pool = self._pool if self._pool is not None else await self._open_pool()
+        try:
+            async with asyncio.timeout(self._wait_seconds):
+                connection = await pool.acquire()
+        except DATABASE_ERRORS as exc:
+            error = unavailable(exc)
+            if isinstance(exc, TimeoutError) and self._checked_out >= self._size:
+                # Every connection was in use all along: the wait was for one of them, not for the database.
+                pool_timeout = PoolTimeout(f"no pooled connection came free within {self._wait_seconds:g} s")
+                error = unavailable(pool_timeout)
+            if error is None:
+                raise
+            raise error from exc
+        self._checked_out += 1
+        return connection
+
+    async def release(self, connection: Any) -> None:
+        try:
+            await self._pool.release(connection, timeout=self._wait_seconds)
+        except DATABASE_ERRORS:
+            pass  # asyncpg has terminated the connection instead; the pool opens a new one when it needs one
+        finally:
+            self._checked_out -= 1
+
     def pool_figures(self) -> dict[str, int]:
-        pool: Any = self.engine.pool
-        return {"size": pool.size(), "checked_out": pool.checkedout(), "overflow": max(pool.overflow(), 0)}
+        return {"size": self._size, "checked_out": self._checked_out, "overflow": 0}
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        if self._pool is None:
+            return
+        try:
+            # Gracefully, once every connection has come back, which the server's draining lets happen.
+            await asyncio.wait_for(self._pool.close(), self._wait_seconds)
+        except DATABASE_ERRORS:
+            self._pool.terminate()

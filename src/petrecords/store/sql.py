@@ -43,6 +43,56 @@ PET_COLUMNS = (
     pets.c.revision,
 )
 
+
+def _values_of(table: sa.Table, *, but: tuple[str, ...] = ()) -> dict[str, sa.BindParameter[Any]]:
+    """A named parameter for each column of `table` (by the column's name), for VALUES or SET."""
+    return {column.name: sa.bindparam(column.name) for column in table.c if column.name not in but}
+
+
+# The statements every request runs, built once with named parameters: each store compiles each of them
+# once for its database and runs it on the driver.
+SELECT_PET = sa.select(*PET_COLUMNS).where(pets.c.id == sa.bindparam("pet_id"))
+SELECT_PET_FOR_UPDATE = SELECT_PET.with_for_update()
+INSERT_PET = sa.insert(pets).values(_values_of(pets))
+UPDATE_PET = sa.update(pets).where(pets.c.id == sa.bindparam("pet_id")).values(_values_of(pets, but=("id",)))
+DELETE_PET = sa.delete(pets).where(pets.c.id == sa.bindparam("pet_id"))
+
+_IDEMPOTENCY_KEY_IS = (idempotency_keys.c.caller == sa.bindparam("caller")) & (
+    idempotency_keys.c.key == sa.bindparam("key")
+)
+SELECT_IDEMPOTENT_RESPONSE = sa.select(
+    idempotency_keys.c.request_hash,
+    idempotency_keys.c.status,
+    idempotency_keys.c.body,
+    idempotency_keys.c.location,
+    idempotency_keys.c.etag,
+    idempotency_keys.c.expires_at,
+).where(_IDEMPOTENCY_KEY_IS)
+DELETE_IDEMPOTENCY_KEY = sa.delete(idempotency_keys).where(_IDEMPOTENCY_KEY_IS)
+INSERT_IDEMPOTENCY_KEY = sa.insert(idempotency_keys).values(_values_of(idempotency_keys))
+_EXPIRED_IDEMPOTENCY_KEYS = (
+    sa.select(idempotency_keys.c.caller, idempotency_keys.c.key)
+    .where(idempotency_keys.c.expires_at <= sa.bindparam("now_ms"))
+    .limit(sa.bindparam("limit"))
+)
+PURGE_EXPIRED_IDEMPOTENCY_KEYS = sa.delete(idempotency_keys).where(
+    sa.tuple_(idempotency_keys.c.caller, idempotency_keys.c.key).in_(_EXPIRED_IDEMPOTENCY_KEYS)
+)
+
+# Alembic's own table, which tables.py does not describe.
+SCHEMA_VERSION = sa.select(sa.column("version_num", sa.String())).select_from(sa.table("alembic_version"))
+
+
+def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
+    """The change of one kept count, with the dialect's INSERT that supports ON CONFLICT DO UPDATE."""
+    statement = insert(pet_counts).values(_values_of(pet_counts))
+    upsert: sa.Insert = statement.on_conflict_do_update(
+        index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
+        set_={"count": pet_counts.c.count + statement.excluded.count},
+    )
+    return upsert
+
+
 _SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
     SortField.ID: pets.c.id,
     SortField.NAME: pets.c.name_key,
@@ -263,8 +313,8 @@ class SqlTransaction(Transaction):
     page_anchors: PageAnchors
     counter_slots = 1
     """Rows over which the every-owner counts are spread (see tables.pet_counts)."""
-    upsert: Callable[[sa.Table], Any]
-    """The dialect's INSERT that supports ON CONFLICT DO UPDATE."""
+    change_count: sa.Insert
+    """The dialect's `count_upsert`."""
 
     def __init__(self, *, write: bool) -> None:
         self.write = write
@@ -285,56 +335,45 @@ class SqlTransaction(Transaction):
     async def _end(self, *, commit: bool) -> None: ...
 
     @abc.abstractmethod
-    async def _execute(
-        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
-    ) -> sa.CursorResult[Any]:
-        """Run a statement, once (with the given parameters), or once per row of parameters."""
+    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Run a statement that returns no rows, once (with the given parameters), or once per row of them."""
 
-    async def execute(
-        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None = None
-    ) -> sa.CursorResult[Any]:
+    @abc.abstractmethod
+    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        """The rows of a query, as sequences of column values."""
+
+    async def execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         if not self.begun:
             await self._begin()
             self.begun = True
         try:
-            return await self._execute(statement, rows)
+            await self._execute(statement, rows)
         except DATABASE_ERRORS as exc:
             if (error := unavailable(exc)) is None:
                 raise
             raise error from exc
 
     async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
-        statement = sa.select(*PET_COLUMNS).where(pets.c.id == pet_id)
-        if for_update:
-            statement = statement.with_for_update()
-        row = (await self.execute(statement)).first()
-        return None if row is None else row_to_pet(row)
+        rows = await self.fetch((SELECT_PET_FOR_UPDATE if for_update else SELECT_PET, {"pet_id": pet_id}))
+        return row_to_pet(rows[0]) if rows else None
 
     async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
-        await self.execute(sa.insert(pets), [pet_values(pet) for pet in new_pets])
+        await self.execute(INSERT_PET, [pet_values(pet) for pet in new_pets])
         await self._change_counts(count_changes((), new_pets))
 
     async def update_pet(self, pet: PetRow, *, previous: PetRow) -> None:
         values = pet_values(pet)
-        del values["id"]
-        await self.execute(sa.update(pets).where(pets.c.id == pet.id).values(values))
+        values["pet_id"] = values.pop("id")
+        await self.execute(UPDATE_PET, values)
         await self._change_counts(count_changes([previous], [pet]))
 
     async def delete_pet(self, pet: PetRow) -> None:
-        await self.execute(sa.delete(pets).where(pets.c.id == pet.id))
+        await self.execute(DELETE_PET, {"pet_id": pet.id})
         await self._change_counts(count_changes([pet], ()))
 
     async def _change_counts(self, changes: list[CountChange]) -> None:
-        if not changes:
-            return
-        statement = self.upsert(pet_counts)
-        await self.execute(
-            statement.on_conflict_do_update(
-                index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
-                set_={"count": pet_counts.c.count + statement.excluded.count},
-            ),
-            self.count_rows(changes),
-        )
+        if changes:
+            await self.execute(self.change_count, self.count_rows(changes))
 
     def count_rows(self, changes: list[CountChange]) -> list[dict[str, Any]]:
         slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
@@ -345,10 +384,6 @@ class SqlTransaction(Transaction):
 
     async def count_pets(self, pet_filter: PetFilter) -> int:
         return int((await self.fetch(count_statement(pet_filter)))[0][0])
-
-    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
-        """The rows of a query, as sequences of column values."""
-        return list(await self.execute(*statement))
 
     async def list_pets(self, query: PetPageQuery) -> Sequence[PetRow]:
         after_key = None
@@ -374,58 +409,35 @@ class SqlTransaction(Transaction):
 
     async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:
         await self._hold_idempotency_key(caller, key)
-        table = idempotency_keys
-        where = (table.c.caller == caller) & (table.c.key == key)
-        row = (
-            await self.execute(
-                sa.select(
-                    table.c.request_hash,
-                    table.c.status,
-                    table.c.body,
-                    table.c.location,
-                    table.c.etag,
-                    table.c.expires_at,
-                ).where(where)
-            )
-        ).first()
-        if row is None:
+        held = {"caller": caller, "key": key}
+        rows = await self.fetch((SELECT_IDEMPOTENT_RESPONSE, held))
+        if not rows:
             return None
-        if row.expires_at <= now_ms:
-            await self.execute(sa.delete(table).where(where))
+        request_hash, status, body, location, etag, expires_at = rows[0]
+        if expires_at <= now_ms:
+            await self.execute(DELETE_IDEMPOTENCY_KEY, held)
             return None
-        return StoredResponse(
-            request_hash=row.request_hash,
-            status=row.status,
-            body=bytes(row.body),
-            location=row.location,
-            etag=row.etag,
-        )
+        return StoredResponse(request_hash=request_hash, status=status, body=bytes(body), location=location, etag=etag)
 
     async def save_idempotent_response(
         self, caller: str, key: str, response: StoredResponse, *, expires_at_ms: int
     ) -> None:
         await self.execute(
-            sa.insert(idempotency_keys).values(
-                caller=caller,
-                key=key,
-                request_hash=response.request_hash,
-                status=response.status,
-                body=response.body,
-                location=response.location,
-                etag=response.etag,
-                expires_at=expires_at_ms,
-            )
+            INSERT_IDEMPOTENCY_KEY,
+            {
+                "caller": caller,
+                "key": key,
+                "request_hash": response.request_hash,
+                "status": response.status,
+                "body": response.body,
+                "location": response.location,
+                "etag": response.etag,
+                "expires_at": expires_at_ms,
+            },
         )
 
     async def purge_expired_idempotency_keys(self, *, now_ms: int, limit: int) -> None:
-        expired = (
-            sa.select(idempotency_keys.c.caller, idempotency_keys.c.key)
-            .where(idempotency_keys.c.expires_at <= now_ms)
-            .limit(limit)
-        )
-        await self.execute(
-            sa.delete(idempotency_keys).where(sa.tuple_(idempotency_keys.c.caller, idempotency_keys.c.key).in_(expired))
-        )
+        await self.execute(PURGE_EXPIRED_IDEMPOTENCY_KEYS, {"now_ms": now_ms, "limit": limit})
 
 
 class SqlStore(Store):
@@ -437,10 +449,10 @@ class SqlStore(Store):
     async def schema_is_current(self) -> bool:
         try:
             async with self.transaction(write=False) as tx:
-                version = (await tx.execute(sa.text("SELECT version_num FROM alembic_version"))).scalar()
+                rows = await tx.fetch((SCHEMA_VERSION, {}))
         except (DatabaseUnavailable, *DATABASE_ERRORS):
             return False
-        return bool(version == self._head)
+        return bool(rows) and rows[0][0] == self._head
 
     @abc.abstractmethod
     def transaction(self, *, write: bool) -> SqlTransaction: ...

@@ -15,8 +15,9 @@ answer 503 and none of their work is kept.
 
 The statements every request runs (begin, commit, the primary-key lookup, the single-row writes
 and the count changes) are compiled once from the schema and run on the driver's own connection:
-SQLAlchemy's per-execution work costs several times the lookup itself. Lists, whose statements
-vary with the query, go through SQLAlchemy on the same connection.
+SQLAlchemy's per-execution work costs several times the lookup itself. So are lists and counts (one
+statement per query shape, compiled once) and the idempotency lookup; the idempotency writes, rarer, go
+through SQLAlchemy on the same connection.
 """
 
 from __future__ import annotations
@@ -39,15 +40,18 @@ from petrecords.store.base import PetRow
 from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
-    PET_COLUMNS,
+    DELETE_PET,
+    INSERT_PET,
+    SELECT_PET,
+    UPDATE_PET,
     SqlStore,
     SqlTransaction,
     Statement,
     count_changes,
+    count_upsert,
     pet_values,
     row_to_pet,
 )
-from petrecords.tables import pet_counts, pets
 
 # Waits between attempts to take the write lock that another process holds: short at first, as most writes
 # take milliseconds, then steady, until busy_timeout.
@@ -55,25 +59,18 @@ _FIRST_BUSY_PAUSE_SECONDS = 0.001
 _LAST_BUSY_PAUSE_SECONDS = 0.05
 
 _NAMED = sqlite_dialect.dialect(paramstyle="named")
-_PET_KEYS = [column.name for column in pets.c]
+_COUNT_UPSERT = count_upsert(sqlite_dialect.insert)
 
 
-def _compiled(statement: sa.ClauseElement, keys: list[str] | None = None) -> str:
-    return str(statement.compile(dialect=_NAMED, column_keys=keys))
+def _compiled(statement: sa.ClauseElement) -> str:
+    return str(statement.compile(dialect=_NAMED))
 
 
-_SELECT_PET = _compiled(sa.select(*PET_COLUMNS).where(pets.c.id == sa.bindparam("pet_id")))
-_INSERT_PET = _compiled(sa.insert(pets), _PET_KEYS)
-_UPDATE_PET = _compiled(sa.update(pets).where(pets.c.id == sa.bindparam("pet_id")), _PET_KEYS[1:])
-_DELETE_PET = _compiled(sa.delete(pets).where(pets.c.id == sa.bindparam("pet_id")))
-_upsert = sqlite_dialect.insert(pet_counts)
-_CHANGE_COUNT = _compiled(
-    _upsert.on_conflict_do_update(
-        index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
-        set_={"count": pet_counts.c.count + _upsert.excluded.count},
-    ),
-    ["scope", "pet_type", "slot", "count"],
-)
+_SELECT_PET = _compiled(SELECT_PET)
+_INSERT_PET = _compiled(INSERT_PET)
+_UPDATE_PET = _compiled(UPDATE_PET)
+_DELETE_PET = _compiled(DELETE_PET)
+_CHANGE_COUNT = _compiled(_COUNT_UPSERT)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -116,7 +113,7 @@ class _WriteGroup:
 
 
 class SqliteTransaction(SqlTransaction):
-    upsert = staticmethod(sqlite_dialect.insert)
+    change_count = _COUNT_UPSERT
 
     def __init__(self, store: SqliteStore, *, write: bool) -> None:
         super().__init__(write=write)
@@ -288,10 +285,8 @@ class SqliteTransaction(SqlTransaction):
         if changes:
             await self._run(_CHANGE_COUNT, self.count_rows(changes))
 
-    async def _execute(
-        self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]] | None
-    ) -> sa.CursorResult[Any]:
-        return self._connection().sqlalchemy.execute(statement, rows)
+    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        self._connection().sqlalchemy.execute(statement, rows)
 
 
 class SqliteStore(SqlStore):

@@ -1,0 +1,202 @@
+"""The PostgreSQL store on asyncpg: the SQL it compiles once, and what happens to a pooled connection that
+breaks or is cut short in the middle of a transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+
+from petrecords.config import Settings
+from petrecords.db import create_postgres_engine
+from petrecords.errors import DatabaseUnavailable
+from petrecords.store import sql
+from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, SortKey
+from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _compiled
+from tests.support import wipe
+
+pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+
+_BACKEND_PID = sa.select(sa.func.pg_backend_pid())
+
+
+def _pet(name: str = "Rex") -> PetRow:
+    return PetRow(
+        id=uuid.uuid4(),
+        created_at=1,
+        created_by="alice@example.com",
+        modified_at=1,
+        modified_by="alice@example.com",
+        owner_id="alice@example.com",
+        name=name,
+        pet_type="Dog",
+        revision=1,
+    )
+
+
+@pytest.fixture
+async def store(make_settings: Callable[..., Settings], database_url: str) -> AsyncIterator[PostgresStore]:
+    await wipe(database_url)
+    opened = PostgresStore(make_settings(db_pool_size=2, db_connect_timeout_seconds=2))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def _terminate_backend(database_url: str, pid: int) -> None:
+    admin = await asyncpg.connect(database_url, timeout=5)
+    try:
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+
+
+async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callable[..., Settings]) -> None:
+    """The store's dialect is never connected; SQLAlchemy's, once connected, must agree on every statement."""
+    engine = create_postgres_engine(make_settings())
+    try:
+        async with engine.connect():
+            pass  # SQLAlchemy learns the server's settings on its first connection
+        dialect = engine.dialect
+    finally:
+        await engine.dispose()
+    by_type = PetPageQuery(
+        filter=PetFilter(owner_id="alice@example.com", pet_types=("Dog", "Cat"), name_like=("r\\%%",)),
+        sort=(SortKey(SortField.PET_TYPE), SortKey(SortField.ID)),
+        limit=20,
+        offset=0,
+        pet_type_order=("Dog", "Cat"),
+    )
+    statements: list[Any] = [
+        sql.SELECT_PET,
+        sql.SELECT_PET_FOR_UPDATE,
+        sql.INSERT_PET,
+        sql.UPDATE_PET,
+        sql.DELETE_PET,
+        sql.SELECT_IDEMPOTENT_RESPONSE,
+        sql.DELETE_IDEMPOTENCY_KEY,
+        sql.INSERT_IDEMPOTENCY_KEY,
+        sql.PURGE_EXPIRED_IDEMPOTENCY_KEYS,
+        sql.SCHEMA_VERSION,
+        PostgresTransaction.change_count,
+        _TRY_LOCK,
+        sql.list_statement(by_type)[0],
+        sql.list_statement(by_type, keys_only=True, after_key=(0, "dog", uuid.UUID(int=0)))[0],
+        sql.count_statement(by_type.filter)[0],
+        sql.count_statement(PetFilter(pet_types=("Dog",)))[0],
+    ]
+    for statement in statements:
+        compiled = statement.compile(dialect=dialect)
+        assert _compiled(statement) == (
+            str(compiled),
+            tuple(compiled.positiontup),
+            {name: value for name, value in compiled.params.items() if value is not None},
+        )
+
+
+class TestPool:
+    async def test_figures_count_the_connections_in_use(self, store: PostgresStore) -> None:
+        assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0}
+        async with store.transaction(write=False) as first, store.transaction(write=True) as second:
+            await first.count_pets(PetFilter())
+            await second.insert_pets([_pet()])
+            during = store.pool_figures()
+        assert during == {"size": 2, "checked_out": 2, "overflow": 0}
+        assert store.pool_figures()["checked_out"] == 0
+
+    async def test_concurrent_first_use_opens_one_pool(self, store: PostgresStore) -> None:
+        async def count() -> int:
+            async with store.transaction(write=False) as tx:
+                return await tx.count_pets(PetFilter())
+
+        assert await asyncio.gather(*(count() for _ in range(20))) == [0] * 20
+        assert store.pool_figures()["checked_out"] == 0
+
+    async def test_writes_commit_or_roll_back_as_a_whole(self, store: PostgresStore) -> None:
+        kept, dropped = _pet("Kept"), _pet("Dropped")
+
+        async def insert(pet: PetRow, *, then_fail: bool) -> None:
+            async with store.transaction(write=True) as tx:
+                await tx.insert_pets([pet])
+                if then_fail:
+                    raise RuntimeError
+
+        await insert(kept, then_fail=False)
+        with pytest.raises(RuntimeError):
+            await insert(dropped, then_fail=True)
+
+        async with store.transaction(write=False) as tx:
+            assert await tx.get_pet(kept.id) == kept
+            assert await tx.get_pet(dropped.id) is None
+            assert await tx.count_pets(PetFilter(pet_types=("Dog",))) == 1
+
+
+class TestBrokenConnection:
+    async def test_a_connection_killed_in_a_write_is_503_and_replaced(
+        self, store: PostgresStore, database_url: str
+    ) -> None:
+        pet = _pet()
+
+        async def insert_after_the_kill() -> None:
+            async with store.transaction(write=True) as tx:
+                await _terminate_backend(database_url, (await tx.fetch((_BACKEND_PID, {})))[0][0])
+                await tx.insert_pets([pet])
+
+        with pytest.raises(DatabaseUnavailable) as raised:
+            await insert_after_the_kill()
+
+        assert raised.value.cause == "connection"
+        assert store.pool_figures()["checked_out"] == 0
+        async with store.transaction(write=False) as tx:
+            assert await tx.get_pet(pet.id) is None
+
+    async def test_a_connection_killed_in_a_read_is_503_and_replaced(
+        self, store: PostgresStore, database_url: str
+    ) -> None:
+
+        async def count_after_the_kill() -> None:
+            async with store.transaction(write=False) as tx:
+                await _terminate_backend(database_url, (await tx.fetch((_BACKEND_PID, {})))[0][0])
+                await tx.count_pets(PetFilter())
+
+        with pytest.raises(DatabaseUnavailable) as raised:
+            await count_after_the_kill()
+
+        assert raised.value.cause == "connection"
+        async with store.transaction(write=False) as tx:
+            assert await tx.count_pets(PetFilter()) == 0
+        assert store.pool_figures()["checked_out"] == 0
+
+    async def test_a_cancelled_statement_gives_its_connection_up(self, store: PostgresStore, database_url: str) -> None:
+        """A request cut short while its statement waits: the connection, in an unknown state, is not reused,
+        and the server forgets the statement."""
+        holder = await asyncpg.connect(database_url, timeout=5)
+        try:
+            locked = holder.transaction()
+            await locked.start()
+            await holder.execute("LOCK TABLE pets IN ACCESS EXCLUSIVE MODE")
+
+            async def blocked_write() -> None:
+                async with store.transaction(write=True) as tx:
+                    await tx.insert_pets([_pet()])
+
+            task = asyncio.create_task(blocked_write())
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert store.pool_figures()["checked_out"] == 0
+            await locked.rollback()
+        finally:
+            await holder.close()
+
+        async with store.transaction(write=True) as tx:
+            await tx.insert_pets([_pet()])
+        async with store.transaction(write=False) as tx:
+            assert await tx.count_pets(PetFilter()) == 1
