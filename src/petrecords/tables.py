@@ -46,7 +46,9 @@ pets = sa.Table(
 # How many pets each owner has of each type, kept in the transaction of every write, so that the
 # total of a list filtered by owner and type at most costs a few rows instead of a scan. The scope
 # ALL_OWNERS counts everyone's. Rows of that scope are spread over a few slots, so that concurrent
-# writers on PostgreSQL do not all queue on one row lock.
+# writers on PostgreSQL do not all queue on one row lock. Every write also counts itself in one
+# ALL_OWNERS row: the sum of `writes` changes with every write, which is what tells PostgreSQL
+# instances that what they remember about the data (store/pages.py) is out of date.
 ALL_OWNERS = ""
 
 pet_counts = sa.Table(
@@ -56,6 +58,13 @@ pet_counts = sa.Table(
     sa.Column("pet_type", Text, primary_key=True),
     sa.Column("slot", sa.SmallInteger(), primary_key=True),
     sa.Column("count", sa.BigInteger(), nullable=False),
+    sa.Column(
+        "writes",
+        sa.BigInteger(),
+        nullable=False,
+        server_default="0",
+        comment="writes counted in this row; their sum over the every-owner rows is the data's version",
+    ),
 )
 
 idempotency_keys = sa.Table(

@@ -2,7 +2,7 @@
 
 Thousands of records are loaded through the store (HTTP would take too long), then pages around and
 beyond the anchor blocks are fetched over HTTP and compared with the plain OFFSET query, before and
-after writes by the service and by another connection.
+after writes by the service and by another instance.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from petrecords.store.base import PetPageQuery, PetRow, Store
 from petrecords.store.pages import BLOCK
 from petrecords.store.sql import SqlTransaction, list_statement, row_to_pet
 from petrecords.values import new_record_id
-from tests.support import ALICE, BOB, auth, pet_body, run_sql
+from tests.support import ALICE, BOB, auth, pet_body
 
 ROWS = 2 * BLOCK + 300
 TYPES = ("Dog", "Cat", "Capybara", "Other")
@@ -81,6 +81,22 @@ async def _offset_page(store: Store, settings: Settings, params: dict[str, str],
         return [str(row_to_pet(row).id) for row in await tx.fetch(list_statement(query))]
 
 
+def _first_rows(settings: Settings, count: int) -> PetPageQuery:
+    request, _ = parse_list_query(
+        [("pageSize", "100")],
+        pet_types=PetTypes(settings.pet_types),
+        default_page_size=settings.default_page_size,
+        max_page_size=settings.max_page_size,
+    )
+    return PetPageQuery(
+        filter=msgspec.structs.replace(request.filter, owner_id=ALICE),
+        sort=request.sort,
+        limit=count,
+        offset=0,
+        pet_type_order=request.pet_type_order,
+    )
+
+
 async def _assert_pages_match(client: AsyncTestClient[Any], store: Store, settings: Settings) -> None:
     page_size = 100
     for params in QUERIES:
@@ -98,13 +114,15 @@ async def test_deep_pages_equal_offset_pages(client: AsyncTestClient[Any], store
     await _assert_pages_match(client, store, settings)
 
 
-async def test_deep_pages_follow_writes(
-    client: AsyncTestClient[Any], store: Store, settings: Settings, database_url: str
-) -> None:
+async def test_deep_pages_follow_writes(client: AsyncTestClient[Any], store: Store, settings: Settings) -> None:
     await _assert_pages_match(client, store, settings)
     created = await client.post("/v1/pets", json=pet_body("aaa first"), headers=auth(ALICE))
     assert created.status_code == 201
     await _assert_pages_match(client, store, settings)
-    # A write by another connection (another process, as far as the service can tell).
-    await run_sql(database_url, "DELETE FROM pets WHERE created_at < 1700000000100")
+    # Deletes by another instance (its own store on the same database).
+    async with store.transaction(write=True) as tx:
+        assert isinstance(tx, SqlTransaction)
+        doomed = [row_to_pet(row) for row in await tx.fetch(list_statement(_first_rows(settings, 150)))]
+        for pet in doomed:
+            await tx.delete_pet(pet)
     await _assert_pages_match(client, store, settings)

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import asyncpg
@@ -34,7 +34,8 @@ from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn
 from petrecords.errors import IdempotencyInProgress
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, unavailable
-from petrecords.store.sql import SqlStore, SqlTransaction, Statement, count_upsert
+from petrecords.store.pages import PageAnchors
+from petrecords.store.sql import WRITES_VERSION, SqlStore, SqlTransaction, Statement, count_upsert
 
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
@@ -99,6 +100,10 @@ class PostgresTransaction(SqlTransaction):
         self._store = store
         self._connection: Any = None
         self._transaction: Any = None
+        self.page_anchors = store.page_anchors
+
+    async def data_version(self) -> Hashable:
+        return int((await self.fetch((WRITES_VERSION, {})))[0][0])
 
     async def _begin(self) -> None:
         connection = await self._store.acquire()
@@ -193,6 +198,7 @@ class PostgresStore(SqlStore):
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()
         self._checked_out = 0
+        self.page_anchors = PageAnchors()
 
     def transaction(self, *, write: bool) -> PostgresTransaction:
         return PostgresTransaction(self, write=write)

@@ -88,9 +88,18 @@ def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
     statement = insert(pet_counts).values(_values_of(pet_counts))
     upsert: sa.Insert = statement.on_conflict_do_update(
         index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
-        set_={"count": pet_counts.c.count + statement.excluded.count},
+        set_={
+            "count": pet_counts.c.count + statement.excluded.count,
+            "writes": pet_counts.c.writes + statement.excluded.writes,
+        },
     )
     return upsert
+
+
+# The data's version: it grows with every write through any instance (see tables.pet_counts).
+WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(pet_counts.c.writes), 0)).where(
+    pet_counts.c.scope == ALL_OWNERS
+)
 
 
 _SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
@@ -294,13 +303,16 @@ CountChange = tuple[str, str, int]
 
 def count_changes(removed: Iterable[PetRow], added: Iterable[PetRow]) -> list[CountChange]:
     """What a write does to the kept counts, in one fixed order so that concurrent writers lock
-    counter rows in the same order and cannot deadlock."""
+    counter rows in the same order and cannot deadlock. The every-owner rows of the types touched
+    stay even when their count does not change: the write is counted in one of them."""
     changes: collections.Counter[tuple[str, str]] = collections.Counter()
     for pets_, sign in ((removed, -1), (added, 1)):
         for pet in pets_:
             changes[(pet.owner_id, pet.pet_type)] += sign
             changes[(ALL_OWNERS, pet.pet_type)] += sign
-    return sorted((scope, pet_type, change) for (scope, pet_type), change in changes.items() if change)
+    return sorted(
+        (scope, pet_type, change) for (scope, pet_type), change in changes.items() if change or scope == ALL_OWNERS
+    )
 
 
 class SqlTransaction(Transaction):
@@ -377,10 +389,14 @@ class SqlTransaction(Transaction):
 
     def count_rows(self, changes: list[CountChange]) -> list[dict[str, Any]]:
         slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
-        return [
+        rows = [
             {"scope": scope, "pet_type": pet_type, "slot": slot if scope == ALL_OWNERS else 0, "count": change}
             for scope, pet_type, change in changes
         ]
+        first_of_all_owners = next(index for index, (scope, _, _) in enumerate(changes) if scope == ALL_OWNERS)
+        for index, row in enumerate(rows):
+            row["writes"] = int(index == first_of_all_owners)
+        return rows
 
     async def count_pets(self, pet_filter: PetFilter) -> int:
         return int((await self.fetch(count_statement(pet_filter)))[0][0])
