@@ -126,3 +126,43 @@ async def test_deep_pages_follow_writes(client: AsyncTestClient[Any], store: Sto
         for pet in doomed:
             await tx.delete_pet(pet)
     await _assert_pages_match(client, store, settings)
+
+
+async def test_every_kind_of_write_moves_the_data_version(
+    client: AsyncTestClient[Any], settings: Settings, database_url: str
+) -> None:
+    """What tells every instance that its anchors are stale, including a replace that changes no count."""
+    writer, reader = open_store(settings), open_store(settings)
+
+    async def version() -> Any:
+        async with reader.transaction(write=False) as tx:
+            assert isinstance(tx, SqlTransaction)
+            return await tx.data_version()
+
+    try:
+        pet = PetRow(
+            id=new_record_id(),
+            created_at=1,
+            created_by=ALICE,
+            modified_at=1,
+            modified_by=ALICE,
+            owner_id=ALICE,
+            name="Rex",
+            pet_type="Dog",
+            revision=1,
+        )
+        renamed = msgspec.structs.replace(pet, name="Max", revision=2)
+        seen = [await version()]
+        async with writer.transaction(write=True) as tx:
+            await tx.insert_pets([pet])
+        seen.append(await version())
+        async with writer.transaction(write=True) as tx:
+            await tx.update_pet(renamed, previous=pet)
+        seen.append(await version())
+        async with writer.transaction(write=True) as tx:
+            await tx.delete_pet(renamed)
+        seen.append(await version())
+        assert len(set(seen)) == 4, seen
+    finally:
+        await writer.close()
+        await reader.close()
