@@ -77,8 +77,6 @@ def create_app(settings: Settings) -> ASGIApp:
     app = Litestar(
         route_handlers=[PetController, *OPS_ROUTES],
         dependencies={
-            "settings": _constant(settings),
-            "pet_types": _constant(pet_types),
             "metrics": _constant(metrics),
             "openapi": _constant(openapi),
             "store": Provide(_provide_store, sync_to_thread=False),
