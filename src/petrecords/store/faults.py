@@ -7,6 +7,8 @@ clients, in the logs (a short cause, never SQL or parameters) and in the metrics
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
@@ -105,3 +107,13 @@ def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
     driver_error = wrapped.__cause__ or wrapped
     detail = f"{type(driver_error).__name__}: {driver_error}"[:300]
     return DatabaseUnavailable(cause=cause, detail=detail)
+
+
+def raise_translated(exc: BaseException) -> NoReturn:
+    """Raise the 503 for `exc` when it is an outage, from it; else `exc` itself, unchanged.
+
+    For the handler of `exc`, in place of `raise`.
+    """
+    if (error := unavailable(exc)) is None:
+        raise exc
+    raise error from exc

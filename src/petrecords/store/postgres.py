@@ -33,7 +33,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn
 from petrecords.errors import IdempotencyInProgress
-from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import WRITES_VERSION, SqlStore, SqlTransaction, Statement, count_upsert
 
@@ -114,9 +114,7 @@ class PostgresTransaction(SqlTransaction):
             except BaseException as exc:
                 _discard_if_broken(connection, exc)
                 await self._store.release(connection)
-                if (error := unavailable(exc)) is None:
-                    raise
-                raise error from exc
+                raise_translated(exc)
             self._transaction = transaction
         self._connection = connection
 
@@ -138,9 +136,7 @@ class PostgresTransaction(SqlTransaction):
                     _terminate(connection)
         except BaseException as exc:
             _discard_if_broken(connection, exc)
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+            raise_translated(exc)
         finally:
             await self._store.release(connection)
 
@@ -158,9 +154,7 @@ class PostgresTransaction(SqlTransaction):
             rows: list[Any] = await connection.fetch(compiled[0], *arguments)
         except BaseException as exc:
             _discard_if_broken(connection, exc)
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+            raise_translated(exc)
         return rows
 
     async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:

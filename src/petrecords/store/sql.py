@@ -26,7 +26,7 @@ from petrecords.store.base import (
     StoredResponse,
     Transaction,
 )
-from petrecords.store.faults import DATABASE_ERRORS, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
 from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
 from petrecords.values import fold_case
@@ -361,9 +361,7 @@ class SqlTransaction(Transaction):
         try:
             await self._execute(statement, rows)
         except DATABASE_ERRORS as exc:
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+            raise_translated(exc)
 
     async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
         rows = await self.fetch((SELECT_PET_FOR_UPDATE if for_update else SELECT_PET, {"pet_id": pet_id}))

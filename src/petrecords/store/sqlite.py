@@ -37,7 +37,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from petrecords.db import create_sqlite_engine
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import PetRow
-from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     DELETE_PET,
@@ -90,10 +90,6 @@ def _driver_values(pet: PetRow) -> dict[str, Any]:
     return values
 
 
-def _translated(exc: BaseException) -> BaseException:
-    return unavailable(exc) or exc
-
-
 class _Connection:
     """One connection of the store, and the lock that gives it to one transaction at a time."""
 
@@ -138,7 +134,7 @@ class SqliteTransaction(SqlTransaction):
                 reader.driver.execute("BEGIN")
             except DATABASE_ERRORS as exc:
                 reader.lock.release()
-                raise _translated(exc) from exc
+                raise_translated(exc)
             return
         await self._enter_write_group()
         writer = self._store.writer()
@@ -149,7 +145,7 @@ class SqliteTransaction(SqlTransaction):
             writer.lock.release()
             if self._leads_group:
                 await asyncio.shield(self._commit_group())
-            raise _translated(exc) from exc
+            raise_translated(exc)
 
     async def _enter_write_group(self) -> None:
         """Hold the writer, inside the open write group or a new one (led by this transaction)."""
@@ -187,7 +183,7 @@ class SqliteTransaction(SqlTransaction):
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     reader.driver.execute("ROLLBACK")
-                raise _translated(exc) from exc
+                raise_translated(exc)
             finally:
                 reader.lock.release()
             return
@@ -210,7 +206,7 @@ class SqliteTransaction(SqlTransaction):
         if not commit:
             return
         if own_error is not None:
-            raise _translated(own_error) from own_error
+            raise_translated(own_error)
         await group.committed
 
     def _joined_group(self) -> _WriteGroup:
@@ -233,7 +229,7 @@ class SqliteTransaction(SqlTransaction):
                 # A failed COMMIT (disk full, I/O error) leaves nothing half-written: roll back and refuse.
                 with contextlib.suppress(sqlite3.Error):
                     writer.driver.execute("ROLLBACK")
-                group.committed.set_exception(_translated(exc))
+                group.committed.set_exception(unavailable(exc) or exc)
                 group.committed.exception()  # every member is told; none may be left to ask
             else:
                 group.committed.set_result(None)
@@ -252,9 +248,7 @@ class SqliteTransaction(SqlTransaction):
                 return connection.executemany(sql, parameters)
             return connection.execute(sql, parameters)
         except sqlite3.Error as exc:
-            if (error := unavailable(exc)) is None:
-                raise
-            raise error from exc
+            raise_translated(exc)
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, fixed = _compiled_query(statement[0])
@@ -319,7 +313,7 @@ class SqliteStore(SqlStore):
         try:
             return _Connection(self._engine)
         except DATABASE_ERRORS as exc:
-            raise _translated(exc) from exc
+            raise_translated(exc)
 
     def transaction(self, *, write: bool) -> SqliteTransaction:
         return SqliteTransaction(self, write=write)
