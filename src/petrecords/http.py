@@ -87,7 +87,7 @@ class ServiceEdge:
             if database_unavailable is not None:
                 self._metrics.observe_database_unavailable(database_unavailable)
             if (store := self._store()) is not None:
-                self._metrics.set_pool(store.pool_figures())
+                self._metrics.set_pool(store.pool_figures)
             if self._log_requests:
                 # Never headers, the query string or bodies: they may carry tokens and personal data.
                 caller = scope.get("user")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
@@ -63,13 +64,14 @@ class Metrics:
     def observe_database_unavailable(self, cause: str) -> None:
         self.database_unavailable.labels(cause).inc()
 
-    def set_pool(self, figures: dict[str, int]) -> None:
-        """Record the pool's state, at most every POOL_INTERVAL seconds: it is a gauge, not a tally."""
+    def set_pool(self, figures: Callable[[], dict[str, int]]) -> None:
+        """Record the pool's state, at most every POOL_INTERVAL seconds: it is a gauge, not a tally.
+        `figures` is only asked for when it is due."""
         now = time.monotonic()
         if now - self._pool_set_at < POOL_INTERVAL:
             return
         self._pool_set_at = now
-        for state, value in figures.items():
+        for state, value in figures().items():
             self.pool.labels(state).set(value)
 
     def render(self) -> bytes:
