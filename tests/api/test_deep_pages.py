@@ -62,28 +62,10 @@ async def store(client: AsyncTestClient[Any], settings: Settings) -> AsyncIterat
     await opened.close()
 
 
-async def _offset_page(store: Store, settings: Settings, params: dict[str, str], user: str) -> list[str]:
+def _alice_query(settings: Settings, params: dict[str, str]) -> PetPageQuery:
+    """The store query the service makes of Alice's list request with `params`."""
     request, _ = parse_list_query(
         list(params.items()),
-        pet_types=PetTypes(settings.pet_types),
-        default_page_size=settings.default_page_size,
-        max_page_size=settings.max_page_size,
-    )
-    query = PetPageQuery(
-        filter=msgspec.structs.replace(request.filter, owner_id=user),
-        sort=request.sort,
-        limit=request.page_size,
-        offset=request.offset,
-        pet_type_order=request.pet_type_order,
-    )
-    async with store.transaction(write=False) as tx:
-        assert isinstance(tx, SqlTransaction)
-        return [str(row_to_pet(row).id) for row in await tx.fetch(list_statement(query))]
-
-
-def _first_rows(settings: Settings, count: int) -> PetPageQuery:
-    request, _ = parse_list_query(
-        [("pageSize", "100")],
         pet_types=PetTypes(settings.pet_types),
         default_page_size=settings.default_page_size,
         max_page_size=settings.max_page_size,
@@ -91,10 +73,16 @@ def _first_rows(settings: Settings, count: int) -> PetPageQuery:
     return PetPageQuery(
         filter=msgspec.structs.replace(request.filter, owner_id=ALICE),
         sort=request.sort,
-        limit=count,
-        offset=0,
+        limit=request.page_size,
+        offset=request.offset,
         pet_type_order=request.pet_type_order,
     )
+
+
+async def _offset_page(store: Store, query: PetPageQuery) -> list[str]:
+    async with store.transaction(write=False) as tx:
+        assert isinstance(tx, SqlTransaction)
+        return [str(row_to_pet(row).id) for row in await tx.fetch(list_statement(query))]
 
 
 async def _assert_pages_match(client: AsyncTestClient[Any], store: Store, settings: Settings) -> None:
@@ -105,7 +93,7 @@ async def _assert_pages_match(client: AsyncTestClient[Any], store: Store, settin
             response = await client.get(f"/v1/pets?{urlencode(page)}", headers=auth(ALICE))
             assert response.status_code == 200, response.text
             got = [item["id"] for item in response.json()["items"]]
-            assert got == await _offset_page(store, settings, page, ALICE), page
+            assert got == await _offset_page(store, _alice_query(settings, page)), page
 
 
 async def test_deep_pages_equal_offset_pages(client: AsyncTestClient[Any], store: Store, settings: Settings) -> None:
@@ -122,7 +110,8 @@ async def test_deep_pages_follow_writes(client: AsyncTestClient[Any], store: Sto
     # Deletes by another instance (its own store on the same database).
     async with store.transaction(write=True) as tx:
         assert isinstance(tx, SqlTransaction)
-        doomed = [row_to_pet(row) for row in await tx.fetch(list_statement(_first_rows(settings, 150)))]
+        first_rows = msgspec.structs.replace(_alice_query(settings, {}), limit=150)
+        doomed = [row_to_pet(row) for row in await tx.fetch(list_statement(first_rows))]
         for pet in doomed:
             await tx.delete_pet(pet)
     await _assert_pages_match(client, store, settings)
