@@ -8,7 +8,6 @@ import msgspec
 
 from petrecords.config import Settings
 from petrecords.pets.rules import (
-    CONTROL_CHARACTERS,
     ENTITY_TAG_LIST,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     LIST_PARAMETERS,
@@ -17,8 +16,8 @@ from petrecords.pets.rules import (
     MAX_SAFE_INTEGER,
     NAME_MAX_LENGTH,
     SORT_FIELD_NAMES,
-    WHITE_SPACE,
 )
+from petrecords.text import BIDI_CONTROLS, CONTROL_CHARACTERS, INVISIBLE_CHARACTERS, WHITE_SPACE
 from petrecords.values import EMAIL_PATTERN, MAX_EMAIL_LENGTH
 
 _ERROR_CODES: dict[int, tuple[int, str]] = {
@@ -57,27 +56,51 @@ _UUID = {"type": "string", "format": "uuid", "examples": ["019a8a4e-1f2b-7c3d-8e
 
 
 def _character_class(chars: str) -> str:
-    """The body of a character class of `chars`, runs of consecutive code points as ranges."""
-    points = sorted({ord(char) for char in chars})
+    """The body of a character class of `chars`, runs of consecutive code points as ranges.
+
+    Code points beyond the Basic Multilingual Plane are written as themselves: ECMA 262, Python and Rust
+    regular expressions spell their escapes differently."""
+    points = sorted({ord(char) for char in _expand_ranges(chars)})
     runs: list[list[int]] = []
     for point in points:
         if runs and runs[-1][1] == point - 1:
             runs[-1][1] = point
         else:
             runs.append([point, point])
-    return "".join(f"\\u{first:04x}" if first == last else f"\\u{first:04x}-\\u{last:04x}" for first, last in runs)
+    return "".join(
+        _class_char(first) if first == last else f"{_class_char(first)}-{_class_char(last)}" for first, last in runs
+    )
+
+
+def _class_char(point: int) -> str:
+    return f"\\u{point:04x}" if point <= 0xFFFF else chr(point)
+
+
+def _expand_ranges(chars: str) -> str:
+    """`chars` with each `a-b` range written out (the rule modules give some sets as class bodies)."""
+    out: list[str] = []
+    index = 0
+    while index < len(chars):
+        if index + 2 < len(chars) and chars[index + 1] == "-":
+            out.extend(chr(point) for point in range(ord(chars[index]), ord(chars[index + 2]) + 1))
+            index += 3
+        else:
+            out.append(chars[index])
+            index += 1
+    return "".join(out)
 
 
 # The rules of the service as JSON Schema patterns: ECMA 262 syntax, which Python's `re` reads alike.
 _SPACE = _character_class(WHITE_SPACE)
-_NAME_CORE = (
-    f"[^{_SPACE}{CONTROL_CHARACTERS}](?:[^{CONTROL_CHARACTERS}]{{0,{NAME_MAX_LENGTH - 2}}}"
-    f"[^{_SPACE}{CONTROL_CHARACTERS}])?"
-)
-# A stored name: trimmed, 1 to NAME_MAX_LENGTH characters, no control characters.
+_NOT_IN_NAMES = f"{CONTROL_CHARACTERS}{_character_class(BIDI_CONTROLS)}"
+_NAME_CORE = f"[^{_SPACE}{_NOT_IN_NAMES}](?:[^{_NOT_IN_NAMES}]{{0,{NAME_MAX_LENGTH - 2}}}[^{_SPACE}{_NOT_IN_NAMES}])?"
+# A stored name: trimmed, 1 to NAME_MAX_LENGTH characters, no control characters, no bidirectional controls.
 _NAME_PATTERN = f"^{_NAME_CORE}$"
 # A name as sent: the same once the white space at both ends is trimmed.
 _NAME_INPUT_PATTERN = f"^[{_SPACE}]*{_NAME_CORE}[{_SPACE}]*$"
+# ... and not made only of white space and invisible characters (a second pattern: a regular expression
+# without lookahead cannot say both at once).
+_INVISIBLE_ONLY = {"pattern": f"^[{_SPACE}{_character_class(INVISIBLE_CHARACTERS)}]*$"}
 _ENTITY_TAGS_PATTERN = rf"^(?:[ \t]*\*[ \t]*|{ENTITY_TAG_LIST})$"
 # HTTP drops white space at both ends of a header value, so a key cannot start or end with a space.
 _IDEMPOTENCY_KEY_PATTERN = rf"^[\x21-\x7e](?:[\x20-\x7e]{{0,{IDEMPOTENCY_KEY_MAX_LENGTH - 2}}}[\x21-\x7e])?$"
@@ -97,18 +120,28 @@ def _schemas(settings: Settings) -> dict[str, Any]:
     }
     name_rule = (
         f"Trimmed of white space at both ends, then 1–{NAME_MAX_LENGTH} characters (code points) "
-        "with no control characters (C0, DEL, C1)."
+        "with no control characters (C0, DEL, C1), no bidirectional embedding, override or isolate "
+        "(U+202A–U+202E, U+2066–U+2069), and at least one visible character (not only zero-width or other "
+        "default-ignorable characters). Stored as sent (after trimming); matched and sorted in Unicode "
+        "normalization form C, case-insensitively."
     )
     name = {
         "type": "string",
         "minLength": 1,
         "maxLength": NAME_MAX_LENGTH,
         "pattern": _NAME_PATTERN,
+        "not": _INVISIBLE_ONLY,
         "description": name_rule,
         "examples": ["Rex"],
     }
     # Sent names may carry white space at both ends, so their length is only known after trimming.
-    name_input = {"type": "string", "pattern": _NAME_INPUT_PATTERN, "description": name_rule, "examples": ["Rex"]}
+    name_input = {
+        "type": "string",
+        "pattern": _NAME_INPUT_PATTERN,
+        "not": _INVISIBLE_ONLY,
+        "description": name_rule,
+        "examples": ["Rex"],
+    }
     read_only_props = {
         "id": _read_only(_UUID, "Record id (UUID version 7). In a PUT body, when present, it must equal the path id."),
         "createdAt": _read_only(_TIMESTAMP, "When the record was created."),
@@ -326,9 +359,9 @@ def _list_parameters(settings: Settings) -> list[dict[str, Any]]:
     date_time = {
         "type": "string",
         "format": "date-time",
-        # Of RFC 3339 date-times, the service reads those with at most nine digits of a second, no leap
+        # Of RFC 3339 date-times, the service reads those with any number of digits of a second, no leap
         # second and a year from 0001. (It also reads a space for the `+` of an offset sent unencoded.)
-        "pattern": r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}[Tt]\d{2}:\d{2}:[0-5]\d(?:\.\d{1,9})?"
+        "pattern": r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3})-\d{2}-\d{2}[Tt]\d{2}:\d{2}:[0-5]\d(?:\.\d+)?"
         r"(?:[Zz]|[+-]\d{2}:\d{2})$",
     }
     patterns = "`%` and `_` are wildcards as in SQL LIKE; `\\%`, `\\_` and `\\\\` match themselves."

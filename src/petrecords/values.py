@@ -71,17 +71,6 @@ def parse_record_id(text: str) -> uuid.UUID | None:
     return parsed if str(parsed) == text.lower() else None
 
 
-def fold_case(text: str) -> str:
-    """Lower-case each code point on its own, keeping those whose lower case is longer.
-
-    Context-free and length-preserving, unlike str.lower() (final sigma, dotted I), so that a name
-    and every part of it fold alike: what `search` and `name` patterns need.
-    """
-    if text.isascii():
-        return text.lower()
-    return "".join(lowered if len(lowered := char.lower()) == 1 else char for char in text)
-
-
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -92,8 +81,9 @@ def format_timestamp(epoch_ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
+_KEPT_FRACTION_DIGITS = 9
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
     re.ASCII,
 )
@@ -102,7 +92,10 @@ _RFC3339 = re.compile(
 def parse_datetime_ms(text: str) -> Fraction | None:
     """An RFC 3339 date-time as exact milliseconds since the epoch, or None when malformed.
 
-    Fractions of a millisecond are kept so that range bounds compare exactly with stored values.
+    Fractions of a millisecond are kept so that range bounds compare exactly with stored values. RFC 3339
+    allows any number of fraction digits: beyond the ninth, only whether one of them is not zero can change
+    how the moment compares with, rounds or ceils to whole milliseconds, so they are kept as one sticky
+    digit (a thousand-digit fraction costs no big-integer arithmetic).
     """
     match = _RFC3339.fullmatch(text)
     if match is None:
@@ -120,5 +113,7 @@ def parse_datetime_ms(text: str) -> Fraction | None:
             return None
         offset_minutes = (hours * 60 + minutes) * (1 if sign == "+" else -1)
     whole_ms = (int(moment.timestamp()) - offset_minutes * 60) * 1000
+    if fraction and len(fraction) > _KEPT_FRACTION_DIGITS:
+        fraction = fraction[:_KEPT_FRACTION_DIGITS] + ("1" if fraction[_KEPT_FRACTION_DIGITS:].strip("0") else "")
     sub_ms = Fraction(int(fraction), 10 ** len(fraction)) * 1000 if fraction else Fraction(0)
     return whole_ms + sub_ms
