@@ -206,3 +206,43 @@ def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog:
         f"schema at {head}: nothing to migrate",
         f"schema migrated from {head} to base",
     ]
+
+
+def test_name_key_revision_recomputes_keys_in_normalization_form_c(fresh_url: str, tmp_path: Path) -> None:
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings, "d9a7c3e5b1f4")
+    names = {1: "Cafe\u0301", 2: "Rex", 3: "\u00c9MILE"}  # decomposed, ASCII, composed
+
+    def insert_pets(connection: sa.Connection) -> None:
+        for number, name in names.items():
+            old_key = "".join(char.lower() for char in name)
+            connection.execute(
+                sa.text(
+                    "INSERT INTO pets (id, created_at, created_by, modified_at, modified_by, owner_id, name, "
+                    "name_key, pet_type, revision) VALUES (:id, 1, 'a@b.co', 1, 'a@b.co', 'a@b.co', :name, :key, "
+                    "'Dog', 1)"
+                ),
+                {
+                    "id": uuid.UUID(int=number) if not is_sqlite(fresh_url) else uuid.UUID(int=number).hex,
+                    "name": name,
+                    "key": old_key,
+                },
+            )
+        connection.commit()
+
+    def keys(connection: sa.Connection) -> dict[str, str]:
+        return dict(connection.execute(sa.text("SELECT name, name_key FROM pets")).all())  # type: ignore[arg-type]
+
+    _on_connection(fresh_url, tmp_path, insert_pets)
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, keys) == {
+        "Cafe\u0301": "caf\u00e9",
+        "Rex": "rex",
+        "\u00c9MILE": "\u00e9mile",
+    }
+    migrate(settings, "d9a7c3e5b1f4", downgrade=True)
+    assert _on_connection(fresh_url, tmp_path, keys) == {
+        "Cafe\u0301": "cafe\u0301",
+        "Rex": "rex",
+        "\u00c9MILE": "\u00e9mile",
+    }

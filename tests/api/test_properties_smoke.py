@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from petrecords.pets.rules import WHITE_SPACE
+from petrecords.text import WHITE_SPACE
 from tests.support import auth, pet_body
 
 CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}

@@ -20,18 +20,20 @@ from petrecords.config import Settings
 from petrecords.errors import ValidationFailed
 from petrecords.openapi import build_openapi
 from petrecords.pets.rules import (
+    NAME_MAX_LENGTH,
     SORT_FIELD_NAMES,
-    WHITE_SPACE,
     EntityTags,
     PetTypes,
     check_idempotency_key,
-    clean_name,
     parse_list_query,
 )
+from petrecords.text import WHITE_SPACE, clean_name
 from petrecords.values import normalize_email
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
 CONTROLS = "".join(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
+INVISIBLE = "\u200b\ufeff\u180e\u2060\u3164\u2800\U000e0020\U0001d173\ufe0f\u00ad"
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
 PET_TYPES = PetTypes(["Dog", "Cat"])
 
 
@@ -63,6 +65,8 @@ def _text(*interesting: str, max_size: int = 30) -> st.SearchStrategy[str]:
 
 names = st.one_of(
     _text(WHITE_SPACE, CONTROLS, "Rex é"),
+    _text(WHITE_SPACE, INVISIBLE, BIDI, "x"),
+    _text(WHITE_SPACE, INVISIBLE),
     st.builds(
         lambda pad, core, end: pad + core + end,
         _text(WHITE_SPACE, max_size=3),
@@ -76,14 +80,14 @@ names = st.one_of(
 @given(value=names)
 def test_name_as_sent(value: str) -> None:
     schema = _document()["components"]["schemas"]["PetWrite"]["properties"]["name"]
-    assert _validator(schema).is_valid(value) == (clean_name(value)[0] is not None)
+    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=NAME_MAX_LENGTH)[0] is not None)
 
 
 @PROPERTY_SETTINGS
 @given(value=names)
 def test_name_as_stored(value: str) -> None:
     schema = _document()["components"]["schemas"]["Pet"]["properties"]["name"]
-    assert _validator(schema).is_valid(value) == (clean_name(value)[0] == value)
+    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=NAME_MAX_LENGTH)[0] == value)
 
 
 @PROPERTY_SETTINGS

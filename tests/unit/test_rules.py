@@ -16,12 +16,12 @@ from petrecords.config import DEFAULT_PET_TYPES
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.pets.rules import (
     LIST_PARAMETERS,
+    NAME_MAX_LENGTH,
     EntityTags,
     ListRequest,
     PetTypes,
     canonical_json_hash,
     check_idempotency_key,
-    clean_name,
     like_pattern,
     parse_list_query,
     query_pairs,
@@ -29,6 +29,7 @@ from petrecords.pets.rules import (
 )
 from petrecords.store.base import PetFilter, SortField, SortKey
 from petrecords.store.sql import name_key
+from petrecords.text import clean_name
 from petrecords.values import parse_datetime_ms
 
 PET_TYPES = PetTypes(DEFAULT_PET_TYPES)
@@ -69,7 +70,7 @@ class TestCleanName:
         ],
     )
     def test_valid(self, value: str, expected: str) -> None:
-        assert clean_name(value) == (expected, None)
+        assert clean_name(value, max_length=NAME_MAX_LENGTH) == (expected, None)
 
     @pytest.mark.parametrize(
         "value",
@@ -90,13 +91,13 @@ class TestCleanName:
         ],
     )
     def test_invalid(self, value: str) -> None:
-        name, problem = clean_name(value)
+        name, problem = clean_name(value, max_length=NAME_MAX_LENGTH)
         assert name is None
         assert problem
 
     @pytest.mark.parametrize("value", [None, 5, 1.5, True, ["Rex"], {"name": "Rex"}])
     def test_not_a_string(self, value: object) -> None:
-        assert clean_name(value) == (None, "must be a string.")
+        assert clean_name(value, max_length=NAME_MAX_LENGTH) == (None, "must be a string.")
 
     @given(
         st.one_of(
@@ -107,7 +108,7 @@ class TestCleanName:
     def test_valid_iff_1_to_100_code_points_without_control_characters(self, value: str) -> None:
         stripped = _trimmed(value)
         valid = 1 <= len(stripped) <= 100 and not any(_forbidden(char) for char in stripped)
-        name, problem = clean_name(value)
+        name, problem = clean_name(value, max_length=NAME_MAX_LENGTH)
         if valid:
             assert (name, problem) == (stripped, None)
         else:
@@ -222,7 +223,7 @@ class TestValidatePetWrite:
             assert all(field in failure.message for field in failure.errors)
         else:
             assert pet.pet_type in DEFAULT_PET_TYPES
-            assert clean_name(pet.name) == (pet.name, None)
+            assert clean_name(pet.name, max_length=NAME_MAX_LENGTH) == (pet.name, None)
 
 
 class TestPetTypes:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -16,19 +18,12 @@ import msgspec
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.schemas import PetWrite
 from petrecords.store.base import PetFilter, PetRow, SortField, SortKey
-from petrecords.values import fold_case, normalize_email, parse_datetime_ms, parse_record_id
+from petrecords.text import clean_name, has_forbidden_pattern_characters, match_key
+from petrecords.values import normalize_email, parse_datetime_ms, parse_record_id
 
 NAME_MAX_LENGTH = 100
 WRITABLE_FIELDS = ("name", "petType", "ownerId")
 READ_ONLY_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
-# C0, DEL and C1, as the body of a regular expression character class.
-CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f"
-_FORBIDDEN_IN_NAME = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
-# The Unicode White_Space property. (str.strip() would also take U+001C–U+001F, which are controls.)
-WHITE_SPACE = (
-    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
 
 
 class PetTypes:
@@ -41,7 +36,7 @@ class PetTypes:
     @property
     def sort_order(self) -> tuple[str, ...]:
         """The spellings in case-insensitive order: how `sort=petType` ranks them."""
-        return tuple(sorted(self.spellings, key=lambda spelling: (fold_case(spelling), spelling)))
+        return tuple(sorted(self.spellings, key=lambda spelling: (match_key(spelling), spelling)))
 
     def resolve(self, value: str) -> str | None:
         return self._by_folded.get(value.casefold())
@@ -49,18 +44,6 @@ class PetTypes:
     @property
     def expected(self) -> str:
         return "one of " + ", ".join(self.spellings)
-
-
-def clean_name(value: object) -> tuple[str | None, str | None]:
-    """(name, None) when valid, else (None, what was expected)."""
-    if not isinstance(value, str):
-        return None, "must be a string."
-    name = value.strip(WHITE_SPACE)
-    if not 1 <= len(name) <= NAME_MAX_LENGTH:
-        return None, f"must be 1 to {NAME_MAX_LENGTH} characters long after trimming white space."
-    if _FORBIDDEN_IN_NAME.search(name):
-        return None, "must not contain control characters."
-    return name, None
 
 
 def validate_pet_write(document: Any, *, pet_types: PetTypes, path_id: str | None = None) -> PetWrite:
@@ -76,7 +59,9 @@ def validate_pet_write(document: Any, *, pet_types: PetTypes, path_id: str | Non
     for field in unknown:
         errors[field] = ["is not a field of a pet record."]
 
-    name, problem = clean_name(document["name"]) if "name" in document else (None, "is required.")
+    name, problem = (
+        clean_name(document["name"], max_length=NAME_MAX_LENGTH) if "name" in document else (None, "is required.")
+    )
     if problem:
         errors["name"] = [problem]
 
@@ -106,13 +91,58 @@ def validate_pet_write(document: Any, *, pet_types: PetTypes, path_id: str | Non
     return PetWrite(name=name, pet_type=pet_type, owner_id=owner_id)
 
 
+MAX_JSON_DEPTH = 32
+"""How deeply arrays and objects may nest in a body: far more than any record needs, far less than what
+would exhaust the interpreter's recursion limit anywhere a body is walked."""
+
+
+class _DuplicateMember(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _refuse_duplicate_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        names = [name for name, _ in pairs]
+        raise _DuplicateMember(next(name for index, name in enumerate(names) if name in names[:index]))
+    return document
+
+
+def _nested_deeper_than(document: Any, limit: int) -> bool:
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def decode_json(body: bytes) -> Any:
+    """The JSON document of a request body, read strictly: UTF-8 (RFC 8259), no lone surrogates, no NaN or
+    Infinity, no object with the same member twice (RFC 8259 leaves its meaning open, so a careful reader
+    refuses it), at most MAX_JSON_DEPTH levels deep."""
     try:
-        return msgspec.json.decode(body)
+        # msgspec is strict about what it reads; the standard library's reader, run second, sees every pair.
+        msgspec.json.decode(body)
+        document = json.loads(body, object_pairs_hook=_refuse_duplicate_members)
     except msgspec.DecodeError as exc:
         raise MalformedRequest(f"The request body is not valid JSON: {exc}") from None
     except UnicodeDecodeError:
         raise MalformedRequest("The request body is not valid UTF-8.") from None
+    except RecursionError:
+        raise _too_deep() from None
+    except _DuplicateMember as exc:
+        raise ValidationFailed.single(exc.name, "is given more than once; each member may appear once.") from None
+    if isinstance(document, dict | list) and _nested_deeper_than(document, MAX_JSON_DEPTH):
+        raise _too_deep()
+    return document
+
+
+def _too_deep() -> MalformedRequest:
+    return MalformedRequest(f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep.")
 
 
 def canonical_json_hash(document: Any) -> str:
@@ -235,6 +265,7 @@ def like_pattern(user_pattern: str, *, substring: bool) -> str:
 
     `%` and `_` are wildcards; `\\%`, `\\_` and `\\\\` stand for themselves; any other backslash is literal.
     """
+    user_pattern = unicodedata.normalize("NFC", user_pattern)
     out: list[str] = []
     index = 0
     while index < len(user_pattern):
@@ -243,7 +274,7 @@ def like_pattern(user_pattern: str, *, substring: bool) -> str:
             out.append("\\" + user_pattern[index + 1])
             index += 2
             continue
-        out.append("\\\\" if char == "\\" else char if char in "%_" else fold_case(char))
+        out.append("\\\\" if char == "\\" else char if char in "%_" else match_key(char))
         index += 1
     pattern = "".join(out)
     return f"%{pattern}%" if substring else pattern
@@ -334,7 +365,7 @@ def parse_list_query(
         if (raw := single(name)) is not None:
             if len(raw) > MAX_PATTERN_LENGTH:
                 errors[name] = [f"must be at most {MAX_PATTERN_LENGTH} characters long."]
-            elif _FORBIDDEN_IN_NAME.search(raw):
+            elif has_forbidden_pattern_characters(raw):
                 errors[name] = ["must not contain control characters (no name contains them)."]
             patterns.append(like_pattern(raw, substring=name == "search"))
 

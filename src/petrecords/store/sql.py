@@ -29,7 +29,7 @@ from petrecords.store.base import (
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
 from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
-from petrecords.values import fold_case
+from petrecords.text import match_key
 
 PET_COLUMNS = (
     pets.c.id,
@@ -115,7 +115,7 @@ _SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
 
 def name_key(name: str) -> str:
     """The form in which names are sorted and matched: the same on every database."""
-    return fold_case(name)
+    return match_key(name)
 
 
 def pet_values(pet: PetRow) -> dict[str, Any]:
