@@ -71,7 +71,12 @@ def issue_local_token(secret: bytes, *, user: str, admin: bool, ttl_seconds: int
     return jwt.encode(claims, secret, algorithm=LOCAL_ALGORITHM)
 
 
-def bearer_token(authorization: str | None) -> str:
+def bearer_token(authorizations: list[str]) -> str:
+    """The token of the request's Authorization headers. Several of them are refused: a proxy or an audit
+    log that reads another one than this service would see another caller."""
+    if len(authorizations) > 1:
+        raise Unauthenticated("Send exactly one Authorization header.", token_sent=True)
+    authorization = authorizations[0] if authorizations else None
     if not authorization:
         raise Unauthenticated(token_sent=False)
     scheme, _, token = authorization.strip().partition(" ")
@@ -95,11 +100,13 @@ class CallerClaims:
         self.roles_claim = settings.auth_roles_claim
         self.admin_role = settings.auth_admin_role
         self.leeway = settings.auth_leeway_seconds
+        self.max_lifetime = settings.auth_max_token_lifetime_seconds
 
     def required(self, *others: str) -> list[str]:
         return ["exp", self.user_claim, *others]
 
     def caller(self, claims: dict[str, Any]) -> Caller:
+        self._check_times(claims)
         subject = claims.get(self.user_claim)
         email = normalize_email(subject) if isinstance(subject, str) else None
         if email is None:
@@ -108,6 +115,24 @@ class CallerClaims:
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise Unauthenticated(f"The token's '{self.roles_claim}' claim must be a list of strings.", token_sent=True)
         return Caller(email=email, is_admin=self.admin_role in roles)
+
+    def _check_times(self, claims: dict[str, Any]) -> None:
+        """RFC 7519 makes `exp`, `nbf` and `iat` NumericDates: JSON numbers, which the signature library
+        would also take from strings. A token may live at most `max_lifetime` seconds, counted from its
+        `iat`, or from now when it has none: a stolen long-lived token is a standing credential."""
+        for name in ("exp", "nbf", "iat"):
+            value = claims.get(name)
+            if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise Unauthenticated(
+                    f"The token's '{name}' claim must be a number (seconds since 1970).", token_sent=True
+                )
+        # Without `iat`, the issuer's clock may run ahead of this one by the leeway.
+        lifetime = claims["exp"] - claims["iat"] if "iat" in claims else claims["exp"] - time.time() - self.leeway
+        if lifetime > self.max_lifetime:
+            raise Unauthenticated(
+                f"The bearer token's lifetime exceeds the allowed maximum of {self.max_lifetime} seconds.",
+                token_sent=True,
+            )
 
 
 def unverified_header(token: str) -> dict[str, Any]:

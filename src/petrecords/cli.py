@@ -50,6 +50,11 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> None:
+    if args.ttl > settings.auth_max_token_lifetime_seconds:
+        sys.exit(
+            f"petrecords token: --ttl {args.ttl} exceeds the longest lifetime the server accepts, "
+            f"{settings.auth_max_token_lifetime_seconds} seconds (PETRECORDS_AUTH_MAX_TOKEN_LIFETIME_SECONDS)"
+        )
     secret = load_or_create_secret(settings)
     try:
         token = issue_local_token(secret, user=args.user, admin=args.admin, ttl_seconds=args.ttl, settings=settings)

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     auth_roles_claim: str = "roles"
     auth_admin_role: str = "admin"
     auth_leeway_seconds: int = Field(default=30, ge=0, le=60)
+    auth_max_token_lifetime_seconds: int = Field(
+        default=86400, ge=60, description="longest accepted token lifetime (exp - iat, or exp - now without iat)"
+    )
 
     pet_types: Annotated[tuple[str, ...], NoDecode] = DEFAULT_PET_TYPES
     default_page_size: int = Field(default=20, ge=1)

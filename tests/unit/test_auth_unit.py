@@ -24,6 +24,11 @@ from petrecords.errors import Unauthenticated
 from tests.support import SECRET
 
 
+def _in_an_hour() -> int:
+    """An `exp` well within the longest token lifetime the service accepts."""
+    return int(time.time()) + 3600
+
+
 async def _verify(verifier: LocalTokenVerifier, presented: str) -> Caller:
     result = verifier.verify(presented)
     # The verifier interface is asynchronous (an identity provider's keys may need fetching); accept either.
@@ -103,10 +108,10 @@ class TestLocalTokens:
         "claims",
         [
             {"sub": "alice@example.com"},  # no exp
-            {"exp": 4_102_444_800},  # no sub
-            {"sub": "alice", "exp": 4_102_444_800},
-            {"sub": 5, "exp": 4_102_444_800},
-            {"sub": "alice@example.com", "exp": 4_102_444_800, "roles": "admin"},
+            {"exp": _in_an_hour()},  # no sub
+            {"sub": "alice", "exp": _in_an_hour()},
+            {"sub": 5, "exp": _in_an_hour()},
+            {"sub": "alice@example.com", "exp": _in_an_hour(), "roles": "admin"},
         ],
     )
     async def test_bad_claims_are_refused(self, tmp_path: Path, claims: dict[str, Any]) -> None:
@@ -118,23 +123,23 @@ class TestLocalTokens:
     async def test_algorithm_is_pinned(self, tmp_path: Path, algorithm: str) -> None:
         long_secret = "k" * 64  # long enough for every HMAC size, so PyJWT does not warn
         settings = _settings(tmp_path, auth_secret=long_secret)
-        issued = jwt.encode({"sub": "alice@example.com", "exp": 4_102_444_800}, long_secret, algorithm=algorithm)
+        issued = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, long_secret, algorithm=algorithm)
         verifier = LocalTokenVerifier(long_secret.encode(), settings)
         with pytest.raises(Unauthenticated):
             await _verify(verifier, issued)
-        same = jwt.encode({"sub": "alice@example.com", "exp": 4_102_444_800}, long_secret, algorithm="HS256")
+        same = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, long_secret, algorithm="HS256")
         assert (await _verify(verifier, same)).email == "alice@example.com"
 
     async def test_alg_none_is_refused(self, tmp_path: Path) -> None:
         settings = _settings(tmp_path, auth_secret=SECRET)
-        unsigned = jwt.encode({"sub": "alice@example.com", "exp": 4_102_444_800}, None, algorithm="none")
+        unsigned = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, None, algorithm="none")
         with pytest.raises(Unauthenticated):
             await _verify(LocalTokenVerifier(SECRET.encode(), settings), unsigned)
 
     async def test_critical_header_is_refused(self, tmp_path: Path) -> None:
         settings = _settings(tmp_path, auth_secret=SECRET)
         issued = jwt.encode(
-            {"sub": "alice@example.com", "exp": 4_102_444_800},
+            {"sub": "alice@example.com", "exp": _in_an_hour()},
             SECRET,
             algorithm="HS256",
             headers={"crit": ["exp"]},
