@@ -160,7 +160,10 @@ def _from_framework(exc: HTTPException) -> ServiceError:
         return NotFound()
     if status == 405:
         allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
-        return MethodNotAllowed(headers={"Allow": allow} if allow else None)
+        methods = {method.strip() for method in allow.split(",") if method.strip()}
+        if "GET" in methods:
+            methods.add("HEAD")  # the edge answers HEAD wherever GET is allowed
+        return MethodNotAllowed(headers={"Allow": ", ".join(sorted(methods))} if methods else None)
     if status == 413:
         return PayloadTooLarge()
     if 400 <= status < 500:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, cast
 
+import msgspec
 from litestar.middleware import MiddlewareProtocol
 from litestar.types import ASGIApp as LitestarASGIApp
 from litestar.types import Receive as LitestarReceive
@@ -16,7 +17,7 @@ from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
 from petrecords.auth import TokenVerifier, bearer_token
-from petrecords.errors import PayloadTooLarge, RateLimited, UnsupportedMediaType
+from petrecords.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError, UnsupportedMediaType
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.store.base import Store
@@ -34,6 +35,14 @@ access_log = logging.getLogger("petrecords.access")
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
 _JSON_MEDIA_TYPE = re.compile(r'\s*application/json\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Metric labels come from closed sets, whatever a client sends: a made-up method or path must not add series.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"})
+OTHER_METHOD = "other"
+UNMATCHED_ROUTE = "unmatched"
+_LOGGED_METHOD_LENGTH = 32
+# A path that the router would read as another one: empty segments (`//v1/pets` is served as `/v1/pets`) and
+# encoded slashes or backslashes. A proxy rule on `/v1/` would not see them as `/v1/` paths.
+_AMBIGUOUS_PATH = re.compile(rb"//|%2f|%5c|\\", re.IGNORECASE)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -61,11 +70,18 @@ class ServiceEdge:
         request_id = sent_id.decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         private = scope["path"].startswith("/v1/") or _header(scope, b"authorization") is not None
+        method = scope["method"]
+        # HEAD is answered as GET would be (RFC 9110 9.3.2), without the body.
+        head = method == "HEAD"
+        if head:
+            scope["method"] = "GET"
         status = 500
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status
-            if message["type"] == "http.response.start":
+            if head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            elif message["type"] == "http.response.start":
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
@@ -77,11 +93,15 @@ class ServiceEdge:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_headers)
+            if _ambiguous_path(scope):
+                await send_service_error(send_with_headers, NotFound())
+            else:
+                await self.app(scope, receive, send_with_headers)
         finally:
             elapsed = time.perf_counter() - started
-            route = scope.get("path_template") or "unmatched"
-            self._metrics.observe(method=scope["method"], route=route, status=status, seconds=elapsed)
+            route = scope.get("path_template") or UNMATCHED_ROUTE
+            method_label = method if method in _KNOWN_METHODS else OTHER_METHOD
+            self._metrics.observe(method=method_label, route=route, status=status, seconds=elapsed)
             # Set by the error handler when the answer was 503 because the database could not serve.
             database_unavailable = scope["state"].get("database_unavailable")
             if database_unavailable is not None:
@@ -93,7 +113,7 @@ class ServiceEdge:
                 caller = scope.get("user")
                 fields = {
                     "request_id": request_id,
-                    "method": scope["method"],
+                    "method": method[:_LOGGED_METHOD_LENGTH],
                     "route": route,
                     "path": scope["path"],
                     "status": status,
@@ -102,7 +122,22 @@ class ServiceEdge:
                 }
                 if database_unavailable is not None:
                     fields["database_unavailable"] = database_unavailable
-                access_log.info("%s %s %s", scope["method"], route, status, extra={"fields": fields})
+                access_log.info("%s %s %s", fields["method"], route, status, extra={"fields": fields})
+
+
+def _ambiguous_path(scope: Scope) -> bool:
+    # Some clients' ASGI adapters (httpx's among them) leave the query in raw_path.
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+    return _AMBIGUOUS_PATH.search(raw_path.partition(b"?")[0]) is not None
+
+
+async def send_service_error(send: Send, error: ServiceError) -> None:
+    """Answer with a ServiceError body from below the framework, where no exception handler runs."""
+    body = msgspec.json.encode(error.body())
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers.extend((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items())
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class ApiGate(MiddlewareProtocol):
@@ -116,8 +151,10 @@ class ApiGate(MiddlewareProtocol):
         state = scope["litestar_app"].state
         verifier: TokenVerifier = state.verifier
         plain_scope = cast("Scope", scope)
-        authorization = _header(plain_scope, b"authorization")
-        caller = await verifier.verify(bearer_token(authorization.decode("latin-1") if authorization else None))
+        authorizations = [
+            bytes(value).decode("latin-1") for key, value in plain_scope["headers"] if key == b"authorization"
+        ]
+        caller = await verifier.verify(bearer_token(authorizations))
         scope["user"] = caller
 
         limiter: RateLimiter | None = state.rate_limiter

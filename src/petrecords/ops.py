@@ -58,7 +58,7 @@ async def readyz(store: NamedDependency[Store]) -> Response[bytes]:
 
 @get("/metrics", sync_to_thread=False)
 def metrics(metrics: NamedDependency[Metrics]) -> Response[bytes]:
-    return Response(content=metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return Response(content=metrics.render(), media_type="text/plain; version=0.0.4")
 
 
 @get("/openapi.json", sync_to_thread=False)
@@ -68,9 +68,7 @@ def openapi_document(openapi: NamedDependency[bytes]) -> Response[bytes]:
 
 @get("/docs", sync_to_thread=False)
 def docs_page() -> Response[bytes]:
-    return Response(
-        content=_DOCS_PAGE, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": _DOCS_CSP}
-    )
+    return Response(content=_DOCS_PAGE, media_type="text/html", headers={"Content-Security-Policy": _DOCS_CSP})
 
 
 @get("/docs/assets/{name:str}", sync_to_thread=False)

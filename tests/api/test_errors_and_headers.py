@@ -281,7 +281,7 @@ class TestOptions:
         response = await client.options("/v1/pets", headers=auth())
 
         assert response.status_code == 204
-        assert {item.strip() for item in response.headers["allow"].split(",")} == {"GET", "POST", "OPTIONS"}
+        assert {item.strip() for item in response.headers["allow"].split(",")} == {"GET", "HEAD", "POST", "OPTIONS"}
         assert response.content == b""
 
     async def test_record_lists_all_its_methods(self, client: Client) -> None:
@@ -290,7 +290,8 @@ class TestOptions:
         response = await client.options(created.headers["location"], headers=auth())
 
         assert response.status_code == 204
-        assert {item.strip() for item in response.headers["allow"].split(",")} == {"GET", "PUT", "DELETE", "OPTIONS"}
+        allowed = {item.strip() for item in response.headers["allow"].split(",")}
+        assert allowed == {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"}
 
     async def test_needs_a_token_like_every_other_method(self, client: Client) -> None:
         response = await client.options("/v1/pets")

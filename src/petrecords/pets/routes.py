@@ -33,8 +33,8 @@ from petrecords.values import now_ms
 JSON = "application/json"
 _PURGE_EVERY = 100
 # What OPTIONS answers on each path (after the token check, like every other method).
-_ALLOW_COLLECTION = "GET, OPTIONS, POST"
-_ALLOW_RECORD = "DELETE, GET, OPTIONS, PUT"
+_ALLOW_COLLECTION = "GET, HEAD, OPTIONS, POST"
+_ALLOW_RECORD = "DELETE, GET, HEAD, OPTIONS, PUT"
 
 
 # Each handler takes one dependency, its transaction. Litestar resolves sibling dependencies in an
