@@ -18,8 +18,10 @@ import asyncpg
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, migrate
-from petrecords.pets.rules import etag_for
-from petrecords.store.base import PetRow
+from petrecords.pets import PETS
+from petrecords.resources.service import etag_of
+from petrecords.store.base import Row
+from petrecords.text import match_key
 
 PET_TYPES = ("Dog", "Cat", "Capybara", "Other")
 BATCH = 10_000
@@ -38,26 +40,28 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str
     store = open_store(settings)
     rng = random.Random(rows)
     first_ms = int(time.time() * 1000) - rows
-    kept: list[PetRow] = []
+    kept: list[Row] = []
     try:
         for start in range(0, rows, BATCH):
             batch = []
             for index in range(start, min(start + BATCH, rows)):
                 created = first_ms + index
-                pet = PetRow(
-                    id=_uuid7(created),
-                    created_at=created,
-                    created_by=owner,
-                    modified_at=created,
-                    modified_by=owner,
-                    owner_id=owner,
-                    name=f"{rng.choice(WORDS)} {index} {rng.choice('abcdefgh')}",
-                    pet_type=rng.choice(PET_TYPES),
-                    revision=1,
-                )
+                name = f"{rng.choice(WORDS)} {index} {rng.choice('abcdefgh')}"
+                pet = {
+                    "id": _uuid7(created),
+                    "created_at": created,
+                    "created_by": owner,
+                    "modified_at": created,
+                    "modified_by": owner,
+                    "owner_id": owner,
+                    "name": name,
+                    "name_key": match_key(name),
+                    "pet_type": rng.choice(PET_TYPES),
+                    "revision": 1,
+                }
                 batch.append(pet)
             async with store.transaction(write=True) as tx:
-                await tx.insert_pets(batch)
+                await tx.insert_many(PETS.collection, batch)
             kept.extend(rng.sample(batch, min(len(batch), max(1, sample * len(batch) // rows))))
     finally:
         await store.close()
@@ -66,11 +70,11 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str
         # counts read only the index.
         connection = await asyncpg.connect(settings.resolved_database_url.replace("+asyncpg", ""))
         try:
-            await connection.execute("VACUUM ANALYZE pets, pet_counts")
+            await connection.execute("VACUUM ANALYZE pets, record_counts")
         finally:
             await connection.close()
     rng.shuffle(kept)
-    return "".join(f"{pet.id} {etag_for(pet)}\n" for pet in kept)
+    return "".join(f"{pet['id']} {etag_of(PETS, pet)}\n" for pet in kept)
 
 
 def main() -> None:

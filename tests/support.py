@@ -17,6 +17,11 @@ import pysqlite3.dbapi2 as sqlite3
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords.pets import PETS
+from petrecords.store.base import Condition, Operator, Row
+from petrecords.text import match_key
+from petrecords.values import new_record_id, now_ms
+
 SECRET = "test-secret-for-pet-records-0123456789abcdef"
 ALICE = "alice@example.com"
 BOB = "bob@example.com"
@@ -77,12 +82,12 @@ async def wipe(database_url: str) -> None:
         with connection:
             connection.execute("DELETE FROM pets")
             connection.execute("DELETE FROM idempotency_keys")
-            connection.execute("DELETE FROM pet_counts")
+            connection.execute("DELETE FROM record_counts")
         connection.close()
         return
     pg = await asyncpg.connect(database_url, timeout=5)
     try:
-        await pg.execute("TRUNCATE pets, idempotency_keys, pet_counts")
+        await pg.execute("TRUNCATE pets, idempotency_keys, record_counts")
     finally:
         await pg.close()
 
@@ -129,3 +134,31 @@ async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -
     response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
     assert response.status_code == 201, response.text
     return response
+
+
+def pet_row(name: str = "Rex", *, owner: str = ALICE, pet_type: str = "Dog", at_ms: int | None = None) -> Row:
+    """A pet as the store keeps it, for tests that write through the store directly."""
+    at = now_ms() if at_ms is None else at_ms
+    return {
+        "id": new_record_id(),
+        "created_at": at,
+        "created_by": owner,
+        "modified_at": at,
+        "modified_by": owner,
+        "owner_id": owner,
+        "name": name,
+        "name_key": match_key(name),
+        "pet_type": pet_type,
+        "revision": 1,
+    }
+
+
+def owned_by(owner: str) -> tuple[Condition, ...]:
+    return (Condition(("owner_id",), Operator.EQUAL, (owner,)),)
+
+
+def of_types(*pet_types: str) -> tuple[Condition, ...]:
+    return (Condition(("pet_type",), Operator.IN, pet_types),)
+
+
+PET_RECORDS = PETS.collection

@@ -11,9 +11,9 @@ import pytest
 
 from petrecords.config import Settings
 from petrecords.db import migrate
-from petrecords.store.base import PetFilter, PetRow
+from petrecords.store.base import Row
 from petrecords.store.sqlite import SqliteStore
-from petrecords.values import new_record_id, now_ms
+from tests.support import PET_RECORDS, owned_by, pet_row
 
 OWNER = "alice@example.com"
 
@@ -31,31 +31,20 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     await opened.close()
 
 
-def _pet(name: str) -> PetRow:
-    now = now_ms()
-    return PetRow(
-        id=new_record_id(),
-        created_at=now,
-        created_by=OWNER,
-        modified_at=now,
-        modified_by=OWNER,
-        owner_id=OWNER,
-        name=name,
-        pet_type="Dog",
-        revision=1,
-    )
+def _pet(name: str) -> Row:
+    return pet_row(name, owner=OWNER)
 
 
-async def _create(store: SqliteStore, pet: PetRow, *, fail: bool = False) -> None:
+async def _create(store: SqliteStore, pet: Row, *, fail: bool = False) -> None:
     async with store.transaction(write=True) as tx:
-        await tx.insert_pets([pet])
+        await tx.insert(PET_RECORDS, pet)
         if fail:
             raise Refused()
 
 
-async def _stored(store: SqliteStore, pet: PetRow) -> bool:
+async def _stored(store: SqliteStore, pet: Row) -> bool:
     async with store.transaction(write=False) as tx:
-        return await tx.get_pet(pet.id) is not None
+        return await tx.get(PET_RECORDS, pet["id"]) is not None
 
 
 async def test_concurrent_writes_share_one_commit(store: SqliteStore) -> None:
@@ -73,7 +62,7 @@ async def test_a_failed_member_loses_only_its_own_work(store: SqliteStore) -> No
     assert [isinstance(outcome, Refused) for outcome in outcomes] == [True, False, False, True, False, False]
     assert [await _stored(store, pet) for pet in pets] == [False, True, True, False, True, True]
     async with store.transaction(write=False) as tx:
-        assert await tx.count_pets(PetFilter(owner_id=OWNER)) == 4  # the kept counts too
+        assert await tx.count(PET_RECORDS, owned_by(OWNER)) == 4  # the kept counts too
 
 
 async def test_writes_one_after_another_commit_one_by_one(store: SqliteStore) -> None:
@@ -90,7 +79,7 @@ async def test_a_read_never_sees_a_write_that_has_not_committed(store: SqliteSto
         seen_before_commit.append(await _stored(store, pet))
 
     async with store.transaction(write=True) as tx:
-        await tx.insert_pets([pet])
+        await tx.insert(PET_RECORDS, pet)
         await read_while_pending()
     assert seen_before_commit == [False]
     assert await _stored(store, pet)

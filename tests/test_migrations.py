@@ -23,12 +23,12 @@ from alembic.migration import MigrationContext
 
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
-from petrecords.tables import metadata
+from petrecords.registry import SCHEMA as metadata
 from tests.support import throwaway_postgres
 
 T = TypeVar("T")
 PETRECORDS = Path(sys.executable).parent / "petrecords"
-APP_TABLES = {"pets", "idempotency_keys", "pet_counts"}
+APP_TABLES = set(metadata.tables)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -178,7 +178,10 @@ def test_counting_revision_counts_the_pets_already_stored(fresh_url: str, tmp_pa
 
     def counts(connection: sa.Connection) -> set[tuple[str, str, int]]:
         rows = connection.execute(
-            sa.text("SELECT scope, pet_type, SUM(count) FROM pet_counts GROUP BY scope, pet_type")
+            sa.text(
+                "SELECT scope, partition, SUM(count) FROM record_counts WHERE resource = 'pets' "
+                "GROUP BY scope, partition"
+            )
         )
         return {(scope, pet_type, int(total)) for scope, pet_type, total in rows}
 

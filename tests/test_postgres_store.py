@@ -16,27 +16,17 @@ from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
-from petrecords.store.base import PetFilter, PetPageQuery, PetRow, SortField, SortKey
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _compiled
-from tests.support import wipe
+from tests.support import PET_RECORDS, of_types, pet_row, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
 _BACKEND_PID = sa.select(sa.func.pg_backend_pid())
 
 
-def _pet(name: str = "Rex") -> PetRow:
-    return PetRow(
-        id=uuid.uuid4(),
-        created_at=1,
-        created_by="alice@example.com",
-        modified_at=1,
-        modified_by="alice@example.com",
-        owner_id="alice@example.com",
-        name=name,
-        pet_type="Dog",
-        revision=1,
-    )
+def _pet(name: str = "Rex") -> Row:
+    return pet_row(name, at_ms=1)
 
 
 @pytest.fixture
@@ -66,19 +56,22 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
         dialect = engine.dialect
     finally:
         await engine.dispose()
-    by_type = PetPageQuery(
-        filter=PetFilter(owner_id="alice@example.com", pet_types=("Dog", "Cat"), name_like=("r\\%%",)),
-        sort=(SortKey(SortField.PET_TYPE), SortKey(SortField.ID)),
+    conditions = (
+        Condition(("owner_id",), Operator.EQUAL, ("alice@example.com",)),
+        Condition(("pet_type",), Operator.IN, ("Dog", "Cat")),
+        Condition(("name_key",), Operator.LIKE, ("r\\%%",)),
+    )
+    by_type = PageQuery(
+        conditions=conditions,
+        sort=(SortKey("pet_type", rank=("Dog", "Cat")), SortKey("id")),
         limit=20,
         offset=0,
-        pet_type_order=("Dog", "Cat"),
     )
     statements: list[Any] = [
-        sql.SELECT_PET,
-        sql.SELECT_PET_FOR_UPDATE,
-        sql.INSERT_PET,
-        sql.UPDATE_PET,
-        sql.DELETE_PET,
+        *(sql.select_by_id(PET_RECORDS, lock) for lock in (None, "update", "share")),
+        sql.insert_statement(PET_RECORDS),
+        sql.update_statement(PET_RECORDS),
+        sql.delete_statement(PET_RECORDS),
         sql.SELECT_IDEMPOTENT_RESPONSE,
         sql.DELETE_IDEMPOTENCY_KEY,
         sql.INSERT_IDEMPOTENCY_KEY,
@@ -86,10 +79,10 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
         sql.SCHEMA_VERSION,
         PostgresTransaction.change_count,
         _TRY_LOCK,
-        sql.list_statement(by_type)[0],
-        sql.list_statement(by_type, keys_only=True, after_key=(0, "dog", uuid.UUID(int=0)))[0],
-        sql.count_statement(by_type.filter)[0],
-        sql.count_statement(PetFilter(pet_types=("Dog",)))[0],
+        sql.list_statement(PET_RECORDS, by_type)[0],
+        sql.list_statement(PET_RECORDS, by_type, keys_only=True, after_key=(0, "dog", uuid.UUID(int=0)))[0],
+        sql.count_statement(PET_RECORDS, conditions)[0],
+        sql.count_statement(PET_RECORDS, of_types("Dog"))[0],
     ]
     for statement in statements:
         compiled = statement.compile(dialect=dialect)
@@ -104,8 +97,8 @@ class TestPool:
     async def test_figures_count_the_connections_in_use(self, store: PostgresStore) -> None:
         assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0}
         async with store.transaction(write=False) as first, store.transaction(write=True) as second:
-            await first.count_pets(PetFilter())
-            await second.insert_pets([_pet()])
+            await first.count(PET_RECORDS, ())
+            await second.insert(PET_RECORDS, _pet())
             during = store.pool_figures()
         assert during == {"size": 2, "checked_out": 2, "overflow": 0}
         assert store.pool_figures()["checked_out"] == 0
@@ -113,7 +106,7 @@ class TestPool:
     async def test_concurrent_first_use_opens_one_pool(self, store: PostgresStore) -> None:
         async def count() -> int:
             async with store.transaction(write=False) as tx:
-                return await tx.count_pets(PetFilter())
+                return await tx.count(PET_RECORDS, ())
 
         assert await asyncio.gather(*(count() for _ in range(20))) == [0] * 20
         assert store.pool_figures()["checked_out"] == 0
@@ -121,9 +114,9 @@ class TestPool:
     async def test_writes_commit_or_roll_back_as_a_whole(self, store: PostgresStore) -> None:
         kept, dropped = _pet("Kept"), _pet("Dropped")
 
-        async def insert(pet: PetRow, *, then_fail: bool) -> None:
+        async def insert(pet: Row, *, then_fail: bool) -> None:
             async with store.transaction(write=True) as tx:
-                await tx.insert_pets([pet])
+                await tx.insert(PET_RECORDS, pet)
                 if then_fail:
                     raise RuntimeError
 
@@ -132,9 +125,9 @@ class TestPool:
             await insert(dropped, then_fail=True)
 
         async with store.transaction(write=False) as tx:
-            assert await tx.get_pet(kept.id) == kept
-            assert await tx.get_pet(dropped.id) is None
-            assert await tx.count_pets(PetFilter(pet_types=("Dog",))) == 1
+            assert await tx.get(PET_RECORDS, kept["id"]) == kept
+            assert await tx.get(PET_RECORDS, dropped["id"]) is None
+            assert await tx.count(PET_RECORDS, of_types("Dog")) == 1
 
 
 class TestBrokenConnection:
@@ -146,7 +139,7 @@ class TestBrokenConnection:
         async def insert_after_the_kill() -> None:
             async with store.transaction(write=True) as tx:
                 await _terminate_backend(database_url, (await tx.fetch((_BACKEND_PID, {})))[0][0])
-                await tx.insert_pets([pet])
+                await tx.insert(PET_RECORDS, pet)
 
         with pytest.raises(DatabaseUnavailable) as raised:
             await insert_after_the_kill()
@@ -154,7 +147,7 @@ class TestBrokenConnection:
         assert raised.value.cause == "connection"
         assert store.pool_figures()["checked_out"] == 0
         async with store.transaction(write=False) as tx:
-            assert await tx.get_pet(pet.id) is None
+            assert await tx.get(PET_RECORDS, pet["id"]) is None
 
     async def test_a_connection_killed_in_a_read_is_503_and_replaced(
         self, store: PostgresStore, database_url: str
@@ -163,14 +156,14 @@ class TestBrokenConnection:
         async def count_after_the_kill() -> None:
             async with store.transaction(write=False) as tx:
                 await _terminate_backend(database_url, (await tx.fetch((_BACKEND_PID, {})))[0][0])
-                await tx.count_pets(PetFilter())
+                await tx.count(PET_RECORDS, ())
 
         with pytest.raises(DatabaseUnavailable) as raised:
             await count_after_the_kill()
 
         assert raised.value.cause == "connection"
         async with store.transaction(write=False) as tx:
-            assert await tx.count_pets(PetFilter()) == 0
+            assert await tx.count(PET_RECORDS, ()) == 0
         assert store.pool_figures()["checked_out"] == 0
 
     async def test_a_cancelled_statement_gives_its_connection_up(self, store: PostgresStore, database_url: str) -> None:
@@ -184,7 +177,7 @@ class TestBrokenConnection:
 
             async def blocked_write() -> None:
                 async with store.transaction(write=True) as tx:
-                    await tx.insert_pets([_pet()])
+                    await tx.insert(PET_RECORDS, _pet())
 
             task = asyncio.create_task(blocked_write())
             await asyncio.sleep(0.3)
@@ -197,6 +190,6 @@ class TestBrokenConnection:
             await holder.close()
 
         async with store.transaction(write=True) as tx:
-            await tx.insert_pets([_pet()])
+            await tx.insert(PET_RECORDS, _pet())
         async with store.transaction(write=False) as tx:
-            assert await tx.count_pets(PetFilter()) == 1
+            assert await tx.count(PET_RECORDS, ()) == 1

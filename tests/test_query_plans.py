@@ -15,42 +15,46 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from petrecords.store.base import PetFilter, PetPageQuery, SortField, SortKey
+from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
 from petrecords.store.sql import list_statement
+from tests.support import PET_RECORDS
 
-BY_CREATED = (SortKey(SortField.CREATED_AT), SortKey(SortField.ID))
 OWNER = "alice@example.com"
+OWNED = Condition(("owner_id",), Operator.EQUAL, (OWNER,))
+DOGS = Condition(("pet_type",), Operator.IN, ("Dog",))
+BY_CREATED = (SortKey("created_at"), SortKey("id"))
+
+
+def _page_one(
+    collection: Collection, *conditions: Condition, sort: tuple[SortKey, ...] = BY_CREATED
+) -> tuple[Collection, PageQuery]:
+    return collection, PageQuery(conditions=conditions, sort=sort, limit=20, offset=0)
+
 
 PAGE_ONE_QUERIES = {
-    "admin, default order": PetPageQuery(filter=PetFilter(), sort=BY_CREATED, limit=20, offset=0),
-    "owner, default order": PetPageQuery(filter=PetFilter(owner_id=OWNER), sort=BY_CREATED, limit=20, offset=0),
-    "owner and one type": PetPageQuery(
-        filter=PetFilter(owner_id=OWNER, pet_types=("Dog",)), sort=BY_CREATED, limit=20, offset=0
-    ),
-    "admin, one type": PetPageQuery(filter=PetFilter(pet_types=("Dog",)), sort=BY_CREATED, limit=20, offset=0),
-    "owner, by name": PetPageQuery(
-        filter=PetFilter(owner_id=OWNER), sort=(SortKey(SortField.NAME), SortKey(SortField.ID)), limit=20, offset=0
-    ),
-    "admin, newest modified first": PetPageQuery(
-        filter=PetFilter(),
-        sort=(SortKey(SortField.MODIFIED_AT, descending=True), SortKey(SortField.ID)),
-        limit=20,
-        offset=0,
+    "pets: admin, default order": _page_one(PET_RECORDS),
+    "pets: owner, default order": _page_one(PET_RECORDS, OWNED),
+    "pets: owner and one type": _page_one(PET_RECORDS, OWNED, DOGS),
+    "pets: admin, one type": _page_one(PET_RECORDS, DOGS),
+    "pets: owner, by name": _page_one(PET_RECORDS, OWNED, sort=(SortKey("name_key"), SortKey("id"))),
+    "pets: admin, newest modified first": _page_one(
+        PET_RECORDS, sort=(SortKey("modified_at", descending=True), SortKey("id"))
     ),
 }
 
 
-def _compiled(query: PetPageQuery, dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
-    statement, values = list_statement(query)
+def _compiled(collection: Collection, query: PageQuery, dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
+    statement, values = list_statement(collection, query)
     compiled = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
     return str(compiled), {**compiled.params, **values}
 
 
 @pytest.mark.parametrize("name", list(PAGE_ONE_QUERIES))
 async def test_page_one_reads_an_index_in_order(database_url: str, name: str) -> None:
-    query = PAGE_ONE_QUERIES[name]
+    collection, query = PAGE_ONE_QUERIES[name]
     if database_url.startswith("sqlite"):
-        sql, params = _compiled(query, sqlite.dialect(paramstyle="named"))
+        sql, params = _compiled(collection, query, sqlite.dialect(paramstyle="named"))
+        params = {key: value.hex if isinstance(value, uuid.UUID) else value for key, value in params.items()}
         connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
         try:
             plan = " | ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}", params))
@@ -61,7 +65,7 @@ async def test_page_one_reads_an_index_in_order(database_url: str, name: str) ->
         assert "TEMP B-TREE FOR ORDER BY" not in plan, plan
         return
 
-    sql, params = _compiled(query, postgresql.dialect(paramstyle="pyformat"))
+    sql, params = _compiled(collection, query, postgresql.dialect(paramstyle="pyformat"))
     connection = await asyncpg.connect(database_url)
     try:
         # On a small table the planner rightly prefers scanning and sorting; forbid both to see whether an

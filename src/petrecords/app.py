@@ -19,11 +19,12 @@ from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
 from petrecords.metrics import Metrics
-from petrecords.openapi import build_openapi
 from petrecords.ops import OPS_ROUTES
-from petrecords.pets.routes import PetController
-from petrecords.pets.rules import PetTypes
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
+from petrecords.registry import RESOURCES
+from petrecords.resources.document import build_openapi
+from petrecords.resources.fields import PetTypes
+from petrecords.resources.routes import routes_of
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sqlite import SqliteStore
@@ -61,7 +62,7 @@ def create_app(settings: Settings) -> ASGIApp:
     metrics = Metrics()
     rate_limiter = create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url)
     pet_types = PetTypes(settings.pet_types)
-    openapi = build_openapi(settings)
+    openapi = build_openapi(settings, RESOURCES)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -75,7 +76,7 @@ def create_app(settings: Settings) -> ASGIApp:
                 await rate_limiter.close()
 
     app = Litestar(
-        route_handlers=[PetController, *OPS_ROUTES],
+        route_handlers=[*(routes_of(resource, RESOURCES) for resource in RESOURCES.resources), *OPS_ROUTES],
         dependencies={
             "metrics": _constant(metrics),
             "openapi": _constant(openapi),

@@ -93,6 +93,11 @@ class IdempotencyInProgress(ServiceError):
     default_message = "A request with this Idempotency-Key is still in progress."
 
 
+class ReferencedRecord(ServiceError):
+    status, code = 409, 985
+    default_message = "The record is still referenced and cannot be deleted."
+
+
 class PreconditionFailed(ServiceError):
     status, code = 412, 992
     default_message = "The record has changed: If-Match does not match its current ETag."

@@ -1,6 +1,10 @@
-"""The one schema both databases and Alembic share (SQLAlchemy Core)."""
+"""The schema both databases and Alembic share (SQLAlchemy Core): the tables the layer keeps for every
+resource, and the columns every resource's table starts with. Each resource's own table lives with its
+declaration, on this metadata."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -18,44 +22,32 @@ metadata = sa.MetaData(
     }
 )
 
-pets = sa.Table(
-    "pets",
-    metadata,
-    sa.Column("id", sa.Uuid(), primary_key=True),
-    sa.Column("created_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
-    sa.Column("created_by", Text, nullable=False),
-    sa.Column("modified_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
-    sa.Column("modified_by", Text, nullable=False),
-    sa.Column("owner_id", Text, nullable=False),
-    sa.Column("name", Text, nullable=False),
-    sa.Column("name_key", Text, nullable=False, comment="lower-cased name, for sorting and matching"),
-    sa.Column("pet_type", Text, nullable=False),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
-    # The default order and the filters each have an index that ends in the order's tie-breaker.
-    sa.Index(None, "created_at", "id"),
-    sa.Index(None, "owner_id", "created_at", "id"),
-    # name_key rides along at the end so that counting a type's matches of `name`/`search` reads
-    # only the index, not every matching row of the table.
-    sa.Index(None, "pet_type", "created_at", "id", "name_key"),
-    sa.Index(None, "owner_id", "pet_type", "created_at", "id", "name_key"),
-    sa.Index(None, "modified_at", "id"),
-    sa.Index(None, "name_key", "id"),
-    sa.Index(None, "owner_id", "name_key", "id"),
-)
 
-# How many pets each owner has of each type, kept in the transaction of every write, so that the
-# total of a list filtered by owner and type at most costs a few rows instead of a scan. The scope
-# ALL_OWNERS counts everyone's. Rows of that scope are spread over a few slots, so that concurrent
-# writers on PostgreSQL do not all queue on one row lock. Every write also counts itself in one
-# ALL_OWNERS row: the sum of `writes` changes with every write, which is what tells PostgreSQL
+def audit_columns() -> list[sa.Column[Any]]:
+    """The columns every resource's table starts with: the id and who wrote the record when."""
+    return [
+        sa.Column("id", sa.Uuid(), primary_key=True),
+        sa.Column("created_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+        sa.Column("created_by", Text, nullable=False),
+        sa.Column("modified_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+        sa.Column("modified_by", Text, nullable=False),
+    ]
+
+
+# How many records of each resource each owner has in each partition (a pet type, say), kept in the transaction
+# of every write, so that the total of a list filtered by nothing but owner and partition costs a few rows
+# instead of a scan. The scope ALL_OWNERS counts everyone's. Rows of that scope are spread over a few slots, so
+# that concurrent writers on PostgreSQL do not all queue on one row lock. Every write transaction also counts
+# itself in one ALL_OWNERS row: the sum of `writes` changes with every write, which is what tells PostgreSQL
 # instances that what they remember about the data (store/pages.py) is out of date.
 ALL_OWNERS = ""
 
-pet_counts = sa.Table(
-    "pet_counts",
+record_counts = sa.Table(
+    "record_counts",
     metadata,
+    sa.Column("resource", Text, primary_key=True),
     sa.Column("scope", Text, primary_key=True, comment="an owner id, or '' for every owner"),
-    sa.Column("pet_type", Text, primary_key=True),
+    sa.Column("partition", Text, primary_key=True, comment="a value of the resource's counted column, or ''"),
     sa.Column("slot", sa.SmallInteger(), primary_key=True),
     sa.Column("count", sa.BigInteger(), nullable=False),
     sa.Column(
@@ -72,6 +64,7 @@ idempotency_keys = sa.Table(
     metadata,
     sa.Column("caller", Text, primary_key=True),
     sa.Column("key", Text, primary_key=True),
+    sa.Column("resource", Text, nullable=False, server_default="pets", comment="the resource the key created in"),
     sa.Column("request_hash", Text, nullable=False),
     sa.Column("status", sa.SmallInteger(), nullable=False),
     sa.Column("body", sa.LargeBinary(), nullable=False),

@@ -31,10 +31,9 @@ from petrecords.app import create_app
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import PetFilter
 from petrecords.store.postgres import PostgresStore
 from tests.api.test_ops import _samples
-from tests.support import ADMIN, SECRET, assert_error, auth, create, pet_body
+from tests.support import ADMIN, PET_RECORDS, SECRET, assert_error, auth, create, pet_body
 from tests.tcp_proxy import TcpProxy, tcp_proxy
 
 Client = AsyncTestClient[Any]
@@ -208,14 +207,14 @@ class TestPostgresPoolExhausted:
         store = PostgresStore(make_settings(db_pool_size=1, db_connect_timeout_seconds=TIMEOUT_SECONDS))
         try:
             async with store.transaction(write=False) as holding:
-                await holding.count_pets(PetFilter())
+                await holding.count(PET_RECORDS, ())
                 started = time.monotonic()
                 with pytest.raises(DatabaseUnavailable) as raised:
                     async with store.transaction(write=False) as waiting:
-                        await waiting.count_pets(PetFilter())
+                        await waiting.count(PET_RECORDS, ())
                 seconds = time.monotonic() - started
             async with store.transaction(write=False) as later:
-                await later.count_pets(PetFilter())
+                await later.count(PET_RECORDS, ())
         finally:
             await store.close()
 

@@ -18,12 +18,13 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
-from petrecords.pets.rules import PetTypes, parse_list_query
-from petrecords.store.base import PetPageQuery, PetRow, Store
+from petrecords.pets import PETS
+from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.listing import parse_list_query
+from petrecords.store.base import Condition, Operator, PageQuery, Store
 from petrecords.store.pages import BLOCK
-from petrecords.store.sql import SqlTransaction, list_statement, row_to_pet
-from petrecords.values import new_record_id
-from tests.support import ALICE, BOB, auth, pet_body
+from petrecords.store.sql import SqlTransaction, list_statement, reader_of
+from tests.support import ALICE, BOB, PET_RECORDS, auth, pet_body, pet_row
 
 ROWS = 2 * BLOCK + 300
 TYPES = ("Dog", "Cat", "Capybara", "Other")
@@ -42,47 +43,41 @@ async def store(client: AsyncTestClient[Any], settings: Settings) -> AsyncIterat
     """A second store on the client's (emptied) database, holding ROWS pets of Alice's and a few of Bob's."""
     opened = open_store(settings)
     rng = random.Random(7)
-    pets = [
-        PetRow(
-            id=new_record_id(),
-            created_at=1_700_000_000_000 + index // 3,  # ties, broken by id
-            created_by=ALICE,
-            modified_at=1_700_000_000_000 + index,
-            modified_by=ALICE,
-            owner_id=ALICE if index % 50 else BOB,
-            name=rng.choice(["rex", "Tom", "bella", "Max", "luna"]) + f" {rng.randrange(100)}",
-            pet_type=rng.choice(TYPES),
-            revision=1,
-        )
-        for index in range(ROWS)
-    ]
+    pets = []
+    for index in range(ROWS):
+        name = rng.choice(["rex", "Tom", "bella", "Max", "luna"]) + f" {rng.randrange(100)}"
+        pet = pet_row(name, owner=ALICE if index % 50 else BOB, pet_type=rng.choice(TYPES))
+        pet["created_at"] = 1_700_000_000_000 + index // 3  # ties, broken by id
+        pet["modified_at"] = 1_700_000_000_000 + index
+        pets.append(pet)
     async with opened.transaction(write=True) as tx:
-        await tx.insert_pets(pets)
+        await tx.insert_many(PET_RECORDS, pets)
     yield opened
     await opened.close()
 
 
-def _alice_query(settings: Settings, params: dict[str, str]) -> PetPageQuery:
+def _alice_query(settings: Settings, params: dict[str, str]) -> PageQuery:
     """The store query the service makes of Alice's list request with `params`."""
-    request, _ = parse_list_query(
+    request = parse_list_query(
+        PETS,
         list(params.items()),
-        pet_types=PetTypes(settings.pet_types),
+        context=Context(pet_types=PetTypes(settings.pet_types), now_ms=0),
         default_page_size=settings.default_page_size,
         max_page_size=settings.max_page_size,
     )
-    return PetPageQuery(
-        filter=msgspec.structs.replace(request.filter, owner_id=ALICE),
+    return PageQuery(
+        conditions=(*request.conditions, Condition(("owner_id",), Operator.EQUAL, (ALICE,))),
         sort=request.sort,
         limit=request.page_size,
         offset=request.offset,
-        pet_type_order=request.pet_type_order,
     )
 
 
-async def _offset_page(store: Store, query: PetPageQuery) -> list[str]:
+async def _offset_page(store: Store, query: PageQuery) -> list[str]:
     async with store.transaction(write=False) as tx:
         assert isinstance(tx, SqlTransaction)
-        return [str(row_to_pet(row).id) for row in await tx.fetch(list_statement(query))]
+        rows = await tx.fetch(list_statement(PET_RECORDS, query))
+        return [str(reader_of(PET_RECORDS).row(row)["id"]) for row in rows]
 
 
 async def _assert_pages_match(client: AsyncTestClient[Any], store: Store, settings: Settings) -> None:
@@ -111,9 +106,9 @@ async def test_deep_pages_follow_writes(client: AsyncTestClient[Any], store: Sto
     async with store.transaction(write=True) as tx:
         assert isinstance(tx, SqlTransaction)
         first_rows = msgspec.structs.replace(_alice_query(settings, {}), limit=150)
-        doomed = [row_to_pet(row) for row in await tx.fetch(list_statement(first_rows))]
+        doomed = [reader_of(PET_RECORDS).row(row) for row in await tx.fetch(list_statement(PET_RECORDS, first_rows))]
         for pet in doomed:
-            await tx.delete_pet(pet)
+            await tx.delete(PET_RECORDS, pet)
     await _assert_pages_match(client, store, settings)
 
 
@@ -129,27 +124,17 @@ async def test_every_kind_of_write_moves_the_data_version(
             return await tx.data_version()
 
     try:
-        pet = PetRow(
-            id=new_record_id(),
-            created_at=1,
-            created_by=ALICE,
-            modified_at=1,
-            modified_by=ALICE,
-            owner_id=ALICE,
-            name="Rex",
-            pet_type="Dog",
-            revision=1,
-        )
-        renamed = msgspec.structs.replace(pet, name="Max", revision=2)
+        pet = pet_row(at_ms=1)
+        renamed = {**pet, "name": "Max", "name_key": "max", "revision": 2}
         seen = [await version()]
         async with writer.transaction(write=True) as tx:
-            await tx.insert_pets([pet])
+            await tx.insert(PET_RECORDS, pet)
         seen.append(await version())
         async with writer.transaction(write=True) as tx:
-            await tx.update_pet(renamed, previous=pet)
+            await tx.update(PET_RECORDS, renamed, previous=pet)
         seen.append(await version())
         async with writer.transaction(write=True) as tx:
-            await tx.delete_pet(renamed)
+            await tx.delete(PET_RECORDS, renamed)
         seen.append(await version())
         assert len(set(seen)) == 4, seen
     finally:

@@ -22,6 +22,7 @@ import pysqlite3.dbapi2 as sqlite3
 import pytest
 
 from petrecords.db import head_revision
+from petrecords.registry import SCHEMA
 from tests.e2e.servers import Server, running_server, running_servers
 from tests.support import throwaway_postgres
 
@@ -109,12 +110,8 @@ class TestSimultaneousStart:
             "SELECT table_schema, table_name FROM information_schema.tables"
             " WHERE table_schema NOT IN ('pg_catalog', 'information_schema')",
         )
-        assert sorted((row["table_schema"], row["table_name"]) for row in tables) == [
-            ("public", "alembic_version"),
-            ("public", "idempotency_keys"),
-            ("public", "pet_counts"),
-            ("public", "pets"),
-        ]
+        expected = sorted(("public", name) for name in [*SCHEMA.tables, "alembic_version"])
+        assert sorted((row["table_schema"], row["table_name"]) for row in tables) == expected
 
     def test_one_instance_migrated_and_the_others_found_nothing_to_do(self, cluster: Cluster) -> None:
         head = head_revision()

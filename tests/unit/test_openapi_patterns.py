@@ -18,15 +18,12 @@ from hypothesis import strategies as st
 
 from petrecords.config import Settings
 from petrecords.errors import ValidationFailed
-from petrecords.openapi import build_openapi
-from petrecords.pets.rules import (
-    NAME_MAX_LENGTH,
-    SORT_FIELD_NAMES,
-    EntityTags,
-    PetTypes,
-    check_idempotency_key,
-    parse_list_query,
-)
+from petrecords.pets import NAME_MAX_LENGTH, PETS
+from petrecords.registry import RESOURCES
+from petrecords.resources.document import build_openapi
+from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.listing import parse_list_query
+from petrecords.resources.requests import EntityTags, check_idempotency_key
 from petrecords.text import WHITE_SPACE, clean_name
 from petrecords.values import normalize_email
 
@@ -35,11 +32,12 @@ CONTROLS = "".join(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
 INVISIBLE = "\u200b\ufeff\u180e\u2060\u3164\u2800\U000e0020\U0001d173\ufe0f\u00ad"
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
 PET_TYPES = PetTypes(["Dog", "Cat"])
+SORT_FIELD_NAMES = PETS.sort_fields
 
 
 @functools.cache
 def _document() -> dict[str, Any]:
-    raw = build_openapi(Settings(data_dir=Path("unused"), auth_secret="x" * 40))
+    raw = build_openapi(Settings(data_dir=Path("unused"), auth_secret="x" * 40), RESOURCES)
     decoded: dict[str, Any] = msgspec.json.decode(raw)
     return decoded
 
@@ -154,7 +152,13 @@ def test_list_patterns(value: str, name: str) -> None:
 
 def _query_accepted(name: str, value: str) -> bool:
     try:
-        parse_list_query([(name, value)], pet_types=PET_TYPES, default_page_size=20, max_page_size=100)
+        parse_list_query(
+            PETS,
+            [(name, value)],
+            context=Context(pet_types=PET_TYPES, now_ms=0),
+            default_page_size=20,
+            max_page_size=100,
+        )
     except ValidationFailed:
         return False
     return True

@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -14,25 +15,40 @@ from hypothesis import strategies as st
 
 from petrecords.config import DEFAULT_PET_TYPES
 from petrecords.errors import MalformedRequest, ValidationFailed
-from petrecords.pets.rules import (
-    LIST_PARAMETERS,
-    NAME_MAX_LENGTH,
-    EntityTags,
-    ListRequest,
-    PetTypes,
-    canonical_json_hash,
-    check_idempotency_key,
-    like_pattern,
-    parse_list_query,
-    query_pairs,
-    validate_pet_write,
-)
-from petrecords.store.base import PetFilter, SortField, SortKey
-from petrecords.store.sql import name_key
+from petrecords.pets import NAME_MAX_LENGTH, PETS
+from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.filters import like_pattern
+from petrecords.resources.listing import ListRequest, list_parameters, parse_list_query, query_pairs
+from petrecords.resources.requests import EntityTags, canonical_json_hash, check_idempotency_key, read_body
+from petrecords.store.base import Operator, SortKey
 from petrecords.text import clean_name
+from petrecords.text import match_key as name_key
 from petrecords.values import parse_datetime_ms
 
 PET_TYPES = PetTypes(DEFAULT_PET_TYPES)
+LIST_PARAMETERS = list_parameters(PETS)
+
+
+class _PetWrite(NamedTuple):
+    name: Any
+    pet_type: Any
+    owner_id: Any
+
+
+def validate_pet_write(document: Any, *, pet_types: PetTypes, path_id: str | None = None) -> _PetWrite:
+    """The pet resource's reading of a create or replace body."""
+    values = read_body(PETS, document, context=Context(pet_types=pet_types, now_ms=0), path_id=path_id).values
+    return _PetWrite(values.get("name"), values.get("pet_type"), values.get("owner_id"))
+
+
+def _values(request: ListRequest, column: str, operator: Operator = Operator.IN) -> tuple[Any, ...] | None:
+    """The values of the request's condition on `column`, or None when it has none."""
+    for condition in request.conditions:
+        if condition.columns == (column,) and condition.operator is operator:
+            return condition.values
+    return None
+
+
 ID_A = "0190f3c4-5e6a-7b8c-9d0e-1f2a3b4c5d6e"
 ID_B = "0190f3c4-5e6a-7b8c-9d0e-1f2a3b4c5d6f"
 ID_C = "0190f3c4-5e6a-7b8c-9d0e-1f2a3b4c5d70"
@@ -389,7 +405,14 @@ class TestLikePattern:
 
 
 def _parse(pairs: Sequence[tuple[str, str]], *, max_page_size: int = 100) -> tuple[ListRequest, str | None]:
-    return parse_list_query(pairs, pet_types=PET_TYPES, default_page_size=20, max_page_size=max_page_size)
+    request = parse_list_query(
+        PETS,
+        pairs,
+        context=Context(pet_types=PET_TYPES, now_ms=0),
+        default_page_size=20,
+        max_page_size=max_page_size,
+    )
+    return request, request.owner
 
 
 def _errors(pairs: Sequence[tuple[str, str]]) -> ValidationFailed:
@@ -405,8 +428,8 @@ class TestParseListQuery:
         assert request.page_index == 1
         assert request.page_size == 20
         assert request.offset == 0
-        assert request.filter == PetFilter()
-        assert request.sort == (SortKey(SortField.CREATED_AT), SortKey(SortField.ID))
+        assert request.conditions == ()
+        assert request.sort == (SortKey("created_at"), SortKey("id"))
 
     def test_paging(self) -> None:
         request, _ = _parse([("pageIndex", "3"), ("pageSize", "7")])
@@ -471,7 +494,7 @@ class TestParseListQuery:
 
     def test_ids_comma_separated_and_repeated(self) -> None:
         request, _ = _parse([("ids", f"{ID_A},{ID_B.upper()}"), ("ids", ID_C), ("ids", ID_A)])
-        assert request.filter.ids == (uuid.UUID(ID_A), uuid.UUID(ID_B), uuid.UUID(ID_C))
+        assert _values(request, "id") == (uuid.UUID(ID_A), uuid.UUID(ID_B), uuid.UUID(ID_C))
 
     @pytest.mark.parametrize(
         "value", [f"{ID_A},nope", f"{ID_A},", "{" + ID_A + "}", ID_A.replace("-", ""), f"urn:uuid:{ID_A}"]
@@ -481,7 +504,7 @@ class TestParseListQuery:
 
     def test_pet_types_comma_separated_and_repeated_case_insensitive(self) -> None:
         request, _ = _parse([("petType", "dog, CAT"), ("petType", "guineapig"), ("petType", "Dog")])
-        assert request.filter.pet_types == ("Dog", "Cat", "GuineaPig")
+        assert _values(request, "pet_type") == ("Dog", "Cat", "GuineaPig")
 
     def test_unknown_pet_type(self) -> None:
         error = _errors([("petType", "Dog,Unicorn")])
@@ -491,11 +514,12 @@ class TestParseListQuery:
     def test_owner_is_returned_lower_cased_not_put_in_the_filter(self) -> None:
         request, owner = _parse([("ownerId", "Bob@Example.com")])
         assert owner == "bob@example.com"
-        assert request.filter.owner_id is None
+        assert all("owner_id" not in condition.columns for condition in request.conditions)
 
     def test_name_and_search_become_like_patterns(self) -> None:
         request, _ = _parse([("name", "R_x"), ("search", r"5\%")])
-        assert request.filter.name_like == ("r_x", r"%5\%%")
+        patterns = [condition.values[0] for condition in request.conditions if condition.operator is Operator.LIKE]
+        assert patterns == ["r_x", r"%5\%%"]
 
     def test_overlong_pattern(self) -> None:
         assert set(_errors([("search", "x" * 201)]).errors) == {"search"}
@@ -510,53 +534,53 @@ class TestParseListQuery:
                 ("modifiedTo", "2026-11-21T11:06:29.123-05:00"),
             ]
         )
-        assert request.filter.created_from == at
-        assert request.filter.created_before == at
-        assert request.filter.modified_from == at
-        assert request.filter.modified_before == at
+        assert _values(request, "created_at", Operator.AT_LEAST) == (at,)
+        assert _values(request, "created_at", Operator.BELOW) == (at,)
+        assert _values(request, "modified_at", Operator.AT_LEAST) == (at,)
+        assert _values(request, "modified_at", Operator.BELOW) == (at,)
 
     def test_sub_millisecond_bounds_round_up(self) -> None:
         # Stored values are whole milliseconds: >= x.1234 means >= x.124, and < x.1234 means < x.124 too.
         request, _ = _parse([("createdFrom", "2026-11-21T16:06:29.1231Z"), ("createdTo", "2026-11-21T16:06:29.1239Z")])
-        assert request.filter.created_from == 1_795_277_189_124
-        assert request.filter.created_before == 1_795_277_189_124
+        assert _values(request, "created_at", Operator.AT_LEAST) == (1_795_277_189_124,)
+        assert _values(request, "created_at", Operator.BELOW) == (1_795_277_189_124,)
         exact = parse_datetime_ms("2026-11-21T16:06:29.123Z")
         assert exact == 1_795_277_189_123
 
     @pytest.mark.parametrize(
         ("pairs", "expected"),
         [
-            ([("sort", "name")], [(SortField.NAME, False), (SortField.ID, False)]),
+            ([("sort", "name")], [("name_key", False), ("id", False)]),
             (
                 [("sort", "name,-createdAt")],
-                [(SortField.NAME, False), (SortField.CREATED_AT, True), (SortField.ID, False)],
+                [("name_key", False), ("created_at", True), ("id", False)],
             ),
             (
                 [("sort", "name,-createdAt"), ("order", "desc")],
-                [(SortField.NAME, True), (SortField.CREATED_AT, True), (SortField.ID, False)],
+                [("name_key", True), ("created_at", True), ("id", False)],
             ),
             (
                 [("sort", "PETTYPE"), ("sort", "-OwnerId")],
-                [(SortField.PET_TYPE, False), (SortField.OWNER_ID, True), (SortField.ID, False)],
+                [("pet_type", False), ("owner_id", True), ("id", False)],
             ),
-            ([("order", "desc")], [(SortField.CREATED_AT, True), (SortField.ID, False)]),
-            ([("order", "DESC")], [(SortField.CREATED_AT, True), (SortField.ID, False)]),
-            ([("order", "asc")], [(SortField.CREATED_AT, False), (SortField.ID, False)]),
-            ([("sort", "-id")], [(SortField.ID, True)]),
-            ([("sort", "id,name")], [(SortField.ID, False), (SortField.NAME, False)]),
+            ([("order", "desc")], [("created_at", True), ("id", False)]),
+            ([("order", "DESC")], [("created_at", True), ("id", False)]),
+            ([("order", "asc")], [("created_at", False), ("id", False)]),
+            ([("sort", "-id")], [("id", True)]),
+            ([("sort", "id,name")], [("id", False), ("name_key", False)]),
             ([("sort", "createdBy,modifiedAt,modifiedBy")], None),
         ],
     )
-    def test_sort(self, pairs: list[tuple[str, str]], expected: list[tuple[SortField, bool]] | None) -> None:
+    def test_sort(self, pairs: list[tuple[str, str]], expected: list[tuple[str, bool]] | None) -> None:
         request, _ = _parse(pairs)
         if expected is None:
             expected = [
-                (SortField.CREATED_BY, False),
-                (SortField.MODIFIED_AT, False),
-                (SortField.MODIFIED_BY, False),
-                (SortField.ID, False),
+                ("created_by", False),
+                ("modified_at", False),
+                ("modified_by", False),
+                ("id", False),
             ]
-        assert [(key.field, key.descending) for key in request.sort] == expected
+        assert [(key.column, key.descending) for key in request.sort] == expected
 
     @pytest.mark.parametrize("value", ["colour", "name,name", "name,-NAME", "--name", "-", "", "name,", "+name"])
     def test_bad_sort(self, value: str) -> None:
@@ -588,7 +612,7 @@ class TestParseListQuery:
             return
         assert request.page_index >= 1
         assert 1 <= request.page_size <= 100
-        assert any(key.field is SortField.ID for key in request.sort)
+        assert any(key.column == "id" for key in request.sort)
 
     @given(st.binary(max_size=300))
     def test_arbitrary_query_strings_raise_only_validation_errors(self, query_string: bytes) -> None:

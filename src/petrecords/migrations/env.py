@@ -2,12 +2,12 @@
 
 from alembic import context
 
-from petrecords.tables import metadata
+from petrecords.registry import SCHEMA
 
 connection = context.config.attributes["connection"]
 context.configure(
     connection=connection,
-    target_metadata=metadata,
+    target_metadata=SCHEMA,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
 )

@@ -1,4 +1,5 @@
-"""The storage interface the service is written against."""
+"""The storage interface the service is written against: records of declared collections, generic over
+their tables."""
 
 from __future__ import annotations
 
@@ -6,65 +7,79 @@ import abc
 import enum
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
+import sqlalchemy as sa
+
+Row = dict[str, Any]
+"""A stored record: column name -> value (ids as UUIDs, times as epoch milliseconds), plus, under the name of
+each join of its collection, the joined record."""
 
 
-class PetRow(msgspec.Struct, frozen=True, kw_only=True):
-    id: uuid.UUID
-    created_at: int
-    created_by: str
-    modified_at: int
-    modified_by: str
-    owner_id: str
+@dataclass(frozen=True, eq=False)
+class Join:
+    """A record of `target` that each record of a collection names in `column`, read with it as `name`."""
+
     name: str
-    pet_type: str
-    revision: int
+    column: str
+    target: Collection
 
 
-class SortField(enum.Enum):
-    ID = "id"
-    NAME = "name"
-    PET_TYPE = "pet_type"
-    OWNER_ID = "owner_id"
-    CREATED_AT = "created_at"
-    CREATED_BY = "created_by"
-    MODIFIED_AT = "modified_at"
-    MODIFIED_BY = "modified_by"
+@dataclass(frozen=True, eq=False)
+class Collection:
+    """What the store knows of a resource: where its records live, whose they are, how they are counted.
+    Compared by identity: statements are built once per collection."""
+
+    name: str
+    """The resource's name, under which its kept counts are filed."""
+    table: sa.Table
+    owner_column: str | None = None
+    counted_by: str | None = None
+    """The column whose values partition the kept counts, besides the owner."""
+    joins: tuple[Join, ...] = ()
+
+
+class Operator(enum.Enum):
+    EQUAL = "="
+    IN = "in"
+    AT_LEAST = ">="
+    BELOW = "<"
+    AT_MOST = "<="
+    LIKE = "like"
+    """Each value is a LIKE pattern (escape `\\`) that one of the columns must match."""
+    NEVER = "never"
+    """Matches nothing (a bound that no stored value can meet)."""
+
+
+class Condition(msgspec.Struct, frozen=True):
+    """One condition of a list: `column operator value`; with several columns, any one of them."""
+
+    columns: tuple[str, ...]
+    operator: Operator
+    values: tuple[Any, ...]
 
 
 class SortKey(msgspec.Struct, frozen=True):
-    field: SortField
+    column: str
     descending: bool = False
+    rank: tuple[str, ...] | None = None
+    """Values in the order they sort in; others follow, by their lower-cased value."""
 
 
-class PetFilter(msgspec.Struct, frozen=True, kw_only=True):
-    """Conditions on pets; every one that is set must hold. Time bounds are epoch milliseconds."""
-
-    owner_id: str | None = None
-    ids: tuple[uuid.UUID, ...] | None = None
-    pet_types: tuple[str, ...] | None = None
-    name_like: tuple[str, ...] = ()
-    """LIKE patterns over the lower-cased name (escape `\\`); the name must match each."""
-    created_from: int | None = None
-    created_before: int | None = None
-    modified_from: int | None = None
-    modified_before: int | None = None
-
-
-class PetPageQuery(msgspec.Struct, frozen=True, kw_only=True):
-    filter: PetFilter
+class PageQuery(msgspec.Struct, frozen=True, kw_only=True):
+    conditions: tuple[Condition, ...]
     sort: tuple[SortKey, ...]
     """Already total: ends with the id."""
     limit: int
     offset: int
-    pet_type_order: tuple[str, ...] = ()
-    """The pet types in the order `petType` sorts them; others follow, by their lower-cased value."""
 
 
 class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     """A successful response kept for an Idempotency-Key."""
 
+    resource: str
     request_hash: str
     status: int
     body: bytes
@@ -83,22 +98,37 @@ class Transaction(abc.ABC):
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
     @abc.abstractmethod
-    async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None: ...
+    async def get(
+        self, collection: Collection, record_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False
+    ) -> Row | None:
+        """The record with its joined records. `for_update` holds it for this transaction's write;
+        `for_share` keeps others from changing or deleting it until this transaction ends."""
 
     @abc.abstractmethod
-    async def insert_pets(self, new_pets: Sequence[PetRow]) -> None: ...
+    async def insert(self, collection: Collection, row: Row) -> None: ...
 
     @abc.abstractmethod
-    async def update_pet(self, pet: PetRow, *, previous: PetRow) -> None: ...
+    async def insert_many(self, collection: Collection, rows: Sequence[Row]) -> None:
+        """Many new records at once (bulk loads)."""
 
     @abc.abstractmethod
-    async def delete_pet(self, pet: PetRow) -> None: ...
+    async def update(self, collection: Collection, row: Row, *, previous: Row) -> None: ...
 
     @abc.abstractmethod
-    async def count_pets(self, pet_filter: PetFilter) -> int: ...
+    async def delete(self, collection: Collection, row: Row) -> None: ...
 
     @abc.abstractmethod
-    async def list_pets(self, query: PetPageQuery) -> Sequence[PetRow]: ...
+    async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
+
+    @abc.abstractmethod
+    async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]: ...
+
+    @abc.abstractmethod
+    async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
+        """The records whose `column` names `record_id`, held for this transaction's writes."""
+
+    @abc.abstractmethod
+    async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool: ...
 
     @abc.abstractmethod
     async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:
@@ -106,7 +136,6 @@ class Transaction(abc.ABC):
 
         Raises IdempotencyInProgress while another transaction holds the key.
         """
-        ...
 
     @abc.abstractmethod
     async def save_idempotent_response(

@@ -157,7 +157,7 @@ class PostgresTransaction(SqlTransaction):
             raise_translated(exc)
         return rows
 
-    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+    async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         compiled = _compiled(statement)
         connection = self._connection
         try:

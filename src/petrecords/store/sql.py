@@ -1,4 +1,9 @@
-"""Statements over the shared schema, and the transaction logic both SQL stores run them with."""
+"""Statements over the declared collections, and the transaction logic both SQL stores run them with.
+
+Statements are built once per collection and query shape (which conditions, how many values each has, the
+sort) with named parameters, and reused: building and hashing a SQLAlchemy statement for every request costs
+more than running it. Each store compiles each statement once for its database and runs it on its driver.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,12 @@ import sqlalchemy as sa
 from petrecords.db import head_revision
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import (
-    PetFilter,
-    PetPageQuery,
-    PetRow,
-    SortField,
+    Collection,
+    Condition,
+    Join,
+    Operator,
+    PageQuery,
+    Row,
     SortKey,
     Store,
     StoredResponse,
@@ -28,39 +35,127 @@ from petrecords.store.base import (
 )
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
-from petrecords.tables import ALL_OWNERS, idempotency_keys, pet_counts, pets
-from petrecords.text import match_key
+from petrecords.tables import ALL_OWNERS, idempotency_keys, record_counts
 
-PET_COLUMNS = (
-    pets.c.id,
-    pets.c.created_at,
-    pets.c.created_by,
-    pets.c.modified_at,
-    pets.c.modified_by,
-    pets.c.owner_id,
-    pets.c.name,
-    pets.c.pet_type,
-    pets.c.revision,
-)
+Statement = tuple[sa.ClauseElement, dict[str, Any]]
+"""A statement and the values of its parameters."""
+Lock = str | None
+"""None, "update" (held for this transaction's write) or "share" (kept from changing until it ends)."""
 
 
 def _values_of(table: sa.Table, *, but: tuple[str, ...] = ()) -> dict[str, sa.BindParameter[Any]]:
     """A named parameter for each column of `table` (by the column's name), for VALUES or SET."""
-    return {column.name: sa.bindparam(column.name) for column in table.c if column.name not in but}
+    return {column.name: sa.bindparam(column.name, type_=column.type) for column in table.c if column.name not in but}
 
 
-# The statements every request runs, built once with named parameters: each store compiles each of them
-# once for its database and runs it on the driver.
-SELECT_PET = sa.select(*PET_COLUMNS).where(pets.c.id == sa.bindparam("pet_id"))
-SELECT_PET_FOR_UPDATE = SELECT_PET.with_for_update()
-INSERT_PET = sa.insert(pets).values(_values_of(pets))
-UPDATE_PET = sa.update(pets).where(pets.c.id == sa.bindparam("pet_id")).values(_values_of(pets, but=("id",)))
-DELETE_PET = sa.delete(pets).where(pets.c.id == sa.bindparam("pet_id"))
+def _uuid(value: Any) -> Any:
+    """A stored UUID as a UUID, whichever form the driver returned it in (SQLite's is hex)."""
+    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(hex=value)
+
+
+class Reader:
+    """How the rows of a table's queries become Rows: its own columns, then each join's."""
+
+    def __init__(self, table: sa.Table, joins: tuple[Join, ...] = ()) -> None:
+        self.columns: list[sa.ColumnElement[Any]] = list(table.c)
+        self._names = [column.name for column in table.c]
+        self._convert = [_uuid if isinstance(column.type, sa.Uuid) else None for column in table.c]
+        self._joins = [(join.name, reader_of(join.target)) for join in joins]
+        self.from_clause: sa.FromClause = table
+        for join in joins:
+            target = join.target.table
+            self.columns.extend(target.c)
+            self.from_clause = self.from_clause.join(target, target.c.id == table.c[join.column])
+
+    @property
+    def width(self) -> int:
+        return len(self._names)
+
+    def row(self, values: Sequence[Any], start: int = 0) -> Row:
+        row: Row = {}
+        for index, (name, convert) in enumerate(zip(self._names, self._convert, strict=True)):
+            value = values[start + index]
+            row[name] = convert(value) if convert is not None and value is not None else value
+        offset = start + self.width
+        for name, reader in self._joins:
+            row[name] = reader.row(values, offset)
+            offset += reader.width
+        return row
+
+
+@functools.lru_cache(maxsize=64)
+def reader_of(collection: Collection) -> Reader:
+    """The reader of a collection's records, with their joined records."""
+    return Reader(collection.table, collection.joins)
+
+
+@functools.lru_cache(maxsize=64)
+def table_reader(table: sa.Table) -> Reader:
+    """The reader of a table's own columns."""
+    return Reader(table)
+
+
+def _locked(statement: sa.Select[Any], table: sa.Table, lock: Lock) -> sa.Select[Any]:
+    if lock == "update":
+        return statement.with_for_update(of=table)
+    if lock == "share":
+        return statement.with_for_update(of=table, read=True)
+    return statement
+
+
+@functools.lru_cache(maxsize=256)
+def select_by_id(collection: Collection, lock: Lock) -> sa.Select[Any]:
+    reader = reader_of(collection)
+    table = collection.table
+    statement = (
+        sa.select(*reader.columns)
+        .select_from(reader.from_clause)
+        .where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))
+    )
+    return _locked(statement, table, lock)
+
+
+@functools.lru_cache(maxsize=64)
+def insert_statement(collection: Collection) -> sa.Insert:
+    return sa.insert(collection.table).values(_values_of(collection.table))
+
+
+@functools.lru_cache(maxsize=64)
+def update_statement(collection: Collection) -> sa.Update:
+    table = collection.table
+    return (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))
+        .values(_values_of(table, but=("id",)))
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def delete_statement(collection: Collection) -> sa.Delete:
+    table = collection.table
+    return sa.delete(table).where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))
+
+
+@functools.lru_cache(maxsize=64)
+def referrers_statement(collection: Collection, column: str, *, exists: bool) -> sa.Select[Any]:
+    table = collection.table
+    condition = table.c[column] == sa.bindparam("record_id", type_=table.c[column].type)
+    if exists:
+        return sa.select(sa.literal(1)).select_from(table).where(condition).limit(1)
+    # Held in the order of their ids, so that two transactions lock them alike.
+    return _locked(sa.select(*table.c).where(condition).order_by(table.c.id), table, "update")
+
+
+def record_values(collection: Collection, row: Row) -> dict[str, Any]:
+    """The parameters of an insert or update: the row's value of each column of the table."""
+    return {column.name: row.get(column.name) for column in collection.table.c}
+
 
 _IDEMPOTENCY_KEY_IS = (idempotency_keys.c.caller == sa.bindparam("caller")) & (
     idempotency_keys.c.key == sa.bindparam("key")
 )
 SELECT_IDEMPOTENT_RESPONSE = sa.select(
+    idempotency_keys.c.resource,
     idempotency_keys.c.request_hash,
     idempotency_keys.c.status,
     idempotency_keys.c.body,
@@ -84,164 +179,114 @@ SCHEMA_VERSION = sa.select(sa.column("version_num", sa.String())).select_from(sa
 
 
 def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
-    """The change of one kept count, with the dialect's INSERT that supports ON CONFLICT DO UPDATE."""
-    statement = insert(pet_counts).values(_values_of(pet_counts))
+    """The change of kept counts, with the dialect's INSERT that supports ON CONFLICT DO UPDATE."""
+    statement = insert(record_counts).values(_values_of(record_counts))
     upsert: sa.Insert = statement.on_conflict_do_update(
-        index_elements=[pet_counts.c.scope, pet_counts.c.pet_type, pet_counts.c.slot],
+        index_elements=[
+            record_counts.c.resource,
+            record_counts.c.scope,
+            record_counts.c.partition,
+            record_counts.c.slot,
+        ],
         set_={
-            "count": pet_counts.c.count + statement.excluded.count,
-            "writes": pet_counts.c.writes + statement.excluded.writes,
+            "count": record_counts.c.count + statement.excluded.count,
+            "writes": record_counts.c.writes + statement.excluded.writes,
         },
     )
     return upsert
 
 
-# The data's version: it grows with every write through any instance (see tables.pet_counts).
-WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(pet_counts.c.writes), 0)).where(
-    pet_counts.c.scope == ALL_OWNERS
+# The data's version: it grows with every write through any instance (see tables.record_counts).
+WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.writes), 0)).where(
+    record_counts.c.scope == ALL_OWNERS
 )
 
 
-_SORT_EXPRESSIONS: dict[SortField, sa.ColumnElement[Any]] = {
-    SortField.ID: pets.c.id,
-    SortField.NAME: pets.c.name_key,
-    SortField.OWNER_ID: pets.c.owner_id,
-    SortField.CREATED_AT: pets.c.created_at,
-    SortField.CREATED_BY: pets.c.created_by,
-    SortField.MODIFIED_AT: pets.c.modified_at,
-    SortField.MODIFIED_BY: pets.c.modified_by,
-}
+# --- lists and counts ------------------------------------------------------------------------------
+
+Shape = tuple[tuple[tuple[str, ...], Operator, int], ...]
+"""What a list's conditions look like, without their values: which columns, which operator, how many values."""
 
 
-def name_key(name: str) -> str:
-    """The form in which names are sorted and matched: the same on every database."""
-    return match_key(name)
+def shape_of(conditions: tuple[Condition, ...]) -> Shape:
+    return tuple((condition.columns, condition.operator, len(condition.values)) for condition in conditions)
 
 
-def pet_values(pet: PetRow) -> dict[str, Any]:
+def condition_values(conditions: tuple[Condition, ...]) -> dict[str, Any]:
     return {
-        "id": pet.id,
-        "created_at": pet.created_at,
-        "created_by": pet.created_by,
-        "modified_at": pet.modified_at,
-        "modified_by": pet.modified_by,
-        "owner_id": pet.owner_id,
-        "name": pet.name,
-        "name_key": name_key(pet.name),
-        "pet_type": pet.pet_type,
-        "revision": pet.revision,
+        f"c{index}_{position}": value
+        for index, condition in enumerate(conditions)
+        for position, value in enumerate(condition.values)
     }
 
 
-def row_to_pet(row: Sequence[Any]) -> PetRow:
-    """A pet from the columns of PET_COLUMNS, in order (the id as a UUID or as SQLite stores it)."""
-    return PetRow(
-        id=row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(hex=row[0]),
-        created_at=row[1],
-        created_by=row[2],
-        modified_at=row[3],
-        modified_by=row[4],
-        owner_id=row[5],
-        name=row[6],
-        pet_type=row[7],
-        revision=row[8],
-    )
+def _condition(
+    table: sa.Table, index: int, columns: tuple[str, ...], operator: Operator, count: int
+) -> sa.ColumnElement[bool]:
+    def value(position: int, column: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"c{index}_{position}", type_=table.c[column].type)
 
-
-# Statements are built once per query shape (which filters are set, how many values each has, the
-# sort) with named parameters, and reused: building and hashing a SQLAlchemy statement for every
-# request costs more than running it.
-FilterShape = tuple[bool, int | None, int | None, int, bool, bool, bool, bool]
-Statement = tuple[sa.Select[Any], dict[str, Any]]
-"""A statement and the values of its parameters."""
-
-
-def _filter_shape(pet_filter: PetFilter) -> FilterShape:
-    return (
-        pet_filter.owner_id is not None,
-        None if pet_filter.ids is None else len(pet_filter.ids),
-        None if pet_filter.pet_types is None else len(pet_filter.pet_types),
-        len(pet_filter.name_like),
-        pet_filter.created_from is not None,
-        pet_filter.created_before is not None,
-        pet_filter.modified_from is not None,
-        pet_filter.modified_before is not None,
-    )
-
-
-def _filter_values(pet_filter: PetFilter) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if pet_filter.owner_id is not None:
-        values["owner_id"] = pet_filter.owner_id
-    values.update({f"id_{index}": value for index, value in enumerate(pet_filter.ids or ())})
-    values.update({f"pet_type_{index}": value for index, value in enumerate(pet_filter.pet_types or ())})
-    values.update({f"name_like_{index}": value for index, value in enumerate(pet_filter.name_like)})
-    bounds = {
-        "created_from": pet_filter.created_from,
-        "created_before": pet_filter.created_before,
-        "modified_from": pet_filter.modified_from,
-        "modified_before": pet_filter.modified_before,
+    first = table.c[columns[0]]
+    if operator is Operator.NEVER:
+        return sa.false()
+    if operator is Operator.IN:
+        return first.in_([value(position, columns[0]) for position in range(count)])
+    if operator is Operator.LIKE:
+        return sa.and_(
+            *(
+                sa.or_(*(table.c[column].like(value(position, column), escape="\\") for column in columns))
+                for position in range(count)
+            )
+        )
+    bound = value(0, columns[0])
+    comparisons = {
+        Operator.EQUAL: first == bound,
+        Operator.AT_LEAST: first >= bound,
+        Operator.BELOW: first < bound,
+        Operator.AT_MOST: first <= bound,
     }
-    values.update({name: value for name, value in bounds.items() if value is not None})
-    return values
+    return comparisons[operator]
 
 
-def _conditions(shape: FilterShape) -> list[sa.ColumnElement[bool]]:
-    owner, ids, pet_types, patterns, created_from, created_before, modified_from, modified_before = shape
-    conditions: list[sa.ColumnElement[bool]] = []
-    if owner:
-        conditions.append(pets.c.owner_id == sa.bindparam("owner_id"))
-    if ids is not None:
-        conditions.append(pets.c.id.in_([sa.bindparam(f"id_{index}", type_=pets.c.id.type) for index in range(ids)]))
-    if pet_types is not None:
-        conditions.append(pets.c.pet_type.in_([sa.bindparam(f"pet_type_{index}") for index in range(pet_types)]))
-    conditions.extend(
-        pets.c.name_key.like(sa.bindparam(f"name_like_{index}"), escape="\\") for index in range(patterns)
-    )
-    if created_from:
-        conditions.append(pets.c.created_at >= sa.bindparam("created_from"))
-    if created_before:
-        conditions.append(pets.c.created_at < sa.bindparam("created_before"))
-    if modified_from:
-        conditions.append(pets.c.modified_at >= sa.bindparam("modified_from"))
-    if modified_before:
-        conditions.append(pets.c.modified_at < sa.bindparam("modified_before"))
-    return conditions
+def _conditions(table: sa.Table, shape: Shape) -> list[sa.ColumnElement[bool]]:
+    return [_condition(table, index, *parts) for index, parts in enumerate(shape)]
 
 
-def _sort_expressions(field: SortField, pet_type_order: tuple[str, ...]) -> list[sa.ColumnElement[Any]]:
-    if field is not SortField.PET_TYPE:
-        return [_SORT_EXPRESSIONS[field]]
-    # SQL lower() folds only ASCII on both databases; the configured types are ranked in Python instead.
-    rank = sa.case({pet_type: index for index, pet_type in enumerate(pet_type_order)}, value=pets.c.pet_type)
-    return [sa.func.coalesce(rank, len(pet_type_order)), sa.func.lower(pets.c.pet_type)]
+def _sort_expressions(table: sa.Table, key: SortKey) -> list[sa.ColumnElement[Any]]:
+    column = table.c[key.column]
+    if key.rank is None:
+        return [column]
+    # SQL lower() folds only ASCII on both databases; ranked values are ordered in Python instead.
+    rank = sa.case({value: index for index, value in enumerate(key.rank)}, value=column)
+    return [sa.func.coalesce(rank, len(key.rank)), sa.func.lower(column)]
 
 
-def _sort_columns(
-    sort: tuple[SortKey, ...], pet_type_order: tuple[str, ...]
-) -> tuple[list[sa.ColumnElement[Any]], list[bool]]:
+def _sort_columns(table: sa.Table, sort: tuple[SortKey, ...]) -> tuple[list[sa.ColumnElement[Any]], list[bool]]:
     """The expressions a list is ordered by, and whether each is descending."""
     expressions, directions = [], []
     for key in sort:
-        for expression in _sort_expressions(key.field, pet_type_order):
+        for expression in _sort_expressions(table, key):
             expressions.append(expression)
             directions.append(key.descending)
     return expressions, directions
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=1024)
 def _list_select(
-    shape: FilterShape, sort: tuple[SortKey, ...], pet_type_order: tuple[str, ...], *, keys_only: bool, after: bool
+    collection: Collection, shape: Shape, sort: tuple[SortKey, ...], *, keys_only: bool, after: bool
 ) -> sa.Select[Any]:
-    expressions, directions = _sort_columns(sort, pet_type_order)
-    conditions = _conditions(shape)
+    table = collection.table
+    reader = reader_of(collection)
+    expressions, directions = _sort_columns(table, sort)
+    conditions = _conditions(table, shape)
     if after:
         # Rows after a sort key: one row-value comparison, which an index on the sort columns serves.
         row = sa.tuple_(*expressions)
         key = sa.tuple_(*(sa.bindparam(f"after_{index}", type_=e.type) for index, e in enumerate(expressions)))
         conditions.append(row < key if directions[0] else row > key)
     return (
-        sa.select(*(expressions if keys_only else PET_COLUMNS))
+        sa.select(*(expressions if keys_only else reader.columns))
+        .select_from(table if keys_only else reader.from_clause)
         .where(*conditions)
         .order_by(*(e.desc() if d else e.asc() for e, d in zip(expressions, directions, strict=True)))
         .limit(sa.bindparam("limit"))
@@ -250,95 +295,128 @@ def _list_select(
 
 
 def list_statement(
-    query: PetPageQuery, *, keys_only: bool = False, after_key: SortKeyValues | None = None
+    collection: Collection, query: PageQuery, *, keys_only: bool = False, after_key: SortKeyValues | None = None
 ) -> Statement:
     """The page's rows (or only their sort keys); with `after_key`, only rows after that sort key."""
     statement = _list_select(
-        _filter_shape(query.filter), query.sort, query.pet_type_order, keys_only=keys_only, after=after_key is not None
+        collection, shape_of(query.conditions), query.sort, keys_only=keys_only, after=after_key is not None
     )
-    values = _filter_values(query.filter)
+    values = condition_values(query.conditions)
     values["limit"], values["offset"] = query.limit, query.offset
     values.update({f"after_{index}": value for index, value in enumerate(after_key or ())})
     return statement, values
 
 
-def sort_directions(query: PetPageQuery) -> list[bool]:
-    return _sort_columns(query.sort, query.pet_type_order)[1]
+def sort_directions(collection: Collection, query: PageQuery) -> list[bool]:
+    return _sort_columns(collection.table, query.sort)[1]
+
+
+def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> tuple[str, Condition | None] | None:
+    """(scope, partition condition) when the kept counts answer how many records match, else None: when the
+    conditions are at most one owner and at most one set of values of the counted column."""
+    scope, partitions = ALL_OWNERS, None
+    for condition in conditions:
+        column = condition.columns[0] if len(condition.columns) == 1 else None
+        if (
+            column is not None
+            and column == collection.owner_column
+            and condition.operator is Operator.EQUAL
+            and scope == ALL_OWNERS
+        ):
+            scope = condition.values[0]
+        elif (
+            column is not None
+            and column == collection.counted_by
+            and condition.operator is Operator.IN
+            and partitions is None
+        ):
+            partitions = condition
+        else:
+            return None
+    return scope, partitions
 
 
 @functools.lru_cache(maxsize=256)
-def _count_select(shape: FilterShape, *, kept: bool) -> sa.Select[Any]:
-    if kept:
-        pet_types = shape[2]
-        conditions = [pet_counts.c.scope == sa.bindparam("scope")]
-        if pet_types is not None:
-            conditions.append(pet_counts.c.pet_type.in_([sa.bindparam(f"pet_type_{i}") for i in range(pet_types)]))
-        return sa.select(sa.func.coalesce(sa.func.sum(pet_counts.c.count), 0)).where(*conditions)
-    return sa.select(sa.func.count()).select_from(pets).where(*_conditions(shape))
+def _kept_count_select(partitions: int | None) -> sa.Select[Any]:
+    conditions = [record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope == sa.bindparam("scope")]
+    if partitions is not None:
+        conditions.append(record_counts.c.partition.in_([sa.bindparam(f"partition_{i}") for i in range(partitions)]))
+    return sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(*conditions)
 
 
-def count_statement(pet_filter: PetFilter) -> Statement:
-    """The number of pets that match: from the kept counts when the filter allows, else counted."""
-    values = _filter_values(pet_filter)
-    if counted_by_owner_and_type(pet_filter):
-        values["scope"] = values.pop("owner_id", ALL_OWNERS)
-        return _count_select(_filter_shape(pet_filter), kept=True), values
-    return _count_select(_filter_shape(pet_filter), kept=False), values
+@functools.lru_cache(maxsize=256)
+def _counted_select(collection: Collection, shape: Shape) -> sa.Select[Any]:
+    return sa.select(sa.func.count()).select_from(collection.table).where(*_conditions(collection.table, shape))
 
 
-def counted_by_owner_and_type(pet_filter: PetFilter) -> bool:
-    return (
-        pet_filter.ids is None
-        and not pet_filter.name_like
-        and pet_filter.created_from is None
-        and pet_filter.created_before is None
-        and pet_filter.modified_from is None
-        and pet_filter.modified_before is None
-    )
+def count_statement(collection: Collection, conditions: tuple[Condition, ...]) -> Statement:
+    """The number of records that match: from the kept counts when the conditions allow, else counted."""
+    kept = kept_count_scope(collection, conditions)
+    if kept is None:
+        return _counted_select(collection, shape_of(conditions)), condition_values(conditions)
+    scope, partitions = kept
+    values: dict[str, Any] = {"resource": collection.name, "scope": scope}
+    if partitions is not None:
+        values.update({f"partition_{i}": value for i, value in enumerate(partitions.values)})
+    return _kept_count_select(None if partitions is None else len(partitions.values)), values
 
 
-CountChange = tuple[str, str, int]
-"""(scope, pet type, change in the number of pets)."""
+CountChange = tuple[str, str, str, int]
+"""(resource, scope, partition, change in the number of records)."""
 
 
-def count_changes(removed: Iterable[PetRow], added: Iterable[PetRow]) -> list[CountChange]:
-    """What a write does to the kept counts, in one fixed order so that concurrent writers lock
-    counter rows in the same order and cannot deadlock. The every-owner rows of the types touched
-    stay even when their count does not change: the write is counted in one of them."""
-    changes: collections.Counter[tuple[str, str]] = collections.Counter()
-    for pets_, sign in ((removed, -1), (added, 1)):
-        for pet in pets_:
-            changes[(pet.owner_id, pet.pet_type)] += sign
-            changes[(ALL_OWNERS, pet.pet_type)] += sign
-    return sorted(
-        (scope, pet_type, change) for (scope, pet_type), change in changes.items() if change or scope == ALL_OWNERS
-    )
+def count_changes(
+    collection: Collection, removed: Iterable[Row], added: Iterable[Row]
+) -> collections.Counter[tuple[str, str, str]]:
+    """What a write does to the kept counts. The every-owner rows of the partitions touched stay even when their
+    count does not change: the write is counted in one of them."""
+    changes: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    for rows, sign in ((removed, -1), (added, 1)):
+        for row in rows:
+            partition = str(row[collection.counted_by]) if collection.counted_by else ""
+            changes[(collection.name, ALL_OWNERS, partition)] += sign
+            if collection.owner_column is not None:
+                changes[(collection.name, row[collection.owner_column], partition)] += sign
+    return changes
 
 
 class SqlTransaction(Transaction):
-    """The pet and idempotency statements of one transaction; subclasses say how to run them.
+    """The statements of one transaction; subclasses say how to run them.
 
-    The transaction begins on its first statement, so that a request holds no connection (or, on
-    SQLite, the process's connection) while it is still reading and checking its input.
+    The transaction begins on its first statement, so that a request holds no connection (or, on SQLite, the
+    process's connection) while it is still reading and checking its input. The kept counts a transaction
+    changes are written last, in one fixed order, so that concurrent writers lock counter rows alike and
+    cannot deadlock.
     """
 
     page_anchors: PageAnchors
     counter_slots = 1
-    """Rows over which the every-owner counts are spread (see tables.pet_counts)."""
+    """Rows over which the every-owner counts are spread (see tables.record_counts)."""
     change_count: sa.Insert
     """The dialect's `count_upsert`."""
 
     def __init__(self, *, write: bool) -> None:
         self.write = write
         self.begun = False
+        self._count_changes: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._counted: set[tuple[str, str, str]] = set()
 
     async def __aenter__(self) -> SqlTransaction:
         return self
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if self.begun:
+        if not self.begun:
+            return
+        commit = exc_type is None
+        try:
+            if commit and self._counted:
+                await self._write_counts()
+        except BaseException:
+            commit = False
+            raise
+        finally:
             self.begun = False
-            await self._end(commit=exc_type is None)
+            await self._end(commit=commit)
 
     @abc.abstractmethod
     async def _begin(self) -> None: ...
@@ -347,14 +425,14 @@ class SqlTransaction(Transaction):
     async def _end(self, *, commit: bool) -> None: ...
 
     @abc.abstractmethod
-    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        """Run a statement that returns no rows, once (with the given parameters), or once per row of them."""
-
-    @abc.abstractmethod
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         """The rows of a query, as sequences of column values."""
 
-    async def execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+    @abc.abstractmethod
+    async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Run a statement that returns no rows, once (with the given parameters), or once per row of them."""
+
+    async def execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         if not self.begun:
             await self._begin()
             self.begun = True
@@ -363,59 +441,88 @@ class SqlTransaction(Transaction):
         except DATABASE_ERRORS as exc:
             raise_translated(exc)
 
-    async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
-        rows = await self.fetch((SELECT_PET_FOR_UPDATE if for_update else SELECT_PET, {"pet_id": pet_id}))
-        return row_to_pet(rows[0]) if rows else None
+    async def get(
+        self, collection: Collection, record_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False
+    ) -> Row | None:
+        lock = "update" if for_update else "share" if for_share else None
+        rows = await self.fetch((select_by_id(collection, lock), {"record_id": record_id}))
+        return reader_of(collection).row(rows[0]) if rows else None
 
-    async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
-        await self.execute(INSERT_PET, [pet_values(pet) for pet in new_pets])
-        await self._change_counts(count_changes((), new_pets))
+    async def insert(self, collection: Collection, row: Row) -> None:
+        await self.execute(insert_statement(collection), record_values(collection, row))
+        self._count(count_changes(collection, (), [row]))
 
-    async def update_pet(self, pet: PetRow, *, previous: PetRow) -> None:
-        values = pet_values(pet)
-        values["pet_id"] = values.pop("id")
-        await self.execute(UPDATE_PET, values)
-        await self._change_counts(count_changes([previous], [pet]))
+    async def insert_many(self, collection: Collection, rows: Sequence[Row]) -> None:
+        await self.execute(insert_statement(collection), [record_values(collection, row) for row in rows])
+        self._count(count_changes(collection, (), rows))
 
-    async def delete_pet(self, pet: PetRow) -> None:
-        await self.execute(DELETE_PET, {"pet_id": pet.id})
-        await self._change_counts(count_changes([pet], ()))
+    async def update(self, collection: Collection, row: Row, *, previous: Row) -> None:
+        values = record_values(collection, row)
+        values["record_id"] = values.pop("id")
+        await self.execute(update_statement(collection), values)
+        self._count(count_changes(collection, [previous], [row]))
 
-    async def _change_counts(self, changes: list[CountChange]) -> None:
-        if changes:
-            await self.execute(self.change_count, self.count_rows(changes))
+    async def delete(self, collection: Collection, row: Row) -> None:
+        await self.execute(delete_statement(collection), {"record_id": row["id"]})
+        self._count(count_changes(collection, [row], ()))
 
-    def count_rows(self, changes: list[CountChange]) -> list[dict[str, Any]]:
+    async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
+        rows = await self.fetch((referrers_statement(collection, column, exists=False), {"record_id": record_id}))
+        reader = table_reader(collection.table)
+        return [reader.row(row) for row in rows]
+
+    async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool:
+        return bool(await self.fetch((referrers_statement(collection, column, exists=True), {"record_id": record_id})))
+
+    def _count(self, changes: collections.Counter[tuple[str, str, str]]) -> None:
+        self._count_changes.update(changes)
+        self._counted.update(changes)
+
+    async def _write_counts(self) -> None:
         slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
+        keys = sorted(key for key in self._counted if self._count_changes[key] or key[1] == ALL_OWNERS)
         rows = [
-            {"scope": scope, "pet_type": pet_type, "slot": slot if scope == ALL_OWNERS else 0, "count": change}
-            for scope, pet_type, change in changes
+            {
+                "resource": resource,
+                "scope": scope,
+                "partition": partition,
+                "slot": slot if scope == ALL_OWNERS else 0,
+                "count": self._count_changes[(resource, scope, partition)],
+                "writes": 0,
+            }
+            for resource, scope, partition in keys
         ]
-        first_of_all_owners = next(index for index, (scope, _, _) in enumerate(changes) if scope == ALL_OWNERS)
-        for index, row in enumerate(rows):
-            row["writes"] = int(index == first_of_all_owners)
-        return rows
+        # The transaction counts itself once, in its first every-owner row: the data's version moves.
+        next(row for row in rows if row["scope"] == ALL_OWNERS)["writes"] = 1
+        self._count_changes.clear()
+        self._counted.clear()
+        await self.execute(self.change_count, rows)
 
-    async def count_pets(self, pet_filter: PetFilter) -> int:
-        return int((await self.fetch(count_statement(pet_filter)))[0][0])
+    async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int:
+        return int((await self.fetch(count_statement(collection, conditions)))[0][0])
 
-    async def list_pets(self, query: PetPageQuery) -> Sequence[PetRow]:
+    async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]:
         after_key = None
-        if query.offset >= BLOCK and uniform_direction(sort_directions(query)):
+        if query.offset >= BLOCK and uniform_direction(sort_directions(collection, query)):
             version = await self.data_version()
             if version is not None:
-                anchors = self.page_anchors.of(version, (query.filter, query.sort, query.pet_type_order))
-                after_key, remaining = await seek_position(anchors, query.offset, partial(self._key_at, query))
+                anchors = self.page_anchors.of(version, (collection.name, query.conditions, query.sort))
+                after_key, remaining = await seek_position(
+                    anchors, query.offset, partial(self._key_at, collection, query)
+                )
                 query = msgspec.structs.replace(query, offset=remaining)
-        return [row_to_pet(row) for row in await self.fetch(list_statement(query, after_key=after_key))]
+        reader = reader_of(collection)
+        return [reader.row(row) for row in await self.fetch(list_statement(collection, query, after_key=after_key))]
 
-    async def _key_at(self, query: PetPageQuery, after_key: SortKeyValues | None, skip: int) -> SortKeyValues | None:
+    async def _key_at(
+        self, collection: Collection, query: PageQuery, after_key: SortKeyValues | None, skip: int
+    ) -> SortKeyValues | None:
         one_row = msgspec.structs.replace(query, limit=1, offset=skip)
-        rows = await self.fetch(list_statement(one_row, keys_only=True, after_key=after_key))
+        rows = await self.fetch(list_statement(collection, one_row, keys_only=True, after_key=after_key))
         return tuple(rows[0]) if rows else None
 
     async def data_version(self) -> Hashable | None:
-        """A value that changes whenever the stored pets may have; None when there is no cheap one."""
+        """A value that changes whenever the stored records may have; None when there is no cheap one."""
         return None
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
@@ -427,11 +534,13 @@ class SqlTransaction(Transaction):
         rows = await self.fetch((SELECT_IDEMPOTENT_RESPONSE, held))
         if not rows:
             return None
-        request_hash, status, body, location, etag, expires_at = rows[0]
+        resource, request_hash, status, body, location, etag, expires_at = rows[0]
         if expires_at <= now_ms:
             await self.execute(DELETE_IDEMPOTENCY_KEY, held)
             return None
-        return StoredResponse(request_hash=request_hash, status=status, body=bytes(body), location=location, etag=etag)
+        return StoredResponse(
+            resource=resource, request_hash=request_hash, status=status, body=bytes(body), location=location, etag=etag
+        )
 
     async def save_idempotent_response(
         self, caller: str, key: str, response: StoredResponse, *, expires_at_ms: int
@@ -441,6 +550,7 @@ class SqlTransaction(Transaction):
             {
                 "caller": caller,
                 "key": key,
+                "resource": response.resource,
                 "request_hash": response.request_hash,
                 "status": response.status,
                 "body": response.body,

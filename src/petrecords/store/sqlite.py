@@ -13,11 +13,8 @@ SQLite transaction, each in its own savepoint (a failed request rolls back only 
 one COMMIT. No request of the group answers before that COMMIT has returned; if it fails, all of them
 answer 503 and none of their work is kept.
 
-The statements every request runs (begin, commit, the primary-key lookup, the single-row writes
-and the count changes) are compiled once from the schema and run on the driver's own connection:
-SQLAlchemy's per-execution work costs several times the lookup itself. So are lists and counts (one
-statement per query shape, compiled once) and the idempotency lookup; the idempotency writes, rarer, go
-through SQLAlchemy on the same connection.
+Every statement (one per collection and query shape) is compiled once to SQL with named parameters and run
+on the driver's own connection: SQLAlchemy's per-execution work costs several times a primary-key lookup.
 """
 
 from __future__ import annotations
@@ -36,22 +33,9 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import PetRow
 from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
-from petrecords.store.sql import (
-    DELETE_PET,
-    INSERT_PET,
-    SELECT_PET,
-    UPDATE_PET,
-    SqlStore,
-    SqlTransaction,
-    Statement,
-    count_changes,
-    count_upsert,
-    pet_values,
-    row_to_pet,
-)
+from petrecords.store.sql import SqlStore, SqlTransaction, Statement, count_upsert
 
 # Waits between attempts to take the write lock that another process holds: short at first, as most writes
 # take milliseconds, then steady, until busy_timeout.
@@ -59,35 +43,22 @@ _FIRST_BUSY_PAUSE_SECONDS = 0.001
 _LAST_BUSY_PAUSE_SECONDS = 0.05
 
 _NAMED = sqlite_dialect.dialect(paramstyle="named")
-_COUNT_UPSERT = count_upsert(sqlite_dialect.insert)
-
-
-def _compiled(statement: sa.ClauseElement) -> str:
-    return str(statement.compile(dialect=_NAMED))
-
-
-_SELECT_PET = _compiled(SELECT_PET)
-_INSERT_PET = _compiled(INSERT_PET)
-_UPDATE_PET = _compiled(UPDATE_PET)
-_DELETE_PET = _compiled(DELETE_PET)
-_CHANGE_COUNT = _compiled(_COUNT_UPSERT)
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled_query(statement: sa.Select[Any]) -> tuple[str, dict[str, Any]]:
+def _compiled(statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
     """The SQL of a reusable statement, and the values of the parameters it fixes itself."""
     compiled = statement.compile(dialect=_NAMED)
     return str(compiled), dict(compiled.params)
 
 
 def _driver_value(value: Any) -> Any:
-    return value.hex if isinstance(value, uuid.UUID) else value
+    return value.hex if isinstance(value, uuid.UUID) else value  # how SQLAlchemy's Uuid type stores it in SQLite
 
 
-def _driver_values(pet: PetRow) -> dict[str, Any]:
-    values = pet_values(pet)
-    values["id"] = pet.id.hex  # how SQLAlchemy's Uuid type stores it in SQLite
-    return values
+def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    sql, fixed = _compiled(statement)
+    return sql, {**fixed, **{name: _driver_value(value) for name, value in values.items()}}
 
 
 class _Connection:
@@ -109,7 +80,7 @@ class _WriteGroup:
 
 
 class SqliteTransaction(SqlTransaction):
-    change_count = _COUNT_UPSERT
+    change_count = count_upsert(sqlite_dialect.insert)
 
     def __init__(self, store: SqliteStore, *, write: bool) -> None:
         super().__init__(write=write)
@@ -251,36 +222,16 @@ class SqliteTransaction(SqlTransaction):
             raise_translated(exc)
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
-        sql, fixed = _compiled_query(statement[0])
-        values = {**fixed, **{name: _driver_value(value) for name, value in statement[1].items()}}
+        sql, values = _driver_values(statement[0], statement[1])
         rows: list[Sequence[Any]] = (await self._run(sql, values)).fetchall()
         return rows
 
-    async def get_pet(self, pet_id: uuid.UUID, *, for_update: bool = False) -> PetRow | None:
-        # for_update needs nothing more: a write transaction already holds SQLite's one write lock.
-        row = (await self._run(_SELECT_PET, {"pet_id": pet_id.hex})).fetchone()
-        return None if row is None else row_to_pet(row)
-
-    async def insert_pets(self, new_pets: Sequence[PetRow]) -> None:
-        await self._run(_INSERT_PET, [_driver_values(pet) for pet in new_pets])
-        await self._change_counts(count_changes((), new_pets))
-
-    async def update_pet(self, pet: PetRow, *, previous: PetRow) -> None:
-        values = _driver_values(pet)
-        values["pet_id"] = values.pop("id")
-        await self._run(_UPDATE_PET, values)
-        await self._change_counts(count_changes([previous], [pet]))
-
-    async def delete_pet(self, pet: PetRow) -> None:
-        await self._run(_DELETE_PET, {"pet_id": pet.id.hex})
-        await self._change_counts(count_changes([pet], ()))
-
-    async def _change_counts(self, changes: list[tuple[str, str, int]]) -> None:
-        if changes:
-            await self._run(_CHANGE_COUNT, self.count_rows(changes))
-
-    async def _execute(self, statement: sa.Executable, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        self._connection().sqlalchemy.execute(statement, rows)
+    async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        if isinstance(rows, dict):
+            await self._run(*_driver_values(statement, rows))
+            return
+        sql = _compiled(statement)[0]
+        await self._run(sql, [_driver_values(statement, row)[1] for row in rows])
 
 
 class SqliteStore(SqlStore):

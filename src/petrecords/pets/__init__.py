@@ -1,1 +1,0 @@
-"""The pet resource: its rules, its service functions and its routes."""

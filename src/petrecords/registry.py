@@ -1,0 +1,16 @@
+"""The resources the service keeps. Adding one is a module, a migration and a line here."""
+
+from __future__ import annotations
+
+from petrecords.pets import PETS
+from petrecords.resources.declaration import ResourceSet
+from petrecords.tables import metadata
+
+RESOURCES = ResourceSet(
+    [
+        PETS,
+    ]
+)
+
+SCHEMA = metadata
+"""Every table: the layer's own, and each registered resource's (defined, on this metadata, by its module)."""

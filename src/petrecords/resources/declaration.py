@@ -1,0 +1,202 @@
+"""What a resource declares: its table, its fields and their rules, who may do what, its references, its
+filters and sort fields. Routes, validation, listing, counts, ETags, idempotency, history and the OpenAPI
+document follow from a declaration; nothing else in the layer knows a resource by name."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.resources.fields import Embedded, Kind, Name, Prose
+from petrecords.resources.filters import Filter
+from petrecords.store.base import Collection, Join
+
+Values = dict[str, Any]
+"""A record as stored: column name -> value (ids as UUIDs, times as epoch milliseconds)."""
+Errors = dict[str, list[str]]
+"""Wire field name -> what was expected of it."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of the wire form, stored in `column`."""
+
+    name: str
+    column: str
+    kind: Kind
+    required: bool = False
+    read_only: bool = False
+    """Set by the service; a client may send it back, and it is ignored."""
+    description: str = ""
+
+    @property
+    def key_column(self) -> str | None:
+        """The column that holds the field's matching and sorting key, when it has one."""
+        return self.kind.key_column if isinstance(self.kind, Name | Prose) else None
+
+    @property
+    def nullable(self) -> bool:
+        return isinstance(self.kind, Prose)
+
+    @property
+    def embedded(self) -> bool:
+        return isinstance(self.kind, Embedded)
+
+
+class OnDelete(enum.Enum):
+    CASCADE = "cascade"
+    """Deleting the referenced record deletes the referring ones, in the same transaction."""
+    RESTRICT = "restrict"
+    """A referenced record cannot be deleted (409/985)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A field that names a record of `target`. The record must exist and, when the target is owned, be one
+    the caller may see; otherwise the answer is 400 naming the field, alike whether it is missing or another
+    owner's."""
+
+    field: str
+    target: Resource
+    on_delete: OnDelete
+    message: str
+
+
+@dataclass(frozen=True)
+class Embed:
+    """A read-only field holding the referenced record itself, as its own GET returns it."""
+
+    field: str
+    reference: str
+
+
+class Writers(enum.Enum):
+    OWNER = "owner"
+    """Whoever may see a record may write it (and a non-admin sees only their own)."""
+    ADMIN = "admin"
+    """Everyone may read; only an administrator may create, replace or delete (403 after the 404 check)."""
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Whose a record is. `column` None: the records are shared by every caller."""
+
+    column: str | None = None
+    field: str = "ownerId"
+    settable: bool = False
+    """A client may name the owner (an admin anyone; a non-admin only themselves, 403 otherwise)."""
+    through: str | None = None
+    """The reference whose target's owner this record's owner always is (it follows that record)."""
+    writers: Writers = Writers.OWNER
+
+
+Check = Callable[[Values], Errors]
+"""Rules between fields of one body, on the values as read (wire field names -> stored values)."""
+Complete = Callable[[Values, Mapping[str, Values]], Errors]
+"""Rules that need the referenced records (reference field -> that record as stored): may fill in values."""
+
+
+@dataclass(eq=False)
+class Resource:
+    """A resource: `/v1/{name}` and `/v1/{name}/{id}`."""
+
+    name: str
+    table: sa.Table
+    title: str
+    """The record's name in prose: "pet", "vaccine", "pet vaccination"."""
+    schema_name: str
+    """The OpenAPI schema and operation noun: "Pet" gives Pet, PetWrite, PetPage, createPet, listPets."""
+    plural: str
+    path_parameter: str
+    description: str
+    fields: tuple[Field, ...]
+    ownership: Ownership = field(default_factory=Ownership)
+    filters: tuple[Filter, ...] = ()
+    sort_fields: tuple[str, ...] = ()
+    references: tuple[Reference, ...] = ()
+    counted_by: str | None = None
+    """The column whose values partition the kept counts (besides the owner, for owned records)."""
+    tolerated: tuple[str, ...] = ()
+    """Members a body may carry that are no field of the record (clients send back what they read): ignored."""
+    check: Check | None = None
+    complete: Complete | None = None
+    examples: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def embeds(self) -> tuple[Embed, ...]:
+        return tuple(
+            Embed(declared.name, declared.kind.reference)
+            for declared in self.fields
+            if isinstance(declared.kind, Embedded)
+        )
+
+    @functools.cached_property
+    def collection(self) -> Collection:
+        """What the store needs to know of the resource."""
+        joins = tuple(
+            Join(
+                embed.field,
+                self.field_named(embed.reference).column,
+                self.reference_of(embed.reference).target.collection,
+            )
+            for embed in self.embeds
+        )
+        return Collection(
+            name=self.name,
+            table=self.table,
+            owner_column=self.ownership.column,
+            counted_by=self.counted_by,
+            joins=joins,
+        )
+
+    @property
+    def path(self) -> str:
+        return f"/v1/{self.name}"
+
+    def field_named(self, name: str) -> Field:
+        for candidate in self.fields:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+    def reference_of(self, field_name: str) -> Reference:
+        for reference in self.references:
+            if reference.field == field_name:
+                return reference
+        raise KeyError(field_name)
+
+
+@dataclass(frozen=True)
+class Dependent:
+    """A resource whose records refer to another resource's records through `reference`."""
+
+    resource: Resource
+    reference: Reference
+
+    @property
+    def column(self) -> str:
+        return self.resource.field_named(self.reference.field).column
+
+
+class ResourceSet:
+    """The registered resources, and who refers to whom."""
+
+    def __init__(self, resources: Sequence[Resource]) -> None:
+        self.resources = tuple(resources)
+        self._dependents: dict[str, tuple[Dependent, ...]] = {
+            target.name: tuple(
+                Dependent(resource, reference)
+                for resource in resources
+                for reference in resource.references
+                if reference.target is target
+            )
+            for target in resources
+        }
+
+    def dependents(self, resource: Resource) -> tuple[Dependent, ...]:
+        return self._dependents.get(resource.name, ())

@@ -1,0 +1,294 @@
+"""The kinds of list filter a resource declares: which query parameters each reads, the conditions it gives
+the store, and how it describes itself in the OpenAPI document."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+from petrecords.resources.fields import (
+    DATE_TIME_INPUT_PATTERN,
+    EMAIL_SCHEMA,
+    MAX_SAFE_INTEGER,
+    UUID_SCHEMA,
+    Context,
+    Kind,
+    PetType,
+    RecordId,
+    SchemaContext,
+)
+from petrecords.store.base import Condition, Operator
+from petrecords.text import CONTROL_CHARACTERS, has_forbidden_pattern_characters, match_key
+from petrecords.values import normalize_email, parse_datetime_ms
+
+MAX_IDS = 1000
+MAX_PATTERN_LENGTH = 200
+SEVERAL = "Comma-separated (as documented here) or repeated."
+PATTERNS = "`%` and `_` are wildcards as in SQL LIKE; `\\%`, `\\_` and `\\\\` match themselves."
+
+Values = Mapping[str, list[str]]
+"""The query's parameters: name -> every value given (a repeated name has several)."""
+Errors = dict[str, list[str]]
+
+
+class Filter(Protocol):
+    """A list filter: the query parameters it reads, and what they mean."""
+
+    @property
+    def parameters(self) -> tuple[str, ...]: ...
+
+    @property
+    def several(self) -> bool:
+        """Whether its parameter takes several values (comma-separated or repeated)."""
+        ...
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        """The conditions of the parameters given (absent ones give none); problems go into `errors`."""
+        ...
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        """The OpenAPI parameters it reads."""
+        ...
+
+
+@dataclass(frozen=True)
+class OneParameter:
+    """A filter of one query parameter."""
+
+    parameter: str
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return (self.parameter,)
+
+    def given(self, values: Values) -> str | None:
+        """The parameter's value (the parser has already refused it given twice), or None when absent."""
+        given = values.get(self.parameter)
+        return given[0] if given else None
+
+
+def split_values(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",")]
+
+
+def parameter(
+    name: str,
+    schema: dict[str, Any],
+    description: str,
+    *,
+    where: str = "query",
+    required: bool = False,
+    several: bool = False,
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "name": name,
+        "in": where,
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+    if several:
+        document["style"], document["explode"] = "form", False
+    return document
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """`parameter` names one or more values of `column` (comma-separated or repeated), read as `kind` reads them."""
+
+    parameter: str
+    column: str
+    kind: Kind
+    description: str
+    several = True
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return (self.parameter,)
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if self.parameter not in values:
+            return []
+        items = split_values(values[self.parameter])
+        read = [self.kind.read(item, context) for item in items]
+        if len(items) > MAX_IDS or any(problem is not None for _, problem in read):
+            errors[self.parameter] = [self._expected(context)]
+            return []
+        return [Condition((self.column,), Operator.IN, tuple(dict.fromkeys(value for value, _ in read)))]
+
+    def _expected(self, context: Context) -> str:
+        if isinstance(self.kind, PetType):
+            return f"must be {context.pet_types.expected} (comma-separated or repeated)."
+        if isinstance(self.kind, RecordId):
+            return f"must be at most {MAX_IDS} record ids (UUIDs), comma-separated or repeated."
+        return "must be valid values, comma-separated or repeated."
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        items = self.kind.schema(context, sent=True)
+        items.pop("description", None)
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": items}
+        if isinstance(self.kind, RecordId):
+            schema["maxItems"] = MAX_IDS
+        return [parameter(self.parameter, schema, f"{self.description} {SEVERAL}", several=True)]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """`ownerId`: only this owner's records. For a non-admin, another owner matches nothing."""
+
+    column: str
+    parameter: str = "ownerId"
+    several = False
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return (self.parameter,)
+
+    def owner(self, values: Values, errors: Errors) -> str | None:
+        given = values.get(self.parameter)
+        if not given:
+            return None
+        owner = normalize_email(given[0].strip())
+        if owner is None:
+            errors[self.parameter] = ["must be an e-mail address."]
+        return owner
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        # The owner is applied with the caller's permissions (see listing.py), not as a plain condition.
+        return []
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [
+            parameter(self.parameter, EMAIL_SCHEMA, "Only this owner. For a non-admin, another owner matches nothing.")
+        ]
+
+
+def like_pattern(user_pattern: str, *, substring: bool) -> str:
+    """A LIKE pattern (escape `\\`) over match keys (petrecords.text.match_key) from the API's pattern syntax.
+
+    `%` and `_` are wildcards; `\\%`, `\\_` and `\\\\` stand for themselves; any other backslash is literal.
+    """
+    user_pattern = unicodedata.normalize("NFC", user_pattern)
+    out: list[str] = []
+    index = 0
+    while index < len(user_pattern):
+        char = user_pattern[index]
+        if char == "\\" and index + 1 < len(user_pattern) and user_pattern[index + 1] in "%_\\":
+            out.append("\\" + user_pattern[index + 1])
+            index += 2
+            continue
+        out.append("\\\\" if char == "\\" else char if char in "%_" else match_key(char))
+        index += 1
+    pattern = "".join(out)
+    return f"%{pattern}%" if substring else pattern
+
+
+@dataclass(frozen=True)
+class Matches(OneParameter):
+    """`parameter` is a pattern that the text of `columns` (match keys) must match: the whole text, or (for
+    `substring`) a part of it; with several columns, any one of them."""
+
+    columns: tuple[str, ...]
+    substring: bool
+    description: str
+    several = False
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (raw := self.given(values)) is None:
+            return []
+        if len(raw) > MAX_PATTERN_LENGTH:
+            errors[self.parameter] = [f"must be at most {MAX_PATTERN_LENGTH} characters long."]
+            return []
+        if has_forbidden_pattern_characters(raw):
+            errors[self.parameter] = ["must not contain control characters (no stored text contains them)."]
+            return []
+        return [Condition(self.columns, Operator.LIKE, (like_pattern(raw, substring=self.substring),))]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        schema = {"type": "string", "maxLength": MAX_PATTERN_LENGTH, "pattern": f"^[^{CONTROL_CHARACTERS}]*$"}
+        return [parameter(self.parameter, schema, f"{self.description} {PATTERNS}")]
+
+
+# A `+` in a query string decodes to a space; `... 01:00` is read as the offset `+01:00` it was.
+_SPACE_FOR_PLUS = re.compile(r" (\d{2}:\d{2})$", re.ASCII)
+DATE_TIME_PARAMETER_SCHEMA = {"type": "string", "format": "date-time", "pattern": DATE_TIME_INPUT_PATTERN}
+
+
+@dataclass(frozen=True)
+class TimeBound(OneParameter):
+    """`parameter` is an RFC 3339 date-time (`Z` or an offset); `column` (epoch milliseconds) must be `operator`
+    it. Stored times are whole milliseconds, so a bound between two of them is read exactly."""
+
+    column: str
+    operator: Operator
+    description: str
+    several = False
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (given := self.given(values)) is None:
+            return []
+        moment = parse_datetime_ms(_SPACE_FOR_PLUS.sub(r"+\1", given))
+        if moment is None:
+            errors[self.parameter] = ["must be an RFC 3339 date-time, e.g. 2026-11-21T16:06:29.123Z."]
+            return []
+        return [_time_condition(self.column, self.operator, moment)]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [parameter(self.parameter, DATE_TIME_PARAMETER_SCHEMA, self.description)]
+
+
+def _time_condition(column: str, operator: Operator, moment: Fraction | int) -> Condition:
+    whole = isinstance(moment, int) or moment.denominator == 1
+    if operator in (Operator.AT_LEAST, Operator.BELOW):
+        # >= x.4 is >= x+1, and so is < x.4 (< x+1): both take the next whole millisecond.
+        return Condition((column,), operator, (math.ceil(moment),))
+    if operator is Operator.AT_MOST:
+        return Condition((column,), operator, (math.floor(moment),))
+    if not whole:
+        return Condition((column,), Operator.NEVER, ())
+    return Condition((column,), operator, (int(moment),))
+
+
+@dataclass(frozen=True)
+class NumberBound(OneParameter):
+    """`parameter` is a whole number; `column` must be `operator` it."""
+
+    column: str
+    operator: Operator
+    description: str
+    several = False
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (given := self.given(values)) is None:
+            return []
+        number = read_integer(given)
+        if number is None:
+            errors[self.parameter] = [f"must be a whole number from {-MAX_SAFE_INTEGER} to {MAX_SAFE_INTEGER}."]
+            return []
+        return [Condition((self.column,), self.operator, (number,))]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        schema = {"type": "integer", "minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER}
+        return [parameter(self.parameter, schema, self.description)]
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,16}", re.ASCII)
+
+
+def read_integer(text: str) -> int | None:
+    if not _INTEGER.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
+
+
+def ids_filter(column: str = "id") -> AnyOf:
+    return AnyOf("ids", column, RecordId(), "Only these record ids.")
+
+
+ID_ITEMS_SCHEMA = UUID_SCHEMA

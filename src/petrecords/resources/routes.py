@@ -1,0 +1,215 @@
+"""The HTTP side of a resource: its routes, made from its declaration. Each handler reads the request, calls
+one service function and shapes the answer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from litestar import HttpMethod, Request, Response, Router, delete, get, post, put, route
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath
+
+from petrecords.auth import Caller
+from petrecords.config import Settings
+from petrecords.errors import IdempotencyKeyReused
+from petrecords.http import ApiGate
+from petrecords.resources import service
+from petrecords.resources.declaration import Resource, ResourceSet
+from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.listing import parse_list_query, query_pairs
+from petrecords.resources.requests import (
+    Body,
+    EntityTags,
+    canonical_json_hash,
+    check_idempotency_key,
+    decode_json,
+    read_body,
+)
+from petrecords.resources.service import etag_of
+from petrecords.resources.wire import show
+from petrecords.store.base import Row, Store, StoredResponse, Transaction
+from petrecords.values import now_ms
+
+JSON = "application/json"
+_PURGE_EVERY = 100
+# What OPTIONS answers on each path (after the token check, like every other method).
+_ALLOW_COLLECTION = "GET, HEAD, OPTIONS, POST"
+_ALLOW_RECORD = "DELETE, GET, HEAD, OPTIONS, PUT"
+
+# Each handler takes one dependency, its transaction. Litestar resolves sibling dependencies in an anyio task
+# group, which costs more than a primary-key lookup; so the caller comes from `request.user` (set by ApiGate)
+# and the settings from the application's state.
+ApiRequest = Request[Caller, Any, Any]
+
+
+def _store(request: Request[Any, Any, Any]) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+async def provide_read_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=False) as tx:
+        yield tx
+
+
+async def provide_write_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=True) as tx:
+        yield tx
+
+
+def _settings(request: ApiRequest) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def reading_context(request: ApiRequest) -> Context:
+    pet_types: PetTypes = request.app.state.pet_types
+    return Context(pet_types=pet_types, now_ms=now_ms())
+
+
+def _entity_tags(request: ApiRequest, header: str) -> EntityTags | None:
+    value = request.headers.get(header)
+    return None if value is None else EntityTags.parse(header, value)
+
+
+def record_response(
+    resource: Resource, row: Row, *, status: int = 200, headers: dict[str, str] | None = None
+) -> Response[bytes]:
+    return Response(
+        content=msgspec.json.encode(show(resource, row)),
+        status_code=status,
+        media_type=JSON,
+        headers={"ETag": etag_of(resource, row), **(headers or {})},
+    )
+
+
+def routes_of(resource: Resource, resources: ResourceSet) -> Router:
+    """`/v1/{name}` and `/v1/{name}/{id}` of one resource."""
+
+    async def body_of(request: ApiRequest, path_id: str | None = None) -> Body:
+        document = decode_json(await request.body())
+        return read_body(resource, document, context=reading_context(request), path_id=path_id)
+
+    # Litestar makes its own OPTIONS handler for a path whose first handler is not one, and its Allow lists
+    # only that first handler's methods (litestar-org/litestar#4169): these come first, so that ours are used.
+    @route("/", http_method=HttpMethod.OPTIONS, sync_to_thread=False, name=f"{resource.name}:options")
+    def allowed_methods_of_collection() -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": _ALLOW_COLLECTION})
+
+    @route(
+        "/{record_id:str}", http_method=HttpMethod.OPTIONS, sync_to_thread=False, name=f"{resource.name}:options-record"
+    )
+    def allowed_methods_of_record() -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": _ALLOW_RECORD})
+
+    @post("/", dependencies={"tx": Provide(provide_write_tx)}, name=f"{resource.name}:create")
+    async def create(request: ApiRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
+        caller, body = request.user, await body_of(request)
+        raw_key = request.headers.get("Idempotency-Key")
+        key = None if raw_key is None else check_idempotency_key(raw_key)
+        if key is None:
+            row = await service.create_record(tx=tx, caller=caller, resource=resource, body=body)
+            return record_response(resource, row, status=201, headers={"Location": f"{resource.path}/{row['id']}"})
+
+        request_hash = canonical_json_hash(body.document)
+        now = now_ms()
+        stored = await tx.claim_idempotency_key(caller.email, key, now_ms=now)
+        if stored is not None:
+            if stored.request_hash != request_hash or stored.resource != resource.name:
+                raise IdempotencyKeyReused()
+            headers = {"Idempotent-Replayed": "true"}
+            headers.update(
+                {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
+            )
+            return Response(content=stored.body, status_code=stored.status, media_type=JSON, headers=headers)
+
+        row = await service.create_record(tx=tx, caller=caller, resource=resource, body=body)
+        location = f"{resource.path}/{row['id']}"
+        response = record_response(resource, row, status=201, headers={"Location": location})
+        await tx.save_idempotent_response(
+            caller.email,
+            key,
+            StoredResponse(
+                resource=resource.name,
+                request_hash=request_hash,
+                status=201,
+                body=response.content,
+                location=location,
+                etag=etag_of(resource, row),
+            ),
+            expires_at_ms=now + _settings(request).idempotency_ttl_seconds * 1000,
+        )
+        if row["id"].int % _PURGE_EVERY == 0:
+            await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
+        return response
+
+    @get("/", dependencies={"tx": Provide(provide_read_tx)}, name=f"{resource.name}:list")
+    async def list_records(request: ApiRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
+        settings = _settings(request)
+        list_request = parse_list_query(
+            resource,
+            query_pairs(request.scope["query_string"]),
+            context=reading_context(request),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        page = await service.list_records(tx=tx, caller=request.user, resource=resource, request=list_request)
+        return Response(content=msgspec.json.encode(page.wire()), media_type=JSON)
+
+    @get("/{record_id:str}", dependencies={"tx": Provide(provide_read_tx)}, name=f"{resource.name}:get")
+    async def get_record(
+        request: ApiRequest, tx: NamedDependency[Transaction], record_id: FromPath[str]
+    ) -> Response[bytes]:
+        if_none_match = _entity_tags(request, "If-None-Match")
+        row = await service.load_visible(tx=tx, caller=request.user, resource=resource, record_id=record_id)
+        etag = etag_of(resource, row)
+        if if_none_match is not None and if_none_match.match_weak(etag):
+            return Response(content=b"", status_code=304, headers={"ETag": etag})
+        return record_response(resource, row)
+
+    @put("/{record_id:str}", dependencies={"tx": Provide(provide_write_tx)}, name=f"{resource.name}:replace")
+    async def replace(
+        request: ApiRequest, tx: NamedDependency[Transaction], record_id: FromPath[str]
+    ) -> Response[bytes]:
+        body = await body_of(request, record_id)
+        row = await service.replace_record(
+            tx=tx,
+            caller=request.user,
+            resource=resource,
+            resources=resources,
+            record_id=record_id,
+            body=body,
+            if_match=_entity_tags(request, "If-Match"),
+        )
+        return record_response(resource, row)
+
+    @delete(
+        "/{record_id:str}",
+        status_code=200,
+        dependencies={"tx": Provide(provide_write_tx)},
+        name=f"{resource.name}:delete",
+    )
+    async def delete_one(
+        request: ApiRequest, tx: NamedDependency[Transaction], record_id: FromPath[str]
+    ) -> Response[bytes]:
+        if_match = _entity_tags(request, "If-Match")
+        row = await service.delete_record(
+            tx=tx, caller=request.user, resource=resource, resources=resources, record_id=record_id, if_match=if_match
+        )
+        return record_response(resource, row)
+
+    return Router(
+        path=resource.path,
+        route_handlers=[
+            allowed_methods_of_collection,
+            allowed_methods_of_record,
+            create,
+            list_records,
+            get_record,
+            replace,
+            delete_one,
+        ],
+        middleware=[ApiGate],
+    )
