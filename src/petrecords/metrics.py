@@ -36,7 +36,7 @@ class Metrics:
         self.database_unavailable = Counter(
             "petrecords_db_unavailable",
             "Requests answered 503 because the database could not serve them, by cause: timeout, pool, "
-            "connection, locked, storage, other.",
+            "connection, locked, storage, vanished, other.",
             ["cause"],
             registry=self.registry,
         )
