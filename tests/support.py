@@ -7,15 +7,19 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, cast
 
 import asyncpg
 import httpx
 import jwt
 import pysqlite3.dbapi2 as sqlite3
 import pytest
+from litestar import Litestar
 from litestar.testing import AsyncTestClient
+
+from petrecords.http import ASGIApp, ServiceEdge
+from petrecords.store.base import Store
 
 SECRET = "test-secret-for-pet-records-0123456789abcdef"
 ALICE = "alice@example.com"
@@ -129,3 +133,28 @@ async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -
     response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
     assert response.status_code == 201, response.text
     return response
+
+
+# How often a wait for a condition looks again, and how long it may take on a loaded machine.
+POLL_SECONDS = 0.01
+WAIT_SECONDS = 10.0
+
+
+async def until(condition: Callable[[], Awaitable[bool] | bool], *, what: str, seconds: float = WAIT_SECONDS) -> None:
+    """Return once `condition` holds, looking again every POLL_SECONDS (the event loop runs meanwhile);
+    fail, naming `what` was awaited, when it does not hold within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        outcome = condition()
+        if outcome if isinstance(outcome, bool) else await outcome:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {seconds:g} s in vain for {what}")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def store_of(app: ASGIApp) -> Store:
+    """The store of an app that `create_app` made (open while a client of the app runs)."""
+    litestar = cast("Litestar", cast("ServiceEdge", app).app)
+    store: Store = litestar.state.store
+    return store

@@ -236,7 +236,8 @@ class PostgresStore(SqlStore):
             self._checked_out -= 1
 
     def pool_figures(self) -> dict[str, int]:
-        return {"size": self._size, "checked_out": self._checked_out, "overflow": 0}
+        idle = 0 if self._pool is None else self._pool.get_idle_size()
+        return {"size": self._size, "checked_out": self._checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
         if self._pool is None:

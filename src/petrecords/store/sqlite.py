@@ -320,7 +320,8 @@ class SqliteStore(SqlStore):
 
     def pool_figures(self) -> dict[str, int]:
         connections = [c for c in (self._reader, self._writer) if c is not None]
-        return {"size": 2, "checked_out": sum(c.lock.locked() for c in connections), "overflow": 0}
+        checked_out = sum(c.lock.locked() for c in connections)
+        return {"size": 2, "checked_out": checked_out, "overflow": 0, "idle": len(connections) - checked_out}
 
     async def close(self) -> None:
         for connection in (self._reader, self._writer):
