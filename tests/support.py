@@ -44,7 +44,7 @@ def pet_body(name: str = "Rex", pet_type: str = "Dog", **extra: Any) -> dict[str
     return {"name": name, "petType": pet_type, **extra}
 
 
-def _postgres_unavailable(reason: str) -> None:
+def postgres_unavailable(reason: str) -> None:
     message = f"PostgreSQL is required for this test: {reason}"
     if os.environ.get("CI") == "true":
         pytest.fail(message + " (CI=true: the PostgreSQL suite must run)")
@@ -66,7 +66,7 @@ def throwaway_postgres() -> Iterator[str]:
     try:
         asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
     except (OSError, asyncpg.PostgresError) as exc:
-        _postgres_unavailable(str(exc))
+        postgres_unavailable(str(exc))
     base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
     try:
         yield f"{base}/{name}"
