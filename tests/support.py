@@ -7,18 +7,20 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, cast
 
 import asyncpg
 import httpx
 import jwt
 import pysqlite3.dbapi2 as sqlite3
 import pytest
+from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.pets import PETS
-from petrecords.store.base import Condition, Operator, Row
+from petrecords.store.base import Condition, Operator, Row, Store
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms
 
@@ -45,7 +47,7 @@ def pet_body(name: str = "Rex", pet_type: str = "Dog", **extra: Any) -> dict[str
     return {"name": name, "petType": pet_type, **extra}
 
 
-def _postgres_unavailable(reason: str) -> None:
+def postgres_unavailable(reason: str) -> None:
     message = f"PostgreSQL is required for this test: {reason}"
     if os.environ.get("CI") == "true":
         pytest.fail(message + " (CI=true: the PostgreSQL suite must run)")
@@ -67,7 +69,7 @@ def throwaway_postgres() -> Iterator[str]:
     try:
         asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
     except (OSError, asyncpg.PostgresError) as exc:
-        _postgres_unavailable(str(exc))
+        postgres_unavailable(str(exc))
     base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
     try:
         yield f"{base}/{name}"
@@ -162,3 +164,28 @@ def of_types(*pet_types: str) -> tuple[Condition, ...]:
 
 
 PET_RECORDS = PETS.collection
+
+
+# How often a wait for a condition looks again, and how long it may take on a loaded machine.
+POLL_SECONDS = 0.01
+WAIT_SECONDS = 10.0
+
+
+async def until(condition: Callable[[], Awaitable[bool] | bool], *, what: str, seconds: float = WAIT_SECONDS) -> None:
+    """Return once `condition` holds, looking again every POLL_SECONDS (the event loop runs meanwhile);
+    fail, naming `what` was awaited, when it does not hold within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        outcome = condition()
+        if outcome if isinstance(outcome, bool) else await outcome:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {seconds:g} s in vain for {what}")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def store_of(app: ASGIApp) -> Store:
+    """The store of an app that `create_app` made (open while a client of the app runs)."""
+    litestar = cast("Litestar", cast("ServiceEdge", app).app)
+    store: Store = litestar.state.store
+    return store

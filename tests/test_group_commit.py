@@ -7,13 +7,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pysqlite3.dbapi2 as sqlite3
 import pytest
 
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.store.base import Row
 from petrecords.store.sqlite import SqliteStore
-from tests.support import PET_RECORDS, owned_by, pet_row
+from tests.support import PET_RECORDS, owned_by, pet_row, until
 
 OWNER = "alice@example.com"
 
@@ -83,3 +84,37 @@ async def test_a_read_never_sees_a_write_that_has_not_committed(store: SqliteSto
         await read_while_pending()
     assert seen_before_commit == [False]
     assert await _stored(store, pet)
+
+
+async def test_a_group_whose_file_is_moved_away_commits_nothing_and_every_member_is_told(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    """The file and its log are renamed while a group is open: no member is acknowledged, nothing of theirs
+    is committed into the file under its new name, and the store opens the file again once it is back."""
+    path = tmp_path / "pets.sqlite3"
+    files = [path, path.with_name("pets.sqlite3-wal"), path.with_name("pets.sqlite3-shm")]
+    pets = [_pet(f"pet {number}") for number in range(12)]
+    inserted, moved = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        async with store.transaction(write=True) as tx:
+            await tx.insert(PET_RECORDS, pets[0])
+            inserted.set()
+            await moved.wait()
+
+    tasks = [asyncio.create_task(first()), *(asyncio.create_task(_create(store, pet)) for pet in pets[1:])]
+    await until(inserted.is_set, what="the first write to be in the open group")
+    for file in files:
+        file.rename(file.with_name(f"moved-{file.name}"))
+    moved.set()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert [getattr(outcome, "cause", outcome) for outcome in outcomes] == ["vanished"] * len(pets)
+    moved_away = sqlite3.connect(tmp_path / "moved-pets.sqlite3")
+    try:
+        assert moved_away.execute("SELECT count(*) FROM pets").fetchone() == (0,)
+    finally:
+        moved_away.close()
+    path.with_name("moved-pets.sqlite3").rename(path)  # its log went with the last connection to it, checkpointed
+    await _create(store, pets[0])
+    assert await _stored(store, pets[0])

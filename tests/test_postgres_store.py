@@ -18,7 +18,7 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _compiled
-from tests.support import PET_RECORDS, of_types, pet_row, wipe
+from tests.support import PET_RECORDS, of_types, pet_row, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -45,6 +45,15 @@ async def _terminate_backend(database_url: str, pid: int) -> None:
         await admin.execute("SELECT pg_terminate_backend($1)", pid)
     finally:
         await admin.close()
+
+
+async def _waiting_for_a_lock_on_pets(connection: asyncpg.Connection) -> bool:
+    """Whether a session of this database waits for a lock on the pets table (asked on `connection`)."""
+    waiting = await connection.fetchval(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'pets'::regclass"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    return bool(waiting)
 
 
 async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callable[..., Settings]) -> None:
@@ -95,13 +104,13 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
 
 class TestPool:
     async def test_figures_count_the_connections_in_use(self, store: PostgresStore) -> None:
-        assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0}
+        assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0, "idle": 0}
         async with store.transaction(write=False) as first, store.transaction(write=True) as second:
             await first.count(PET_RECORDS, ())
             await second.insert(PET_RECORDS, _pet())
             during = store.pool_figures()
-        assert during == {"size": 2, "checked_out": 2, "overflow": 0}
-        assert store.pool_figures()["checked_out"] == 0
+        assert during == {"size": 2, "checked_out": 2, "overflow": 0, "idle": 0}
+        assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0, "idle": 2}
 
     async def test_concurrent_first_use_opens_one_pool(self, store: PostgresStore) -> None:
         async def count() -> int:
@@ -180,7 +189,7 @@ class TestBrokenConnection:
                     await tx.insert(PET_RECORDS, _pet())
 
             task = asyncio.create_task(blocked_write())
-            await asyncio.sleep(0.3)
+            await until(lambda: _waiting_for_a_lock_on_pets(holder), what="the write to wait for the table lock")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

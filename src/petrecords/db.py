@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,23 +63,31 @@ def sqlite_path(url: str) -> Path | None:
     return None if database in (None, "", ":memory:") else Path(database)
 
 
-def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool) -> sa.Engine:
+def sqlite_uri(path: Path, *, mode: str) -> str:
+    """The URI of a database file that SQLite opens in `mode` (`ro`, `rw`): never creating it."""
+    return f"{path.absolute().as_uri()}?mode={mode}"
+
+
+def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool, create: bool = True) -> sa.Engine:
     """SQLite from the pysqlite3 wheel: its library has the WAL fixes the system one lacks.
 
     WAL lets readers run beside the one writer; synchronous=FULL makes every acknowledged commit
     durable against power loss, not only against a crash of the process. An older library than
-    MIN_SQLITE_VERSION is refused (SqliteTooOld) before anything is opened.
+    MIN_SQLITE_VERSION is refused (SqliteTooOld) before anything is opened. Without `create`, a connection
+    opens only a database file that exists: where there is none, SQLite answers CANTOPEN instead of making
+    a new, empty one.
     """
     check_sqlite_version(sqlite3.sqlite_version_info)
     path = sqlite_path(url)
-    if path is not None:
+    connect_args: dict[str, Any] = {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
+    options: dict[str, Any] = {"connect_args": connect_args}
+    if path is not None and not create:
+        # SQLAlchemy's sqlite URL cannot say mode=rw; a connection of the engine's own making can.
+        uri = sqlite_uri(path, mode="rw")
+        options = {"creator": functools.partial(sqlite3.connect, uri, uri=True, **connect_args)}
+    elif path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(
-        url,
-        module=sqlite3,
-        isolation_level="AUTOCOMMIT" if autocommit else None,
-        connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
-    )
+    engine = sa.create_engine(url, module=sqlite3, isolation_level="AUTOCOMMIT" if autocommit else None, **options)
 
     @sa.event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:

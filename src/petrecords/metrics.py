@@ -36,7 +36,7 @@ class Metrics:
         self.database_unavailable = Counter(
             "petrecords_db_unavailable",
             "Requests answered 503 because the database could not serve them, by cause: timeout, pool, "
-            "connection, locked, storage, other.",
+            "connection, locked, storage, vanished, other.",
             ["cause"],
             registry=self.registry,
         )
@@ -45,7 +45,7 @@ class Metrics:
         pool_mode = {"multiprocess_mode": "livesum"} if self._multiprocess else {}
         self.pool = Gauge(
             "petrecords_db_pool_connections",
-            "Database connections of this service by state.",
+            "Database connections of this service by state: size, checked_out, idle, overflow.",
             ["state"],
             registry=self.registry,
             **pool_mode,  # type: ignore[arg-type]

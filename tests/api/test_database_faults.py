@@ -9,7 +9,6 @@ busy machine: it tells a bounded wait from a hang, it is not a benchmark.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -33,7 +32,7 @@ from petrecords.db import migrate
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.postgres import PostgresStore
 from tests.api.test_ops import _samples
-from tests.support import ADMIN, PET_RECORDS, SECRET, assert_error, auth, create, pet_body
+from tests.support import ADMIN, PET_RECORDS, SECRET, assert_error, auth, create, pet_body, store_of, until
 from tests.tcp_proxy import TcpProxy, tcp_proxy
 
 Client = AsyncTestClient[Any]
@@ -159,14 +158,14 @@ class TestPostgresUnreachable:
             assert await _stored(client) == before  # the failed writes changed nothing
             await _all_succeed(client, pet["id"], methods=_WRITES)
 
-    async def test_first_request_after_a_quiet_outage_succeeds(
-        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy
-    ) -> None:
+    async def test_first_request_after_a_quiet_outage_succeeds(self, proxied: Settings, proxy: TcpProxy) -> None:
         """Pooled connections that the outage closed while nobody used them are replaced on checkout."""
-        async with make_client(proxied) as client:
+        app = create_app(proxied)
+        async with AsyncTestClient(app=app) as client:  # type: ignore[arg-type]
             pet = (await create(client)).json()
             proxy.cut()
-            await asyncio.sleep(0.5)  # the pooled connection sees its end
+            store = store_of(app)
+            await until(lambda: store.pool_figures()["idle"] == 0, what="the pooled connection to see its end")
             proxy.restore()
 
             response = await client.get(f"/v1/pets/{pet['id']}", headers=auth())

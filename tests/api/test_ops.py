@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -93,6 +94,17 @@ def _parameters(document: dict[str, Any], path: str, method: str) -> list[dict[s
     return [_deref(document, p) for p in (*item.get("parameters", []), *item[method].get("parameters", []))]
 
 
+NOT_READY = {"code": 986, "message": "Not ready: the database does not answer or its schema is not current."}
+
+
+def assert_not_ready(response: httpx.Response) -> None:
+    """The answer of /readyz (or /health) when the service cannot serve: a ServiceError, 503/986, Retry-After."""
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json() == NOT_READY
+    assert int(response.headers["retry-after"]) >= 1
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -110,16 +122,20 @@ def unreachable(make_settings: Callable[..., Settings], database_url: str, tmp_p
 
 
 class TestHealth:
-    async def test_healthz_is_200(self, client: Client) -> None:
+    async def test_healthz_is_200_ok(self, client: Client) -> None:
         response = await client.get("/healthz")
 
         assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/json")
+        assert response.json() == {"status": "ok"}
 
     @pytest.mark.parametrize("path", ["/readyz", "/health"])
     async def test_ready_when_migrated(self, client: Client, path: str) -> None:
         response = await client.get(path)
 
         assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/json")
+        assert response.json() == {"status": "ready"}
 
     @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/health", "/metrics", "/openapi.json", "/docs"])
     async def test_ops_endpoints_need_no_token_and_ignore_a_bad_one(self, client: Client, path: str) -> None:
@@ -139,11 +155,9 @@ class TestHealth:
             await run_sql(database_url, "UPDATE alembic_version SET version_num = substr(version_num, 2)")
         recovered = await client.get(path)
 
-        assert response.status_code == 503
-        assert response.json() == {"code": 986, "message": response.json()["message"]}
-        assert int(response.headers["retry-after"]) >= 1
-        assert healthz.status_code == 200
-        assert recovered.status_code == 200
+        assert_not_ready(response)
+        assert healthz.json() == {"status": "ok"}
+        assert recovered.json() == {"status": "ready"}
 
 
 class TestUnreachableDatabase:
@@ -155,10 +169,9 @@ class TestUnreachableDatabase:
             response = await client.get(path)
             healthz = await client.get("/healthz")
 
-        assert response.status_code == 503
-        assert response.json() == {"code": 986, "message": response.json()["message"]}
-        assert int(response.headers["retry-after"]) >= 1
+        assert_not_ready(response)
         assert healthz.status_code == 200
+        assert healthz.json() == {"status": "ok"}
 
     @pytest.mark.parametrize(("method", "path"), [("GET", "/v1/pets"), ("POST", "/v1/pets"), ("GET", "/v1/pets/x")])
     async def test_api_answers_503_when_the_database_is_unreachable(

@@ -2,11 +2,16 @@
 or a fault of the statement or of the service, which stays an error (500).
 
 Both stores translate their drivers' errors here, so that SQLite and PostgreSQL outages look alike to
-clients, in the logs (a short cause, never SQL or parameters) and in the metrics.
+clients, in the logs (a short cause, never SQL or parameters) and in the metrics. Only unavailability is an
+outage: the database is unreachable, refuses the connection, is locked, busy, read-only, full, damaged or
+gone. An error that the same request would meet again however long it waited (a syntax error, a missing
+table or column, a violated constraint) is a bug, and stays a 500 with its traceback in the log.
 """
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import NoReturn
 
 import asyncpg
@@ -38,43 +43,129 @@ DATABASE_ERRORS = (
     sqlite3.Error,
 )
 
-# The causes, as logged and counted: a statement outlived its timeout; no pooled connection came free in
-# time; the database cannot be reached or dropped the connection; a lock held elsewhere was not released in
-# time; the storage refuses to write (full, read-only, I/O error); any other operational failure.
-TIMEOUT, POOL, CONNECTION, LOCKED, STORAGE, OTHER = "timeout", "pool", "connection", "locked", "storage", "other"
+# The causes, as logged and counted (a closed set: the label values of petrecords_db_unavailable_total): a
+# statement outlived its timeout; no pooled connection came free in time; the database cannot be reached,
+# refuses the connection or dropped it; a lock held elsewhere was not released in time; the storage refuses
+# to write or to read (full, read-only, I/O error, a damaged file); the database is no longer where the
+# configuration says (the SQLite file was deleted or replaced, the PostgreSQL database dropped or renamed);
+# an operational failure that the driver reported without a code.
+TIMEOUT, POOL, CONNECTION, LOCKED, STORAGE, VANISHED, OTHER = (
+    "timeout",
+    "pool",
+    "connection",
+    "locked",
+    "storage",
+    "vanished",
+    "other",
+)
+CAUSES = (TIMEOUT, POOL, CONNECTION, LOCKED, STORAGE, VANISHED, OTHER)
 
-# PostgreSQL SQLSTATE codes, then classes, that mean the server cannot serve now.
-_SQLSTATE_CAUSES = {"57014": TIMEOUT, "55P03": LOCKED, "53300": CONNECTION, "53100": STORAGE}
-_SQLSTATE_CLASS_CAUSES = {"08": CONNECTION, "57": CONNECTION, "53": STORAGE, "58": STORAGE}
-# SQLite primary result codes (the low byte of the extended code): BUSY and LOCKED; READONLY, IOERR and
-# FULL; CANTOPEN, SQLite's "cannot reach the database".
-_SQLITE_CAUSES = {5: LOCKED, 6: LOCKED, 8: STORAGE, 10: STORAGE, 13: STORAGE, 14: CONNECTION}
+# PostgreSQL SQLSTATE codes, then classes, that mean the server cannot serve now. Everything else, among them
+# class 42 (syntax_error 42601, undefined_table 42P01, undefined_column 42703), class 23 (constraints) and
+# class 22 (data), is a bug.
+_SQLSTATE_CAUSES = {
+    "57014": TIMEOUT,  # query_canceled: the statement timeout
+    "55P03": LOCKED,  # lock_not_available
+    "53300": CONNECTION,  # too_many_connections (for the server, the database or the role)
+    "57P04": VANISHED,  # database_dropped
+    "3D000": VANISHED,  # invalid_catalog_name: the database does not exist (dropped, renamed)
+    "25006": STORAGE,  # read_only_sql_transaction: a standby, or a database made read-only
+}
+_SQLSTATE_CLASS_CAUSES = {
+    "08": CONNECTION,  # connection exceptions
+    "28": CONNECTION,  # invalid authorization: a wrong password, a role that may not log in or is gone
+    "53": STORAGE,  # insufficient resources: disk full, out of memory
+    "57": CONNECTION,  # operator intervention: admin_shutdown, crash_shutdown, cannot_connect_now
+    "58": STORAGE,  # system errors: I/O
+}
+# What the server answers to a new connection, and to nothing else, when it refuses it:
+# object_not_in_prerequisite_state (the database does not accept connections now) and
+# insufficient_privilege (the role lost its CONNECT privilege). Raised by a statement, they are bugs.
+_CONNECT_SQLSTATE_CAUSES = {"55000": CONNECTION, "42501": CONNECTION}
+
+# SQLite primary result codes (the low byte of the extended code): BUSY, LOCKED and PROTOCOL (a WAL lock
+# race); PERM, READONLY, IOERR, FULL, NOLFS; CORRUPT and NOTADB (the file is damaged, or is not a database);
+# CANTOPEN, SQLite's "cannot reach the database". SQLITE_ERROR (a syntax error, no such table or column),
+# CONSTRAINT, MISMATCH, TOOBIG, RANGE, MISUSE, INTERNAL, ABORT, INTERRUPT and SCHEMA are bugs.
+_SQLITE_CAUSES = {
+    5: LOCKED,
+    6: LOCKED,
+    15: LOCKED,
+    3: STORAGE,
+    8: STORAGE,
+    10: STORAGE,
+    13: STORAGE,
+    22: STORAGE,
+    11: STORAGE,
+    26: STORAGE,
+    14: CONNECTION,
+}
+# SQLITE_READONLY_DBMOVED: SQLite's own finding that the file it opened is no longer at its path.
+_SQLITE_EXTENDED_CAUSES = {8 | (4 << 8): VANISHED}
+
+# Socket errors that mean the network or the server is not there.
+_NETWORK_ERRNOS = frozenset(
+    {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.EPIPE,
+        errno.ETIMEDOUT,
+        errno.ENETUNREACH,
+        errno.ENETDOWN,
+        errno.EHOSTUNREACH,
+        errno.EHOSTDOWN,
+        errno.EADDRNOTAVAIL,
+    }
+)
 
 
-def _sqlstate_cause(sqlstate: object) -> str | None:
+def _sqlstate_cause(sqlstate: object, *, connecting: bool) -> str | None:
     if not isinstance(sqlstate, str):
         return None
-    return _SQLSTATE_CAUSES.get(sqlstate) or _SQLSTATE_CLASS_CAUSES.get(sqlstate[:2])
-
-
-def _driver_cause(error: object) -> str | None:
-    cause = _sqlstate_cause(getattr(error, "sqlstate", None))
-    if cause is None and isinstance(code := getattr(error, "sqlite_errorcode", None), int):
-        cause = _SQLITE_CAUSES.get(code & 0xFF)
+    cause = _SQLSTATE_CAUSES.get(sqlstate) or _SQLSTATE_CLASS_CAUSES.get(sqlstate[:2])
+    if cause is None and connecting:
+        cause = _CONNECT_SQLSTATE_CAUSES.get(sqlstate)
     return cause
 
 
-def unavailable_cause(exc: BaseException) -> str | None:
+def _sqlite_cause(code: object) -> str | None:
+    if not isinstance(code, int):
+        return None
+    return _SQLITE_EXTENDED_CAUSES.get(code) or _SQLITE_CAUSES.get(code & 0xFF)
+
+
+def _driver_cause(error: object, *, connecting: bool) -> str | None:
+    return _sqlstate_cause(getattr(error, "sqlstate", None), connecting=connecting) or _sqlite_cause(
+        getattr(error, "sqlite_errorcode", None)
+    )
+
+
+def _has_code(error: object) -> bool:
+    sqlstate, sqlite_code = getattr(error, "sqlstate", None), getattr(error, "sqlite_errorcode", None)
+    return isinstance(sqlstate, str) or isinstance(sqlite_code, int)
+
+
+def _network_cause(exc: OSError, *, connecting: bool) -> str | None:
+    if isinstance(exc, ConnectionError | socket.gaierror | socket.herror) or exc.errno in _NETWORK_ERRNOS:
+        return CONNECTION
+    # Setting up a connection raises more than these: asyncio's one OSError for every address of a host
+    # that refused ("Multiple exceptions: …", without an errno), a TLS handshake that failed.
+    return CONNECTION if connecting else None
+
+
+def unavailable_cause(exc: BaseException, *, connecting: bool = False) -> str | None:
     """The kind of outage that `exc` shows, or None when it is not an outage (a wrong statement, a violated
-    constraint, a bug)."""
+    constraint, a bug). `connecting`: `exc` came from setting up a new connection, where a few more of the
+    server's refusals, and every OSError, mean that the database cannot be reached."""
     if isinstance(exc, sa.exc.TimeoutError | PoolTimeout):
         return POOL
     if isinstance(exc, TimeoutError):
         return TIMEOUT
     if isinstance(exc, OSError):
-        return CONNECTION
+        return _network_cause(exc, connecting=connecting)
     if isinstance(exc, asyncpg.PostgresError):
-        return _driver_cause(exc)
+        return _driver_cause(exc, connecting=connecting)
     if isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError):
         # A value the driver cannot send, or a setting it cannot use, is a fault of the service (these are
         # also ValueErrors). The client's other errors mean that the connection cannot serve: it is closed,
@@ -84,36 +175,42 @@ def unavailable_cause(exc: BaseException) -> str | None:
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
             return CONNECTION
-        cause = _driver_cause(exc.orig)
-        if cause is None and isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-            cause = CONNECTION if isinstance(exc, sa.exc.InterfaceError) else OTHER
-        return cause
+        if _has_code(exc.orig):
+            return _driver_cause(exc.orig, connecting=connecting)
+        if isinstance(exc, sa.exc.InterfaceError):
+            return CONNECTION
+        return OTHER if isinstance(exc, sa.exc.OperationalError) else None
     if isinstance(exc, sqlite3.Error):
-        cause = _driver_cause(exc)
-        if cause is None and isinstance(exc, sqlite3.OperationalError):
-            cause = OTHER
-        return cause
+        return _driver_cause(exc, connecting=connecting)
     return None
 
 
-def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+def unavailable(exc: BaseException, *, connecting: bool = False) -> DatabaseUnavailable | None:
     """The 503 to answer for `exc`, or None when `exc` is not an outage and must stay what it is."""
-    cause = unavailable_cause(exc)
+    cause = unavailable_cause(exc, connecting=connecting)
     if cause is None:
         return None
     # The driver's own words, without the SQL and parameters that SQLAlchemy adds to its messages
     # (SQLAlchemy's asyncpg adapter keeps asyncpg's own exception as the cause of its own).
     wrapped = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
     driver_error = wrapped.__cause__ or wrapped
-    detail = f"{type(driver_error).__name__}: {driver_error}"[:300]
-    return DatabaseUnavailable(cause=cause, detail=detail)
+    return DatabaseUnavailable(cause=cause, detail=_detail(driver_error))
 
 
-def raise_translated(exc: BaseException) -> NoReturn:
+def _detail(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:300]
+
+
+def vanished(detail: str) -> DatabaseUnavailable:
+    """The 503 for a database that is not, or no longer, where the configuration says."""
+    return DatabaseUnavailable(cause=VANISHED, detail=detail)
+
+
+def raise_translated(exc: BaseException, *, connecting: bool = False) -> NoReturn:
     """Raise the 503 for `exc` when it is an outage, from it; else `exc` itself, unchanged.
 
     For the handler of `exc`, in place of `raise`.
     """
-    if (error := unavailable(exc)) is None:
+    if (error := unavailable(exc, connecting=connecting)) is None:
         raise exc
     raise error from exc

@@ -214,7 +214,9 @@ class PostgresStore(SqlStore):
             async with asyncio.timeout(self._wait_seconds):
                 connection = await pool.acquire()
         except DATABASE_ERRORS as exc:
-            error = unavailable(exc)
+            # Acquiring sets up a new connection when the pool has no open one free: the server's refusals of a
+            # connection (a database that does not accept connections, a role without CONNECT) are outages.
+            error = unavailable(exc, connecting=True)
             if isinstance(exc, TimeoutError) and self._checked_out >= self._size:
                 # Every connection was in use all along: the wait was for one of them, not for the database.
                 pool_timeout = PoolTimeout(f"no pooled connection came free within {self._wait_seconds:g} s")
@@ -234,7 +236,8 @@ class PostgresStore(SqlStore):
             self._checked_out -= 1
 
     def pool_figures(self) -> dict[str, int]:
-        return {"size": self._size, "checked_out": self._checked_out, "overflow": 0}
+        idle = 0 if self._pool is None else self._pool.get_idle_size()
+        return {"size": self._size, "checked_out": self._checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
         if self._pool is None:

@@ -568,7 +568,8 @@ class SqlStore(Store):
     """What both SQL stores share: readiness means the database answers and its schema is at head."""
 
     def __init__(self) -> None:
-        self._head = head_revision()
+        self.head = head_revision()
+        """The schema revision this version of the service runs on."""
 
     async def schema_is_current(self) -> bool:
         try:
@@ -576,7 +577,7 @@ class SqlStore(Store):
                 rows = await tx.fetch((SCHEMA_VERSION, {}))
         except (DatabaseUnavailable, *DATABASE_ERRORS):
             return False
-        return bool(rows) and rows[0][0] == self._head
+        return bool(rows) and rows[0][0] == self.head
 
     @abc.abstractmethod
     def transaction(self, *, write: bool) -> SqlTransaction: ...

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
+import stat
 import time
 import uuid
 from collections.abc import Hashable, Sequence
@@ -31,11 +33,20 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from petrecords.db import create_sqlite_engine
+from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.faults import DATABASE_ERRORS, LOCKED, STORAGE, raise_translated, unavailable
+from petrecords.store.faults import (
+    CONNECTION,
+    DATABASE_ERRORS,
+    LOCKED,
+    STORAGE,
+    VANISHED,
+    raise_translated,
+    unavailable,
+    vanished,
+)
 from petrecords.store.pages import PageAnchors
-from petrecords.store.sql import SqlStore, SqlTransaction, Statement, count_upsert
+from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction, Statement, count_upsert
 
 # Waits between attempts to take the write lock that another process holds: short at first, as most writes
 # take milliseconds, then steady, until busy_timeout.
@@ -43,6 +54,7 @@ _FIRST_BUSY_PAUSE_SECONDS = 0.001
 _LAST_BUSY_PAUSE_SECONDS = 0.05
 
 _NAMED = sqlite_dialect.dialect(paramstyle="named")
+_SQLITE_ERROR, _SQLITE_NOTADB = 1, 26
 
 
 @functools.lru_cache(maxsize=1024)
@@ -50,6 +62,9 @@ def _compiled(statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
     """The SQL of a reusable statement, and the values of the parameters it fixes itself."""
     compiled = statement.compile(dialect=_NAMED)
     return str(compiled), dict(compiled.params)
+
+
+_SCHEMA_VERSION = _compiled(SCHEMA_VERSION)[0]
 
 
 def _driver_value(value: Any) -> Any:
@@ -61,6 +76,25 @@ def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple
     return sql, {**fixed, **{name: _driver_value(value) for name, value in values.items()}}
 
 
+FileIdentity = tuple[int, int]
+"""(st_dev, st_ino): which file a path names."""
+
+
+def _stat(path: str) -> os.stat_result:
+    """The status of the file at `path`, or the 503 that says why there is none to serve from."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise vanished("no database file at the configured path") from exc
+    except OSError as exc:
+        raise DatabaseUnavailable(cause=CONNECTION, detail=f"{type(exc).__name__}: {exc.strerror}") from exc
+
+
+def _identity(path: str) -> FileIdentity:
+    status = _stat(path)
+    return status.st_dev, status.st_ino
+
+
 class _Connection:
     """One connection of the store, and the lock that gives it to one transaction at a time."""
 
@@ -68,6 +102,14 @@ class _Connection:
         self.sqlalchemy = engine.connect()
         self.driver: Any = self.sqlalchemy.connection.driver_connection
         self.lock = asyncio.Lock()
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            # At once, not back into the engine's pool: the file it has open may be one that is gone.
+            self.sqlalchemy.invalidate()
+            self.sqlalchemy.close()
 
 
 class _WriteGroup:
@@ -79,6 +121,40 @@ class _WriteGroup:
         """Set when SQLite may have rolled the shared transaction back under a member."""
 
 
+class _Database:
+    """The store's two connections to one database file, the file that was at the configured path (with
+    its write-ahead log) when they were opened."""
+
+    def __init__(self, reader: _Connection, writer: _Connection, files: tuple[FileIdentity, FileIdentity]) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.files = files
+        """The database file and its write-ahead log, as they were when the connections opened them."""
+        self.group: _WriteGroup | None = None
+        """The write group whose transaction is open, which a new write transaction joins."""
+        self.retired = False
+        """Set when the file is no longer the one at the configured path: nothing more may begin here."""
+
+    @property
+    def closed(self) -> bool:
+        return self.reader.closed and self.writer.closed
+
+    def release(self, connection: _Connection) -> None:
+        connection.lock.release()
+        if self.retired:
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close the connections that no transaction holds; a transaction that holds one ends first."""
+        for connection in (self.reader, self.writer):
+            if not connection.lock.locked():
+                connection.close()
+
+    def close(self) -> None:
+        self.reader.close()
+        self.writer.close()
+
+
 class SqliteTransaction(SqlTransaction):
     change_count = count_upsert(sqlite_dialect.insert)
 
@@ -86,11 +162,18 @@ class SqliteTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self.page_anchors = store.page_anchors
+        self._database: _Database | None = None
         self._group: _WriteGroup | None = None
         self._leads_group = False
 
+    def _bound(self) -> _Database:
+        if self._database is None:
+            raise RuntimeError("the transaction has not begun")
+        return self._database
+
     def _connection(self) -> _Connection:
-        return self._store.writer() if self.write else self._store.reader()
+        database = self._bound()
+        return database.writer if self.write else database.reader
 
     async def data_version(self) -> Hashable:
         # data_version moves when another connection commits: this process's writer, or another process.
@@ -99,39 +182,51 @@ class SqliteTransaction(SqlTransaction):
 
     async def _begin(self) -> None:
         if not self.write:
-            reader = self._store.reader()
+            database = self._store.database()
+            reader = database.reader
             await reader.lock.acquire()
+            if database.retired:
+                database.release(reader)
+                raise vanished("the database file was replaced while this transaction waited")
+            self._database = database
             try:
                 reader.driver.execute("BEGIN")
             except DATABASE_ERRORS as exc:
-                reader.lock.release()
+                database.release(reader)
                 raise_translated(exc)
             return
         await self._enter_write_group()
-        writer = self._store.writer()
+        database = self._bound()
+        writer = database.writer
         try:
             writer.driver.execute("SAVEPOINT request")
         except DATABASE_ERRORS as exc:
             # Nothing of this request's is in the group: let the group commit without it.
-            writer.lock.release()
+            database.release(writer)
             if self._leads_group:
                 await asyncio.shield(self._commit_group())
             raise_translated(exc)
 
     async def _enter_write_group(self) -> None:
         """Hold the writer, inside the open write group or a new one (led by this transaction)."""
-        store, writer = self._store, self._store.writer()
+        store = self._store
         deadline = time.monotonic() + store.busy_timeout_seconds
         pause = _FIRST_BUSY_PAUSE_SECONDS
         while True:
+            database = store.database()
+            writer = database.writer
             await writer.lock.acquire()
-            if store.group is not None:
-                self._group = store.group
+            if database.retired:
+                database.release(writer)
+                raise vanished("the database file was replaced while this transaction waited")
+            self._database = database
+            if database.group is not None:
+                self._group = database.group
                 return
             try:
                 writer.driver.execute("BEGIN IMMEDIATE")
             except DATABASE_ERRORS as exc:
-                writer.lock.release()
+                database.release(writer)
                 error = unavailable(exc)
                 if error is None:
                     raise
@@ -139,7 +234,7 @@ class SqliteTransaction(SqlTransaction):
                 if error.cause != LOCKED or remaining <= 0:
                     raise error from exc
             else:
-                self._group = store.group = _WriteGroup()
+                self._group = database.group = _WriteGroup()
                 self._leads_group = True
                 return
             # Another process holds the write lock. Wait without the connection, so that reads go on meanwhile.
@@ -147,8 +242,9 @@ class SqliteTransaction(SqlTransaction):
             pause = min(pause * 2, _LAST_BUSY_PAUSE_SECONDS)
 
     async def _end(self, *, commit: bool) -> None:
+        database = self._bound()
         if not self.write:
-            reader = self._store.reader()
+            reader = database.reader
             try:
                 reader.driver.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -156,9 +252,9 @@ class SqliteTransaction(SqlTransaction):
                     reader.driver.execute("ROLLBACK")
                 raise_translated(exc)
             finally:
-                reader.lock.release()
+                database.release(reader)
             return
-        group, writer = self._joined_group(), self._store.writer()
+        group, writer = self._joined_group(), database.writer
         own_error: BaseException | None = None
         try:
             if commit:
@@ -170,7 +266,7 @@ class SqliteTransaction(SqlTransaction):
             group.broken = group.broken or exc
             own_error = exc
         finally:
-            writer.lock.release()
+            database.release(writer)
         if self._leads_group:
             # Shielded: the group's other members wait for this commit even if this request is cancelled.
             await asyncio.shield(self._commit_group())
@@ -187,23 +283,34 @@ class SqliteTransaction(SqlTransaction):
 
     async def _commit_group(self) -> None:
         """Let the write requests that are ready join, then commit them all at once."""
-        store, writer, group = self._store, self._store.writer(), self._joined_group()
+        store, database, group = self._store, self._bound(), self._joined_group()
+        writer = database.writer
         await asyncio.sleep(0)
-        async with writer.lock:
-            store.group = None
+        await writer.lock.acquire()
+        try:
+            database.group = None
             store.commits += 1
             try:
                 if group.broken is not None:
                     raise group.broken
+                if database.retired:
+                    raise vanished("the database file was replaced while the write group was open")
+                # Before COMMIT, so that nothing is committed to a file that is no longer the database; after
+                # it, since a file replaced during the commit's sync took the group's work with it.
+                store.verify(database)
                 writer.driver.execute("COMMIT")
-            except sqlite3.Error as exc:
-                # A failed COMMIT (disk full, I/O error) leaves nothing half-written: roll back and refuse.
+                store.verify(database)
+            except (sqlite3.Error, DatabaseUnavailable) as exc:
+                # No member is acknowledged. A failed COMMIT (disk full, I/O error) leaves nothing half-written:
+                # roll back and refuse. A file found gone after the COMMIT took the group's work with it.
                 with contextlib.suppress(sqlite3.Error):
                     writer.driver.execute("ROLLBACK")
                 group.committed.set_exception(unavailable(exc) or exc)
                 group.committed.exception()  # every member is told; none may be left to ask
             else:
                 group.committed.set_result(None)
+        finally:
+            database.release(writer)
 
     async def _run(self, sql: str, parameters: dict[str, Any] | list[dict[str, Any]]) -> sqlite3.Cursor:
         """One compiled statement on the driver's connection, inside this transaction."""
@@ -235,47 +342,134 @@ class SqliteTransaction(SqlTransaction):
 
 
 class SqliteStore(SqlStore):
+    """The database file at the configured path, through two connections opened together.
+
+    Once that path no longer names the file the connections opened (deleted, moved away, replaced), a
+    commit there would be acknowledged and then lost with the file: `verify` finds this before and after
+    every COMMIT and in readiness, then the connections are closed (once no transaction holds them) and
+    requests answer 503 until a database is at the path again. The store never makes a new database: it
+    opens only a file that exists and that is a database migrated to this version's schema (checked
+    read-only, so that a file that is not, an empty one say, is left as it was). A restored file is served
+    again with no restart.
+    """
+
     dialect = "sqlite"
 
     def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
         super().__init__()
+        path = sqlite_path(url)
+        if path is None:
+            raise ValueError("the SQLite store needs a database file, not an in-memory database")
+        # As strings: os.stat takes them a little faster than paths, and it runs before and after every COMMIT.
+        self._path = str(path)
+        self._wal_path = f"{path}-wal"
+        self._probe_uri = sqlite_uri(path, mode="ro")
         # SQLite never waits on its own here: _begin does, without blocking the event loop.
-        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True)
+        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True, create=False)
         self.busy_timeout_seconds = busy_timeout_ms / 1000
-        self._reader: _Connection | None = None
-        self._writer: _Connection | None = None
-        self.group: _WriteGroup | None = None
-        """The write group whose transaction is open, which a new write transaction joins."""
+        self._database: _Database | None = None
+        self._retired: list[_Database] = []
+        """Databases no longer at the path whose connections a transaction still holds."""
         self.page_anchors = PageAnchors()
         self.commits = 0
-        """Write groups ended by this process: part of the data version."""
+        """Write groups ended, and databases opened anew, by this process: part of the data version."""
 
-    def reader(self) -> _Connection:
-        if self._reader is None:
-            self._reader = self._connect()
-        return self._reader
+    def database(self) -> _Database:
+        """The open database, opened first if none is."""
+        if self._database is None:
+            self._database = self._open()
+        return self._database
 
-    def writer(self) -> _Connection:
-        if self._writer is None:
-            self._writer = self._connect()
-        return self._writer
-
-    def _connect(self) -> _Connection:
+    def _open(self) -> _Database:
+        self._retired = [database for database in self._retired if not database.closed]
+        if self._retired:
+            # A process's connections to one file share SQLite's locks and its WAL index: new connections must
+            # not meet old ones that still use a write-ahead log that is gone.
+            raise vanished("connections to the database file that is gone are still in use")
+        status = _stat(self._path)
+        if not stat.S_ISREG(status.st_mode):
+            # What SQLite itself would call CANTOPEN: a directory, say, where the database should be.
+            raise DatabaseUnavailable(cause=CONNECTION, detail="the configured database path is not a file")
+        before = status.st_dev, status.st_ino
+        self._check_schema()
+        opened: list[_Connection] = []
         try:
-            return _Connection(self._engine)
-        except DATABASE_ERRORS as exc:
+            opened.append(_Connection(self._engine))
+            opened.append(_Connection(self._engine))
+            # Both connections have the database in WAL mode now, and so the write-ahead log open.
+            files = (_identity(self._path), _identity(self._wal_path))
+            if files[0] != before:
+                raise vanished("the database file was replaced while it was being opened")
+        except BaseException as exc:
+            for connection in opened:
+                connection.close()
+            if isinstance(exc, DATABASE_ERRORS):
+                raise_translated(exc)
+            raise
+        return _Database(opened[0], opened[1], files)
+
+    def _check_schema(self) -> None:
+        """Refuse a file that is not a database migrated to this version's schema, asking read-only."""
+        try:
+            probe = sqlite3.connect(self._probe_uri, uri=True, timeout=0, check_same_thread=False)
+        except sqlite3.Error as exc:
             raise_translated(exc)
+        try:
+            version = probe.execute(_SCHEMA_VERSION).fetchall()
+        except sqlite3.Error as exc:
+            # No alembic_version table (an empty file is an empty database), or not a database at all.
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_ERROR, _SQLITE_NOTADB):
+                raise vanished(f"the file at the configured path is not a migrated database: {exc}") from exc
+            raise_translated(exc)
+        finally:
+            probe.close()
+        if version != [(self.head,)]:
+            raise vanished(f"the database at the configured path is not at schema {self.head}")
+
+    def verify(self, database: _Database) -> None:
+        """Raise the 503 unless the configured path still names the files `database` has open.
+
+        Two stat calls: cheap beside a commit, which waits for its fsync.
+        """
+        try:
+            files = (_identity(self._path), _identity(self._wal_path))
+        except DatabaseUnavailable as error:
+            if error.cause == VANISHED:
+                self._retire(database)
+            raise
+        if files != database.files:
+            self._retire(database)
+            raise vanished("the file at the configured path is not the database file the store opened")
+
+    def _retire(self, database: _Database) -> None:
+        database.retired = True
+        if self._database is database:
+            self._database = None
+            self._retired.append(database)
+            self.commits += 1  # a database opened anew may be another file: anchors of this one do not hold
+        database.close_idle()
+
+    async def schema_is_current(self) -> bool:
+        if (database := self._database) is not None:
+            try:
+                self.verify(database)
+            except DatabaseUnavailable:
+                return False
+        return await super().schema_is_current()
 
     def transaction(self, *, write: bool) -> SqliteTransaction:
         return SqliteTransaction(self, write=write)
 
     def pool_figures(self) -> dict[str, int]:
-        connections = [c for c in (self._reader, self._writer) if c is not None]
-        return {"size": 2, "checked_out": sum(c.lock.locked() for c in connections), "overflow": 0}
+        database = self._database
+        connections = () if database is None else (database.reader, database.writer)
+        checked_out = sum(connection.lock.locked() for connection in connections)
+        return {"size": 2, "checked_out": checked_out, "overflow": 0, "idle": len(connections) - checked_out}
 
     async def close(self) -> None:
-        for connection in (self._reader, self._writer):
-            if connection is not None:
-                connection.sqlalchemy.close()
-        self._reader = self._writer = None
+        for database in (self._database, *self._retired):
+            if database is not None:
+                database.close()
+        self._database = None
+        self._retired = []
         self._engine.dispose()
