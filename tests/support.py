@@ -20,6 +20,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.pets import PETS
+from petrecords.registry import SCHEMA
 from petrecords.store.base import Condition, Operator, Row, Store
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms
@@ -82,14 +83,13 @@ async def wipe(database_url: str) -> None:
     if database_url.startswith("sqlite"):
         connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
         with connection:
-            connection.execute("DELETE FROM pets")
-            connection.execute("DELETE FROM idempotency_keys")
-            connection.execute("DELETE FROM record_counts")
+            for table in reversed(SCHEMA.sorted_tables):  # those that refer to others first
+                connection.execute(f'DELETE FROM "{table.name}"')  # noqa: S608 - the schema's own table names
         connection.close()
         return
     pg = await asyncpg.connect(database_url, timeout=5)
     try:
-        await pg.execute("TRUNCATE pets, idempotency_keys, record_counts")
+        await pg.execute("TRUNCATE " + ", ".join(f'"{table.name}"' for table in SCHEMA.sorted_tables))
     finally:
         await pg.close()
 

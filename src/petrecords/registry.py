@@ -5,10 +5,12 @@ from __future__ import annotations
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
 from petrecords.tables import metadata
+from petrecords.vaccines import VACCINES
 
 RESOURCES = ResourceSet(
     [
         PETS,
+        VACCINES,
     ]
 )
 

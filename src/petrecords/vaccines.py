@@ -1,0 +1,60 @@
+"""The vaccine catalogue: `/v1/vaccines`, shared by every caller, written by administrators."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from petrecords.resources.declaration import Field, Ownership, Resource, Writers
+from petrecords.resources.fields import Name, PetType, Prose, WholeNumber
+from petrecords.resources.filters import AnyOf, Matches, NumberBound
+from petrecords.store.base import Operator
+from petrecords.tables import Text, audit_columns, metadata
+
+vaccines = sa.Table(
+    "vaccines",
+    metadata,
+    *audit_columns(),
+    sa.Column("name", Text, nullable=False),
+    sa.Column("name_key", Text, nullable=False, comment="lower-cased name, for sorting and matching"),
+    sa.Column("description", Text, nullable=True),
+    sa.Column("description_key", Text, nullable=True, comment="lower-cased description, for matching"),
+    sa.Column("pet_type", Text, nullable=False),
+    sa.Column("duration", sa.Integer(), nullable=False, comment="days of protection"),
+    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "pet_type", "created_at", "id"),
+    sa.Index(None, "name_key", "id"),
+    sa.Index(None, "modified_at", "id"),
+)
+
+VACCINES = Resource(
+    name="vaccines",
+    table=vaccines,
+    title="vaccine",
+    schema_name="Vaccine",
+    plural="Vaccines",
+    path_parameter="vaccineId",
+    description="The catalogue of vaccines, shared by every caller; only an administrator may change it.",
+    fields=(
+        Field("name", "name", Name(max_length=100, key_column="name_key", example="Rabies"), required=True),
+        Field("description", "description", Prose(max_length=1000, key_column="description_key")),
+        Field("petType", "pet_type", PetType(), required=True),
+        Field("duration", "duration", WholeNumber(1, 36500, "Days of protection."), required=True),
+    ),
+    ownership=Ownership(writers=Writers.ADMIN),
+    filters=(
+        AnyOf("petType", "pet_type", PetType(), "Only vaccines for these pet types (case-insensitive)."),
+        Matches("name", ("name_key",), substring=False, description="Case-insensitive match of the whole name."),
+        Matches(
+            "search",
+            ("name_key", "description_key"),
+            substring=True,
+            description="Case-insensitive substring of the name or of the description.",
+        ),
+        NumberBound("durationMin", "duration", Operator.AT_LEAST, "duration ≥ this (days)."),
+        NumberBound("durationMax", "duration", Operator.AT_MOST, "duration ≤ this (days)."),
+    ),
+    sort_fields=("id", "name", "petType", "duration", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
+    counted_by="pet_type",
+    examples={"name": "Rabies", "description": "Core vaccine.", "petType": "Dog", "duration": 365},
+)
