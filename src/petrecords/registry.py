@@ -5,12 +5,14 @@ from __future__ import annotations
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
 from petrecords.tables import metadata
+from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 
 RESOURCES = ResourceSet(
     [
         PETS,
         VACCINES,
+        PET_VACCINATIONS,
     ]
 )
 
