@@ -74,7 +74,7 @@ async def _referenced(*, tx: Transaction, caller: Caller, resource: Resource, va
 
 def _permit_write(resource: Resource, caller: Caller) -> None:
     if resource.ownership.writers is Writers.ADMIN and not caller.is_admin:
-        raise Forbidden(f"Only an administrator may change {resource.plural.lower()}.")
+        raise Forbidden(f"Only an administrator may create, replace or delete {resource.title} records.")
 
 
 def _owner_of(
@@ -202,8 +202,8 @@ async def _delete_with_dependents(*, tx: Transaction, resources: ResourceSet, re
         if dependent.reference.on_delete is OnDelete.RESTRICT:
             if await tx.has_referrer(collection, dependent.column, row["id"]):
                 raise ReferencedRecord(
-                    f"The {resource.title} is still referenced by {dependent.resource.plural.lower()} "
-                    "and cannot be deleted."
+                    f"The {resource.title} is still referenced by {dependent.resource.title} records and cannot "
+                    "be deleted."
                 )
         else:
             for referrer in await tx.referrers(collection, dependent.column, row["id"]):
