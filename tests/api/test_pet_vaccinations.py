@@ -108,7 +108,7 @@ class TestCreate:
     @pytest.mark.parametrize(
         "applied",
         [
-            format_timestamp(int(time.time() * 1000) + 6 * 60_000),
+            "six minutes from now",
             "1899-12-31T23:59:59.999Z",
             "2026-11-20",
             "2026-11-20T10:00:00",
@@ -118,6 +118,8 @@ class TestCreate:
         ],
     )
     async def test_a_bad_applied_at_is_400(self, client: Client, clinic: Clinic, applied: Any) -> None:
+        if applied == "six minutes from now":
+            applied = format_timestamp(int(time.time() * 1000) + 6 * 60_000)
         response = await client.post(PATH, json=vaccination(clinic.alice_dog, clinic.rabies, applied), headers=auth())
 
         assert list(assert_error(response, 400, 994)["errors"]) == ["appliedAt"]
