@@ -77,7 +77,7 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
         offset=0,
     )
     statements: list[Any] = [
-        *(sql.select_by_id(PET_RECORDS, lock) for lock in (None, "update", "share")),
+        sql.select_by_id(PET_RECORDS),
         sql.insert_statement(PET_RECORDS),
         sql.update_statement(PET_RECORDS),
         sql.delete_statement(PET_RECORDS),

@@ -14,6 +14,7 @@ from litestar.di import Provide
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.config import Settings
 from petrecords.db import is_sqlite
+from petrecords.duties import Duties
 from petrecords.errors import handle_exception
 from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
@@ -23,8 +24,9 @@ from petrecords.ops import OPS_ROUTES
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.registry import RESOURCES
 from petrecords.resources.document import build_openapi
+from petrecords.resources.feed import ChangeHub, new_instance_id
 from petrecords.resources.fields import PetTypes
-from petrecords.resources.routes import routes_of
+from petrecords.resources.routes import feed_routes, routes_of
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sqlite import SqliteStore
@@ -67,16 +69,24 @@ def create_app(settings: Settings) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         app.state.store = open_store(settings)
+        duties = Duties(settings, lambda: app.state.store, instance=new_instance_id())
+        duties.start()
         try:
             yield
         finally:
+            await app.state.change_hub.close()
+            await duties.stop()
             await app.state.store.close()
             app.state.store = None
             if isinstance(rate_limiter, RedisRateLimiter):
                 await rate_limiter.close()
 
     app = Litestar(
-        route_handlers=[*(routes_of(resource, RESOURCES) for resource in RESOURCES.resources), *OPS_ROUTES],
+        route_handlers=[
+            *(routes_of(resource, RESOURCES) for resource in RESOURCES.resources),
+            feed_routes(RESOURCES),
+            *OPS_ROUTES,
+        ],
         dependencies={
             "metrics": _constant(metrics),
             "openapi": _constant(openapi),
@@ -94,6 +104,7 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.pet_types = pet_types
     app.state.store = None
     app.state.rate_limiter = rate_limiter
+    app.state.change_hub = ChangeHub(lambda: app.state.store)
     app.state.verifier = create_token_verifier(settings)
     return ServiceEdge(
         cast("ASGIApp", app), metrics=metrics, store=lambda: app.state.store, log_requests=settings.access_log

@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
 
+    changes_retention_days: int = Field(
+        default=365, ge=0, description="how long changes are kept; 0 keeps them forever"
+    )
+    nats_url: str | None = Field(default=None, description="nats://host:4222: publish every change to JetStream")
+
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

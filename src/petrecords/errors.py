@@ -98,6 +98,11 @@ class ReferencedRecord(ServiceError):
     default_message = "The record is still referenced and cannot be deleted."
 
 
+class CursorExpired(ServiceError):
+    status, code = 410, 983
+    default_message = "The cursor is older than the changes still kept; start again without it."
+
+
 class PreconditionFailed(ServiceError):
     status, code = 412, 992
     default_message = "The record has changed: If-Match does not match its current ETag."

@@ -73,3 +73,45 @@ idempotency_keys = sa.Table(
     sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Index(None, "expires_at"),
 )
+
+
+# Every committed write of every record, in the order the writes committed (see store/changes.py): a record's
+# history, the change feed, and what is published to NATS. `xid` orders the changes of concurrent PostgreSQL
+# transactions (SQLite, with one writer, leaves it 0 and orders by `position` alone). Records of shared
+# resources are filed under the owner SHARED, which every caller may see.
+SHARED = ""
+
+changes = sa.Table(
+    "changes",
+    metadata,
+    sa.Column("position", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("xid", sa.BigInteger(), nullable=False, comment="the writing transaction's id (PostgreSQL), else 0"),
+    sa.Column("resource", Text, nullable=False),
+    sa.Column("record_id", sa.Uuid(), nullable=False),
+    sa.Column("action", Text, nullable=False, comment="created, replaced or deleted"),
+    sa.Column("version", sa.Integer(), nullable=False, comment="the record's writes, counted from 1"),
+    sa.Column("at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("by", Text, nullable=False),
+    sa.Column("owner_before", Text, nullable=True, comment="the record's owner before the write; '' if shared"),
+    sa.Column("owner_after", Text, nullable=True, comment="the record's owner after the write; '' if shared"),
+    sa.Column(
+        "record", sa.LargeBinary(), nullable=False, comment="the record's JSON after the write (before, if deleted)"
+    ),
+    sa.Index(None, "xid", "position"),
+    sa.Index(None, "resource", "record_id", "version"),
+    sa.Index(None, "owner_after", "xid", "position"),
+    sa.Index(None, "owner_before", "xid", "position"),
+    sqlite_autoincrement=True,
+)
+
+# Small facts the instances share: where the change log has been purged up to, how far it has been published,
+# and which instance holds the lease of a background duty (publishing, purging).
+service_state = sa.Table(
+    "service_state",
+    metadata,
+    sa.Column("name", Text, primary_key=True),
+    sa.Column("xid", sa.BigInteger(), nullable=False, server_default="0", comment="a change cursor: its xid"),
+    sa.Column("position", sa.BigInteger(), nullable=False, server_default="0", comment="a change cursor: its position"),
+    sa.Column("holder", Text, nullable=True, comment="the instance that holds the lease"),
+    sa.Column("lease_until", sa.BigInteger(), nullable=False, server_default="0", comment="epoch milliseconds"),
+)

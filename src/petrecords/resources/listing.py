@@ -89,6 +89,26 @@ def _positive_int(name: str, value: str, errors: Errors, *, maximum: int | None 
     return number if maximum is None else min(number, maximum)
 
 
+def parse_paging(pairs: Sequence[tuple[str, str]], *, default_page_size: int, max_page_size: int) -> tuple[int, int]:
+    """(pageIndex, pageSize) of a query that takes nothing else (a record's history)."""
+    errors: Errors = {}
+    seen: set[str] = set()
+    page_index, page_size = 1, default_page_size
+    for name, value in pairs:
+        if name not in PAGING_PARAMETERS:
+            errors[name] = ["is not a parameter of this operation; expected one of pageIndex, pageSize."]
+        elif name in seen:
+            errors[name] = ["must be given once."]
+        elif name == "pageIndex":
+            page_index = _positive_int(name, value, errors) or 1
+        else:
+            page_size = _positive_int(name, value, errors, maximum=max_page_size) or max_page_size
+        seen.add(name)
+    if errors:
+        raise ValidationFailed(errors, what="query")
+    return page_index, page_size
+
+
 def sort_columns(resource: Resource, context: Context) -> dict[str, SortKey]:
     """Each sort field, by its lower-cased name, as the store sorts it (ascending)."""
     keys = {name.lower(): SortKey(column) for name, column in AUDIT_SORT_FIELDS.items()}

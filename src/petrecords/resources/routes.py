@@ -10,6 +10,7 @@ import msgspec
 from litestar import HttpMethod, Request, Response, Router, delete, get, post, put, route
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
+from litestar.response import Stream
 
 from petrecords.auth import Caller
 from petrecords.config import Settings
@@ -17,8 +18,17 @@ from petrecords.errors import IdempotencyKeyReused
 from petrecords.http import ApiGate
 from petrecords.resources import service
 from petrecords.resources.declaration import Resource, ResourceSet
+from petrecords.resources.feed import (
+    ChangeHub,
+    decode_cursor,
+    event_stream_frame,
+    feed_page,
+    history_page,
+    parse_feed_query,
+    start_of,
+)
 from petrecords.resources.fields import Context, PetTypes
-from petrecords.resources.listing import parse_list_query, query_pairs
+from petrecords.resources.listing import parse_list_query, parse_paging, query_pairs
 from petrecords.resources.requests import (
     Body,
     EntityTags,
@@ -37,6 +47,7 @@ _PURGE_EVERY = 100
 # What OPTIONS answers on each path (after the token check, like every other method).
 _ALLOW_COLLECTION = "GET, HEAD, OPTIONS, POST"
 _ALLOW_RECORD = "DELETE, GET, HEAD, OPTIONS, PUT"
+ALLOW_READ_ONLY = "GET, HEAD, OPTIONS"
 
 # Each handler takes one dependency, its transaction. Litestar resolves sibling dependencies in an anyio task
 # group, which costs more than a primary-key lookup; so the caller comes from `request.user` (set by ApiGate)
@@ -104,13 +115,22 @@ def routes_of(resource: Resource, resources: ResourceSet) -> Router:
     def allowed_methods_of_record() -> Response[bytes]:
         return Response(content=b"", status_code=204, headers={"Allow": _ALLOW_RECORD})
 
+    @route(
+        "/{record_id:str}/history",
+        http_method=HttpMethod.OPTIONS,
+        sync_to_thread=False,
+        name=f"{resource.name}:options-history",
+    )
+    def allowed_methods_of_history() -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": ALLOW_READ_ONLY})
+
     @post("/", dependencies={"tx": Provide(provide_write_tx)}, name=f"{resource.name}:create")
     async def create(request: ApiRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
         caller, body = request.user, await body_of(request)
         raw_key = request.headers.get("Idempotency-Key")
         key = None if raw_key is None else check_idempotency_key(raw_key)
         if key is None:
-            row = await service.create_record(tx=tx, caller=caller, resource=resource, body=body)
+            row = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
             return record_response(resource, row, status=201, headers={"Location": f"{resource.path}/{row['id']}"})
 
         request_hash = canonical_json_hash(body.document)
@@ -125,7 +145,7 @@ def routes_of(resource: Resource, resources: ResourceSet) -> Router:
             )
             return Response(content=stored.body, status_code=stored.status, media_type=JSON, headers=headers)
 
-        row = await service.create_record(tx=tx, caller=caller, resource=resource, body=body)
+        row = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
         location = f"{resource.path}/{row['id']}"
         response = record_response(resource, row, status=201, headers={"Location": location})
         await tx.save_idempotent_response(
@@ -200,11 +220,33 @@ def routes_of(resource: Resource, resources: ResourceSet) -> Router:
         )
         return record_response(resource, row)
 
+    @get("/{record_id:str}/history", dependencies={"tx": Provide(provide_read_tx)}, name=f"{resource.name}:history")
+    async def history(
+        request: ApiRequest, tx: NamedDependency[Transaction], record_id: FromPath[str]
+    ) -> Response[bytes]:
+        settings = _settings(request)
+        page_index, page_size = parse_paging(
+            query_pairs(request.scope["query_string"]),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        page = await history_page(
+            tx=tx,
+            caller=request.user,
+            resource=resource,
+            record_id=record_id,
+            page_index=page_index,
+            page_size=page_size,
+        )
+        return Response(content=msgspec.json.encode(page), media_type=JSON)
+
     return Router(
         path=resource.path,
         route_handlers=[
             allowed_methods_of_collection,
             allowed_methods_of_record,
+            allowed_methods_of_history,
+            history,
             create,
             list_records,
             get_record,
@@ -213,3 +255,39 @@ def routes_of(resource: Resource, resources: ResourceSet) -> Router:
         ],
         middleware=[ApiGate],
     )
+
+
+def feed_routes(resources: ResourceSet) -> Router:
+    """`/v1/changes`: the change feed, as pages of JSON or, to `Accept: text/event-stream`, live."""
+
+    @route("/", http_method=HttpMethod.OPTIONS, sync_to_thread=False, name="changes:options")
+    def allowed_methods_of_changes() -> Response[bytes]:
+        return Response(content=b"", status_code=204, headers={"Allow": ALLOW_READ_ONLY})
+
+    @get("/", name="changes:list")
+    async def changes(request: ApiRequest) -> Response[bytes] | Stream:
+        feed = parse_feed_query(query_pairs(request.scope["query_string"]), resources)
+        caller = request.user
+        reader = None if caller.is_admin else caller.email
+        # A transaction of its own, ended before a live stream starts: a stream holds no connection.
+        async with _store(request).transaction(write=False) as tx:
+            if "text/event-stream" not in request.headers.get("accept", ""):
+                page = await feed_page(tx=tx, caller=caller, request=feed)
+                return Response(content=msgspec.json.encode(page), media_type=JSON)
+            last_event_id = request.headers.get("Last-Event-ID")
+            if last_event_id is not None:
+                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id))
+            elif feed.after is not None:
+                start = await start_of(tx, feed.after)
+            else:
+                start = await tx.head_cursor()
+        hub: ChangeHub = request.app.state.change_hub
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b"retry: 1000\n\n"
+            async for change in hub.follow(start, reader=reader, resources=feed.resources):
+                yield event_stream_frame(change)
+
+        return Stream(frames(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
+
+    return Router(path="/v1/changes", route_handlers=[allowed_methods_of_changes, changes], middleware=[ApiGate])

@@ -4,9 +4,12 @@ delete, list. They read and write through a transaction and never commit."""
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from petrecords.auth import Caller
 from petrecords.errors import Forbidden, NotFound, PreconditionFailed, ReferencedRecord, ValidationFailed
@@ -14,7 +17,8 @@ from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Va
 from petrecords.resources.listing import ListRequest
 from petrecords.resources.requests import Body, EntityTags, entity_tag
 from petrecords.resources.wire import Shown, show
-from petrecords.store.base import Condition, Operator, PageQuery, Row, Transaction
+from petrecords.store.base import Condition, Lock, NewChange, Operator, PageQuery, Row, Transaction
+from petrecords.tables import SHARED
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms, parse_record_id
 
@@ -33,12 +37,10 @@ def visible(resource: Resource, caller: Caller, row: Row) -> bool:
     return column is None or caller.is_admin or row[column] == caller.email
 
 
-async def load_visible(
-    *, tx: Transaction, caller: Caller, resource: Resource, record_id: str, for_update: bool = False
-) -> Row:
+async def load_visible(*, tx: Transaction, caller: Caller, resource: Resource, record_id: str) -> Row:
     """The record the caller may see. Someone else's record is as absent as one that does not exist."""
     parsed = parse_record_id(record_id)
-    row = None if parsed is None else await tx.get(resource.collection, parsed, for_update=for_update)
+    row = None if parsed is None else await tx.get(resource.collection, parsed)
     if row is None or not visible(resource, caller, row):
         raise NotFound()
     return row
@@ -51,16 +53,31 @@ def etag_of(resource: Resource, row: Row) -> str:
 
 
 # --- writes ----------------------------------------------------------------------------------------
+#
+# A write transaction first takes the locks of every record it will write (exclusive) and of every record it
+# needs to stay as it is (shared), and only then reads them and writes: see Transaction.lock.
+
+
+def _reference_locks(resources: ResourceSet, resource: Resource, values: Values) -> list[Lock]:
+    return [
+        Lock(resources.rank(reference.target), reference.target.name, values[column], shared=True)
+        for reference in resource.references
+        if (column := resource.field_named(reference.field).column) in values
+    ]
+
+
+def _own_lock(resources: ResourceSet, resource: Resource, record_id: uuid.UUID) -> Lock:
+    return Lock(resources.rank(resource), resource.name, record_id)
 
 
 async def _referenced(*, tx: Transaction, caller: Caller, resource: Resource, values: Values) -> dict[str, Row]:
-    """The records a body refers to, each held against change until the transaction ends (so that it cannot
-    be deleted, or change owner, under a record that is being written to refer to it)."""
+    """The records a body refers to, each one the caller may see, and the rules that need them; 400 naming
+    each field that fails, alike whether its record is missing or someone else's."""
     found: dict[str, Row] = {}
     errors: dict[str, list[str]] = {}
     for reference in resource.references:
         column = resource.field_named(reference.field).column
-        row = await tx.get(reference.target.collection, values[column], for_share=True)
+        row = await tx.get(reference.target.collection, values[column])
         if row is None or not visible(reference.target, caller, row):
             errors[reference.field] = [reference.message]
         else:
@@ -113,7 +130,47 @@ def _writable_values(resource: Resource, body: Body) -> Values:
     return values
 
 
-async def create_record(*, tx: Transaction, caller: Caller, resource: Resource, body: Body) -> Row:
+def _owner(resource: Resource, row: Row | None) -> str | None:
+    """Whose the record is, as the change log files it: '' for a shared one, None when there is none."""
+    if row is None:
+        return None
+    column = resource.ownership.column
+    return SHARED if column is None else str(row[column])
+
+
+async def _keep(
+    *,
+    tx: Transaction,
+    resource: Resource,
+    action: str,
+    row: Row,
+    version: int,
+    by: str,
+    at: int,
+    before: Row | None,
+    after: Row | None,
+) -> None:
+    """Keep a write of `row` (with its embedded records) in the change log, in the write's transaction."""
+    shared = resource.ownership.column is None
+    await tx.record_change(
+        NewChange(
+            resource=resource.name,
+            record_id=row["id"],
+            action=action,
+            version=version,
+            at=at,
+            by=by,
+            owner_before=SHARED if shared else _owner(resource, before),
+            owner_after=SHARED if shared else _owner(resource, after),
+            record=msgspec.json.encode(show(resource, row)),
+        )
+    )
+
+
+async def create_record(
+    *, tx: Transaction, caller: Caller, resource: Resource, resources: ResourceSet, body: Body
+) -> Row:
+    await tx.lock(_reference_locks(resources, resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     _permit_write(resource, caller)
     values = _writable_values(resource, body)
@@ -130,7 +187,19 @@ async def create_record(*, tx: Transaction, caller: Caller, resource: Resource, 
         **_keys(resource, values),
     }
     await tx.insert(resource.collection, row)
-    return await _with_embeds(tx=tx, resource=resource, row=row, referenced=referenced)
+    shown = _with_embeds(resource=resource, row=row, referenced=referenced)
+    await _keep(
+        tx=tx,
+        resource=resource,
+        action="created",
+        row=shown,
+        version=1,
+        by=caller.email,
+        at=timestamp,
+        before=None,
+        after=row,
+    )
+    return shown
 
 
 async def replace_record(
@@ -143,41 +212,86 @@ async def replace_record(
     body: Body,
     if_match: EntityTags | None,
 ) -> Row:
+    # A reference that fails is 400 before the record is looked up (404), as the check order says; it is looked
+    # at again once held, in case it went meanwhile.
+    await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
+    parsed = parse_record_id(record_id)
+    if parsed is None:
+        raise NotFound()
+    await tx.lock([*_reference_locks(resources, resource, body.values), _own_lock(resources, resource, parsed)])
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
-    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id, for_update=True)
+    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
     _permit_write(resource, caller)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
     _check_if_match(resource, if_match, current)
     values = _writable_values(resource, body)
+    timestamp = max(now_ms(), current["modified_at"])  # never earlier than the last write, whatever the clocks
     replaced: Row = {
         **current,
         **values,
         **owner,
         **_keys(resource, values),
-        # Never earlier than the last write, even when another instance's clock runs ahead.
-        "modified_at": max(now_ms(), current["modified_at"]),
+        "modified_at": timestamp,
         "modified_by": caller.email,
         "revision": current["revision"] + 1,
     }
-    for embed in resource.embeds:
-        replaced.pop(embed.field, None)
-    await tx.update(resource.collection, replaced, previous=current)
+    followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
-        await _move_dependents(tx=tx, resources=resources, resource=resource, row=replaced)
-    return await _with_embeds(tx=tx, resource=resource, row=replaced, referenced=referenced)
+        followers = await _hold_followers(tx=tx, resources=resources, resource=resource, record_id=parsed)
+    await tx.update(resource.collection, _stored(resource, replaced), previous=current)
+    shown = _with_embeds(resource=resource, row=replaced, referenced=referenced)
+    await _keep(
+        tx=tx,
+        resource=resource,
+        action="replaced",
+        row=shown,
+        version=replaced["revision"],
+        by=caller.email,
+        at=timestamp,
+        before=current,
+        after=replaced,
+    )
+    for follower_resource, follower in followers:
+        new_owner = replaced[owner_column_of(resource)]
+        await _follow(tx=tx, resource=follower_resource, row=follower, owner=new_owner, by=caller.email)
+    return shown
 
 
-async def _move_dependents(*, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row) -> None:
-    """Records that always have the owner of this one follow it to its new owner."""
+async def _hold_followers(
+    *, tx: Transaction, resources: ResourceSet, resource: Resource, record_id: uuid.UUID
+) -> list[tuple[Resource, Row]]:
+    """The records that always have this record's owner, held, as they are now."""
+    held: list[tuple[Resource, Row]] = []
     for dependent in resources.dependents(resource):
-        ownership = dependent.resource.ownership
-        if ownership.through != dependent.reference.field or ownership.column is None:
+        if dependent.resource.ownership.through != dependent.reference.field:
             continue
-        owner_column = owner_column_of(resource)
-        for follower in await tx.referrers(dependent.resource.collection, dependent.column, row["id"]):
-            moved = {**follower, ownership.column: row[owner_column], "revision": follower["revision"] + 1}
-            await tx.update(dependent.resource.collection, moved, previous=follower)
+        found = await tx.referrers(dependent.resource.collection, dependent.column, record_id)
+        await tx.lock([_own_lock(resources, dependent.resource, row["id"]) for row in found])
+        for row in found:
+            # Looked up again once held: one may have gone, or moved to another record, meanwhile.
+            now = await tx.get(dependent.resource.collection, row["id"])
+            if now is not None and now[dependent.column] == record_id:
+                held.append((dependent.resource, now))
+    return held
+
+
+async def _follow(*, tx: Transaction, resource: Resource, row: Row, owner: str, by: str) -> None:
+    """Give a record the new owner of the record it follows: a write of it, which keeps its modifiedAt and
+    modifiedBy (no one replaced it) and is kept in its history."""
+    moved = {**row, owner_column_of(resource): owner, "revision": row["revision"] + 1}
+    await tx.update(resource.collection, _stored(resource, moved), previous=row)
+    await _keep(
+        tx=tx,
+        resource=resource,
+        action="replaced",
+        row=moved,
+        version=moved["revision"],
+        by=by,
+        at=now_ms(),
+        before=row,
+        after=moved,
+    )
 
 
 async def delete_record(
@@ -189,27 +303,60 @@ async def delete_record(
     record_id: str,
     if_match: EntityTags | None,
 ) -> Row:
-    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id, for_update=True)
+    parsed = parse_record_id(record_id)
+    if parsed is None:
+        raise NotFound()
+    await tx.lock([_own_lock(resources, resource, parsed)])
+    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
     _permit_write(resource, caller)
     _check_if_match(resource, if_match, current)
-    await _delete_with_dependents(tx=tx, resources=resources, resource=resource, row=current)
+    doomed = await _hold_dependents(tx=tx, resources=resources, resource=resource, row=current)
+    at = now_ms()
+    for doomed_resource, row in doomed:
+        await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
+        await _keep(
+            tx=tx,
+            resource=doomed_resource,
+            action="deleted",
+            row=row,
+            version=row["revision"] + 1,
+            by=caller.email,
+            at=at,
+            before=row,
+            after=None,
+        )
     return current
 
 
-async def _delete_with_dependents(*, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row) -> None:
+async def _hold_dependents(
+    *, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row
+) -> list[tuple[Resource, Row]]:
+    """The records a deletion takes with it, held, those that refer to others first, ending with `row` itself;
+    409 when a record that may not go is still referred to."""
+    doomed: list[tuple[Resource, Row]] = []
     for dependent in resources.dependents(resource):
         collection = dependent.resource.collection
         if dependent.reference.on_delete is OnDelete.RESTRICT:
+            # The referring records hold this one shared while they are written; its lock keeps new ones away.
             if await tx.has_referrer(collection, dependent.column, row["id"]):
                 raise ReferencedRecord(
                     f"The {resource.title} is still referenced by {dependent.resource.title} records and cannot "
                     "be deleted."
                 )
-        else:
-            for referrer in await tx.referrers(collection, dependent.column, row["id"]):
-                await _delete_with_dependents(tx=tx, resources=resources, resource=dependent.resource, row=referrer)
-    without_embeds = {name: value for name, value in row.items() if name not in {e.field for e in resource.embeds}}
-    await tx.delete(resource.collection, without_embeds)
+            continue
+        found = await tx.referrers(collection, dependent.column, row["id"])
+        await tx.lock([_own_lock(resources, dependent.resource, one["id"]) for one in found])
+        for one in found:
+            now = await tx.get(collection, one["id"])
+            if now is not None and now[dependent.column] == row["id"]:
+                doomed.extend(await _hold_dependents(tx=tx, resources=resources, resource=dependent.resource, row=now))
+    doomed.append((resource, row))
+    return doomed
+
+
+def _stored(resource: Resource, row: Row) -> Row:
+    """The row without the records it embeds, which live in their own tables."""
+    return {name: value for name, value in row.items() if name not in {embed.field for embed in resource.embeds}}
 
 
 def _check_if_match(resource: Resource, if_match: EntityTags | None, row: Row) -> None:
@@ -217,19 +364,11 @@ def _check_if_match(resource: Resource, if_match: EntityTags | None, row: Row) -
         raise PreconditionFailed()
 
 
-async def _with_embeds(*, tx: Transaction, resource: Resource, row: Row, referenced: Mapping[str, Row]) -> Row:
-    """The row with the records it embeds, as they are now (the references hold them)."""
+def _with_embeds(*, resource: Resource, row: Row, referenced: Mapping[str, Row]) -> Row:
+    """The row with the records it embeds, as they are now (the transaction holds them)."""
     if not resource.embeds:
         return row
-    embedded = dict(row)
-    for embed in resource.embeds:
-        target = resource.reference_of(embed.reference).target
-        found = referenced.get(embed.reference)
-        if found is None:
-            column = resource.field_named(embed.reference).column
-            found = await tx.get(target.collection, row[column])
-        embedded[embed.field] = found
-    return embedded
+    return {**row, **{embed.field: referenced[embed.reference] for embed in resource.embeds}}
 
 
 # --- listing ---------------------------------------------------------------------------------------

@@ -76,6 +76,45 @@ class PageQuery(msgspec.Struct, frozen=True, kw_only=True):
     offset: int
 
 
+Cursor = tuple[int, int]
+"""A place in the change log: (xid, position). Changes are ordered by it, which is their commit order."""
+
+
+class NewChange(msgspec.Struct, frozen=True, kw_only=True):
+    """A write of a record, to be kept with it."""
+
+    resource: str
+    record_id: uuid.UUID
+    action: str
+    version: int
+    at: int
+    by: str
+    owner_before: str | None
+    """The record's owner before the write (None when it did not exist); '' for a shared record."""
+    owner_after: str | None
+    """The record's owner after the write (None when it was deleted); '' for a shared record."""
+    record: bytes
+    """The record's JSON after the write; as it was before, for a deletion."""
+
+
+class Change(NewChange, frozen=True, kw_only=True):
+    """A committed write, as the change log keeps it."""
+
+    cursor: Cursor
+
+
+class Lock(msgspec.Struct, frozen=True, order=True):
+    """A record held for the rest of a transaction: `shared` by readers that others must not change under
+    them, exclusively by its writers. Locks are taken in their sort order, so that no two transactions wait
+    for each other."""
+
+    rank: int
+    """How many references away from a record that refers to nothing: referenced records first."""
+    resource: str
+    record_id: uuid.UUID
+    shared: bool = False
+
+
 class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     """A successful response kept for an Idempotency-Key."""
 
@@ -98,11 +137,13 @@ class Transaction(abc.ABC):
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
     @abc.abstractmethod
-    async def get(
-        self, collection: Collection, record_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False
-    ) -> Row | None:
-        """The record with its joined records. `for_update` holds it for this transaction's write;
-        `for_share` keeps others from changing or deleting it until this transaction ends."""
+    async def lock(self, locks: Sequence[Lock]) -> None:
+        """Hold these records for the rest of the transaction, in order. A write transaction takes every lock
+        it needs before it writes anything: that is what makes the change log's order the commit order."""
+
+    @abc.abstractmethod
+    async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
+        """The record with its joined records."""
 
     @abc.abstractmethod
     async def insert(self, collection: Collection, row: Row) -> None: ...
@@ -129,6 +170,51 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool: ...
+
+    @abc.abstractmethod
+    async def record_change(self, change: NewChange) -> None:
+        """Keep a write of a record, in this transaction."""
+
+    @abc.abstractmethod
+    async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
+        """A record's changes, oldest first."""
+
+    @abc.abstractmethod
+    async def count_history(self, resource: str, record_id: uuid.UUID) -> int: ...
+
+    @abc.abstractmethod
+    async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None: ...
+
+    @abc.abstractmethod
+    async def changes_after(
+        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+    ) -> Sequence[Change]:
+        """The committed changes after `cursor`, in commit order: every one, or (with `reader`) those of shared
+        records and of records `reader` owned before or after the write. Never a change that a transaction still
+        in flight could come to precede."""
+
+    @abc.abstractmethod
+    async def head_cursor(self) -> Cursor:
+        """The cursor after which the changes committed from now on will come."""
+
+    @abc.abstractmethod
+    async def purged_through(self) -> Cursor:
+        """The cursor of the last change removed by retention: anything at or before it is gone."""
+
+    @abc.abstractmethod
+    async def purge_changes(self, *, before_ms: int, limit: int) -> int:
+        """Remove up to `limit` of the oldest changes made before `before_ms`; how many were removed."""
+
+    @abc.abstractmethod
+    async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
+        """Hold the lease `name` until `until_ms` when it is free, expired or already `holder`'s."""
+
+    @abc.abstractmethod
+    async def state_cursor(self, name: str) -> Cursor: ...
+
+    @abc.abstractmethod
+    async def set_state_cursor(self, name: str, cursor: Cursor, *, holder: str) -> bool:
+        """Move the cursor kept under `name`, if `holder` still holds its lease."""
 
     @abc.abstractmethod
     async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:

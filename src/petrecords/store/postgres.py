@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -33,15 +34,48 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn
 from petrecords.errors import IdempotencyInProgress
+from petrecords.store.base import Lock
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
-from petrecords.store.sql import WRITES_VERSION, SqlStore, SqlTransaction, Statement, count_upsert
+from petrecords.store.sql import (
+    WRITES_VERSION,
+    SqlStore,
+    SqlTransaction,
+    Statement,
+    change_insert,
+    count_upsert,
+    state_upserts,
+)
 
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
 # LIKE escape character) are standard-conforming, their backslashes not doubled.
 _DIALECT._backslash_escapes = False
 _TRY_LOCK = sa.select(sa.func.pg_try_advisory_xact_lock(sa.bindparam("key", type_=sa.BigInteger())))
+
+
+def _as_bigint(value: sa.ColumnElement[object]) -> sa.ColumnElement[int]:
+    """An xid8 as a bigint (through its text: PostgreSQL has no direct cast)."""
+    return sa.cast(sa.cast(value, sa.Text()), sa.BigInteger())
+
+
+@functools.lru_cache(maxsize=64)
+def _take_locks(shared: tuple[bool, ...]) -> sa.Select[Any]:
+    """One statement that takes advisory locks in the order given: they assign no transaction id, unlike row
+    locks, so a write transaction gets its id only at its first write, once it holds every lock it needs."""
+    take = [
+        (sa.func.pg_advisory_xact_lock_shared if one else sa.func.pg_advisory_xact_lock)(
+            sa.bindparam(f"key_{index}", type_=sa.BigInteger())
+        )
+        for index, one in enumerate(shared)
+    ]
+    return sa.select(*take)
+
+
+def lock_key(resource: str, record_id: uuid.UUID) -> int:
+    digest = hashlib.blake2b(f"record\x00{resource}".encode() + record_id.bytes, digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
 
 Compiled = tuple[str, tuple[str, ...], dict[str, Any]]
 """The SQL of a statement (with $n parameters), the names of its parameters in the order of their
@@ -94,6 +128,13 @@ async def _keep_session(_connection: Any) -> None:
 class PostgresTransaction(SqlTransaction):
     counter_slots = 8
     change_count = count_upsert(postgresql.insert)
+    # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
+    # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the
+    # later has the greater id. A reader never passes the oldest transaction still in flight (the snapshot's
+    # xmin), so no change can later appear behind a cursor it has handed out.
+    horizon = _as_bigint(sa.func.pg_snapshot_xmin(sa.func.pg_current_snapshot()))
+    change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
+    state_upserts = state_upserts(postgresql.insert)
 
     def __init__(self, store: PostgresStore, *, write: bool) -> None:
         super().__init__(write=write)
@@ -168,6 +209,17 @@ class PostgresTransaction(SqlTransaction):
         except BaseException as exc:
             _discard_if_broken(connection, exc)
             raise
+
+    async def lock(self, locks: Sequence[Lock]) -> None:
+        if not locks:
+            return
+        # A record held both ways is held exclusively.
+        exclusive = {(one.rank, one.resource, one.record_id) for one in locks if not one.shared}
+        ordered = sorted(
+            {one for one in locks if not one.shared or (one.rank, one.resource, one.record_id) not in exclusive}
+        )
+        values = {f"key_{index}": lock_key(one.resource, one.record_id) for index, one in enumerate(ordered)}
+        await self.fetch((_take_locks(tuple(one.shared for one in ordered)), values))
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so

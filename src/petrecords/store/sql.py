@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import collections
 import functools
+import itertools
 import random
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -22,9 +23,13 @@ import sqlalchemy as sa
 from petrecords.db import head_revision
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import (
+    Change,
     Collection,
     Condition,
+    Cursor,
     Join,
+    Lock,
+    NewChange,
     Operator,
     PageQuery,
     Row,
@@ -35,12 +40,10 @@ from petrecords.store.base import (
 )
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
-from petrecords.tables import ALL_OWNERS, idempotency_keys, record_counts
+from petrecords.tables import ALL_OWNERS, SHARED, changes, idempotency_keys, record_counts, service_state
 
 Statement = tuple[sa.ClauseElement, dict[str, Any]]
 """A statement and the values of its parameters."""
-Lock = str | None
-"""None, "update" (held for this transaction's write) or "share" (kept from changing until it ends)."""
 
 
 def _values_of(table: sa.Table, *, but: tuple[str, ...] = ()) -> dict[str, sa.BindParameter[Any]]:
@@ -95,24 +98,12 @@ def table_reader(table: sa.Table) -> Reader:
     return Reader(table)
 
 
-def _locked(statement: sa.Select[Any], table: sa.Table, lock: Lock) -> sa.Select[Any]:
-    if lock == "update":
-        return statement.with_for_update(of=table)
-    if lock == "share":
-        return statement.with_for_update(of=table, read=True)
-    return statement
-
-
 @functools.lru_cache(maxsize=256)
-def select_by_id(collection: Collection, lock: Lock) -> sa.Select[Any]:
+def select_by_id(collection: Collection) -> sa.Select[Any]:
     reader = reader_of(collection)
     table = collection.table
-    statement = (
-        sa.select(*reader.columns)
-        .select_from(reader.from_clause)
-        .where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))
-    )
-    return _locked(statement, table, lock)
+    record_id = sa.bindparam("record_id", type_=table.c.id.type)
+    return sa.select(*reader.columns).select_from(reader.from_clause).where(table.c.id == record_id)
 
 
 @functools.lru_cache(maxsize=64)
@@ -142,8 +133,7 @@ def referrers_statement(collection: Collection, column: str, *, exists: bool) ->
     condition = table.c[column] == sa.bindparam("record_id", type_=table.c[column].type)
     if exists:
         return sa.select(sa.literal(1)).select_from(table).where(condition).limit(1)
-    # Held in the order of their ids, so that two transactions lock them alike.
-    return _locked(sa.select(*table.c).where(condition).order_by(table.c.id), table, "update")
+    return sa.select(*table.c).where(condition).order_by(table.c.id)
 
 
 def record_values(collection: Collection, row: Row) -> dict[str, Any]:
@@ -200,6 +190,155 @@ def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
 WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.writes), 0)).where(
     record_counts.c.scope == ALL_OWNERS
 )
+
+
+# --- the change log ----------------------------------------------------------------------------------
+
+CHANGE_COLUMNS = (
+    changes.c.xid,
+    changes.c.position,
+    changes.c.resource,
+    changes.c.record_id,
+    changes.c.action,
+    changes.c.version,
+    changes.c.at,
+    changes.c.by,
+    changes.c.owner_before,
+    changes.c.owner_after,
+    changes.c.record,
+)
+_change_cursor = sa.tuple_(changes.c.xid, changes.c.position)
+_AFTER = _change_cursor > sa.tuple_(
+    sa.bindparam("after_xid", type_=sa.BigInteger()), sa.bindparam("after_position", type_=sa.BigInteger())
+)
+_OF_RECORD = (changes.c.resource == sa.bindparam("resource")) & (
+    changes.c.record_id == sa.bindparam("record_id", type_=changes.c.record_id.type)
+)
+SELECT_HISTORY = (
+    sa.select(*CHANGE_COLUMNS)
+    .where(_OF_RECORD)
+    .order_by(changes.c.version)
+    .limit(sa.bindparam("limit"))
+    .offset(sa.bindparam("offset"))
+)
+COUNT_HISTORY = sa.select(sa.func.count()).select_from(changes).where(_OF_RECORD)
+SELECT_LAST_CHANGE = sa.select(*CHANGE_COLUMNS).where(_OF_RECORD).order_by(changes.c.version.desc()).limit(1)
+_STATE_IS = service_state.c.name == sa.bindparam("name")
+SELECT_STATE_CURSOR = sa.select(service_state.c.xid, service_state.c.position).where(_STATE_IS)
+
+
+def change_insert(xid: sa.ColumnElement[int]) -> sa.Insert:
+    """Keep one change, with the dialect's id of the writing transaction."""
+    values = _values_of(changes, but=("position", "xid"))
+    return sa.insert(changes).values(xid=xid, **values)
+
+
+def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, resources: int | None) -> sa.Select[Any]:
+    """The changes after a cursor, below `horizon` (the first xid a transaction still in flight may hold), in
+    order. For a reader: the union of three index ranges (shared records, records they own after the write,
+    records they owned before it), each read in order, so that the few changes of one caller among many are
+    found without reading the others."""
+
+    def branch(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+        where = [_AFTER, changes.c.xid < horizon, *conditions]
+        if resources is not None:
+            where.append(changes.c.resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
+        return (
+            sa.select(*CHANGE_COLUMNS)
+            .where(*where)
+            .order_by(changes.c.xid, changes.c.position)
+            .limit(sa.bindparam("limit"))
+        )
+
+    if not by_reader:
+        return branch()
+    reader: sa.BindParameter[str] = sa.bindparam("reader")
+    branches = [
+        branch(changes.c.owner_after == SHARED),
+        branch(changes.c.owner_after == reader),
+        branch(
+            changes.c.owner_before == reader, sa.or_(changes.c.owner_after.is_(None), changes.c.owner_after != reader)
+        ),
+    ]
+    union = sa.union_all(*(sa.select(*one.subquery().c) for one in branches)).subquery()
+    return sa.select(*union.c).order_by(union.c.xid, union.c.position).limit(sa.bindparam("limit"))
+
+
+def head_select(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
+    return (
+        sa.select(changes.c.xid, changes.c.position)
+        .where(changes.c.xid < horizon)
+        .order_by(changes.c.xid.desc(), changes.c.position.desc())
+        .limit(1)
+    )
+
+
+def oldest_changes_select(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
+    return (
+        sa.select(changes.c.xid, changes.c.position, changes.c.at)
+        .where(changes.c.xid < horizon)
+        .order_by(changes.c.xid, changes.c.position)
+        .limit(sa.bindparam("limit"))
+    )
+
+
+PURGE_CHANGES = sa.delete(changes).where(
+    _change_cursor
+    <= sa.tuple_(
+        sa.bindparam("through_xid", type_=sa.BigInteger()), sa.bindparam("through_position", type_=sa.BigInteger())
+    )
+)
+
+
+def state_upserts(insert: Callable[[sa.Table], Any]) -> tuple[sa.Insert, sa.Insert]:
+    """(set a cursor, take a lease) in the dialect's INSERT … ON CONFLICT."""
+    cursor_values: dict[str, Any] = {
+        "name": sa.bindparam("name"),
+        "xid": sa.bindparam("xid"),
+        "position": sa.bindparam("position"),
+    }
+    set_cursor = insert(service_state).values(cursor_values)
+    set_cursor = set_cursor.on_conflict_do_update(
+        index_elements=[service_state.c.name],
+        set_={"xid": set_cursor.excluded.xid, "position": set_cursor.excluded.position},
+    )
+    lease_values: dict[str, Any] = {
+        "name": sa.bindparam("name"),
+        "holder": sa.bindparam("holder"),
+        "lease_until": sa.bindparam("until"),
+    }
+    lease = insert(service_state).values(lease_values)
+    lease = lease.on_conflict_do_update(
+        index_elements=[service_state.c.name],
+        set_={"holder": lease.excluded.holder, "lease_until": lease.excluded.lease_until},
+        where=(service_state.c.lease_until < sa.bindparam("now")) | (service_state.c.holder == lease.excluded.holder),
+    ).returning(service_state.c.holder)
+    return set_cursor, lease
+
+
+SET_LEASED_CURSOR = (
+    sa.update(service_state)
+    .where(_STATE_IS, service_state.c.holder == sa.bindparam("holder"))
+    .values(xid=sa.bindparam("xid"), position=sa.bindparam("position"))
+    .returning(service_state.c.name)
+)
+
+
+def change_of(row: Sequence[Any]) -> Change:
+    """A change from the columns of CHANGE_COLUMNS, in order."""
+    xid, position, resource, record_id, action, version, at, by, owner_before, owner_after, record = row
+    return Change(
+        cursor=(xid, position),
+        resource=resource,
+        record_id=_uuid(record_id),
+        action=action,
+        version=version,
+        at=at,
+        by=by,
+        owner_before=owner_before,
+        owner_after=owner_after,
+        record=bytes(record),
+    )
 
 
 # --- lists and counts ------------------------------------------------------------------------------
@@ -441,11 +580,11 @@ class SqlTransaction(Transaction):
         except DATABASE_ERRORS as exc:
             raise_translated(exc)
 
-    async def get(
-        self, collection: Collection, record_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False
-    ) -> Row | None:
-        lock = "update" if for_update else "share" if for_share else None
-        rows = await self.fetch((select_by_id(collection, lock), {"record_id": record_id}))
+    async def lock(self, locks: Sequence[Lock]) -> None:
+        """Nothing to do where there is one writer (SQLite): a write transaction holds the database."""
+
+    async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
+        rows = await self.fetch((select_by_id(collection), {"record_id": record_id}))
         return reader_of(collection).row(rows[0]) if rows else None
 
     async def insert(self, collection: Collection, row: Row) -> None:
@@ -525,6 +664,70 @@ class SqlTransaction(Transaction):
         """A value that changes whenever the stored records may have; None when there is no cheap one."""
         return None
 
+    # --- the change log ---------------------------------------------------------------------------------
+
+    horizon: sa.ColumnElement[int]
+    """The first transaction id that a transaction still in flight may hold (the dialect's)."""
+    change_insert: sa.Insert
+    state_upserts: tuple[sa.Insert, sa.Insert]
+
+    async def record_change(self, change: NewChange) -> None:
+        values = msgspec.structs.asdict(change)
+        await self.execute(self.change_insert, values)
+
+    async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
+        values = {"resource": resource, "record_id": record_id, "limit": limit, "offset": offset}
+        return [change_of(row) for row in await self.fetch((SELECT_HISTORY, values))]
+
+    async def count_history(self, resource: str, record_id: uuid.UUID) -> int:
+        return int((await self.fetch((COUNT_HISTORY, {"resource": resource, "record_id": record_id})))[0][0])
+
+    async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None:
+        rows = await self.fetch((SELECT_LAST_CHANGE, {"resource": resource, "record_id": record_id}))
+        return change_of(rows[0]) if rows else None
+
+    async def changes_after(
+        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+    ) -> Sequence[Change]:
+        statement = _changes_after(
+            self.horizon, by_reader=reader is not None, resources=None if resources is None else len(resources)
+        )
+        values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
+        if reader is not None:
+            values["reader"] = reader
+        values.update({f"resource_{i}": name for i, name in enumerate(resources or ())})
+        return [change_of(row) for row in await self.fetch((statement, values))]
+
+    async def head_cursor(self) -> Cursor:
+        rows = await self.fetch((_head(self.horizon), {}))
+        found = (rows[0][0], rows[0][1]) if rows else (0, 0)
+        return max(found, await self.purged_through())
+
+    async def purged_through(self) -> Cursor:
+        return await self.state_cursor(PURGED)
+
+    async def state_cursor(self, name: str) -> Cursor:
+        rows = await self.fetch((SELECT_STATE_CURSOR, {"name": name}))
+        return (rows[0][0], rows[0][1]) if rows else (0, 0)
+
+    async def purge_changes(self, *, before_ms: int, limit: int) -> int:
+        oldest = await self.fetch((_oldest(self.horizon), {"limit": limit}))
+        expired = list(itertools.takewhile(lambda row: row[2] < before_ms, oldest))
+        if not expired:
+            return 0
+        through = (expired[-1][0], expired[-1][1])
+        await self.execute(PURGE_CHANGES, {"through_xid": through[0], "through_position": through[1]})
+        await self.execute(self.state_upserts[0], {"name": PURGED, "xid": through[0], "position": through[1]})
+        return len(expired)
+
+    async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
+        values = {"name": name, "holder": holder, "until": until_ms, "now": now_ms}
+        return bool(await self.fetch((self.state_upserts[1], values)))
+
+    async def set_state_cursor(self, name: str, cursor: Cursor, *, holder: str) -> bool:
+        values = {"name": name, "holder": holder, "xid": cursor[0], "position": cursor[1]}
+        return bool(await self.fetch((SET_LEASED_CURSOR, values)))
+
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         """Make concurrent holders of the same key exclusive; the default relies on a single writer."""
 
@@ -581,3 +784,22 @@ class SqlStore(Store):
 
     @abc.abstractmethod
     def transaction(self, *, write: bool) -> SqlTransaction: ...
+
+
+PURGED = "changes-purged"
+"""The service state that holds the cursor of the last change retention removed."""
+
+
+@functools.lru_cache(maxsize=64)
+def _changes_after(horizon: sa.ColumnElement[int], *, by_reader: bool, resources: int | None) -> sa.Select[Any]:
+    return changes_after_select(horizon, by_reader=by_reader, resources=resources)
+
+
+@functools.lru_cache(maxsize=8)
+def _head(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
+    return head_select(horizon)
+
+
+@functools.lru_cache(maxsize=8)
+def _oldest(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
+    return oldest_changes_select(horizon)

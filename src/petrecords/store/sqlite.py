@@ -46,7 +46,15 @@ from petrecords.store.faults import (
     vanished,
 )
 from petrecords.store.pages import PageAnchors
-from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction, Statement, count_upsert
+from petrecords.store.sql import (
+    SCHEMA_VERSION,
+    SqlStore,
+    SqlTransaction,
+    Statement,
+    change_insert,
+    count_upsert,
+    state_upserts,
+)
 
 # Waits between attempts to take the write lock that another process holds: short at first, as most writes
 # take milliseconds, then steady, until busy_timeout.
@@ -157,6 +165,11 @@ class _Database:
 
 class SqliteTransaction(SqlTransaction):
     change_count = count_upsert(sqlite_dialect.insert)
+    # One writer at a time: the order of the log's positions is the order of the commits, and no write in
+    # flight can come to precede a committed one.
+    horizon = sa.literal(2**62, sa.BigInteger())
+    change_insert = change_insert(sa.literal(0, sa.BigInteger()))
+    state_upserts = state_upserts(sqlite_dialect.insert)
 
     def __init__(self, store: SqliteStore, *, write: bool) -> None:
         super().__init__(write=write)

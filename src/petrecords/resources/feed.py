@@ -1,0 +1,305 @@
+"""The change log, read: a record's history, the commit-ordered feed of every change a caller may see, and
+that feed live, as Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from petrecords.auth import Caller
+from petrecords.errors import CursorExpired, NotFound, ValidationFailed
+from petrecords.resources.declaration import Resource, ResourceSet
+from petrecords.resources.filters import split_values
+from petrecords.resources.service import visible
+from petrecords.store.base import Change, Cursor, Store, Transaction
+from petrecords.tables import SHARED
+from petrecords.values import format_timestamp, parse_record_id
+
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
+FEED_PARAMETERS = ("after", "limit", "resource")
+KEEP_ALIVE_SECONDS = 10.0
+"""How often a live stream with nothing to say sends a comment (the contract asks for at least every 15 s)."""
+POLL_SECONDS = 0.2
+"""How often a process looks for new changes while it has live subscribers."""
+POLL_BATCH = 500
+BUFFERED_CHANGES = 4096
+"""Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
+_CURSOR = re.compile(r"([0-9a-f]{1,16})-([0-9a-f]{1,16})")
+
+
+def encode_cursor(cursor: Cursor) -> str:
+    return f"{cursor[0]:x}-{cursor[1]:x}"
+
+
+def decode_cursor(name: str, text: str) -> Cursor:
+    match = _CURSOR.fullmatch(text)
+    if match is None:
+        raise ValidationFailed.single(name, "must be a cursor this service handed out (nextCursor, a change's cursor).")
+    return int(match.group(1), 16), int(match.group(2), 16)
+
+
+def change_wire(change: Change) -> dict[str, Any]:
+    return {
+        "cursor": encode_cursor(change.cursor),
+        "resource": change.resource,
+        "id": str(change.record_id),
+        "action": change.action,
+        "version": change.version,
+        "at": format_timestamp(change.at),
+        "by": change.by,
+        "record": msgspec.Raw(change.record),
+    }
+
+
+def sees(reader: str | None, change: Change) -> bool:
+    """Whether a caller (None: an administrator) may see a change: of a shared record, or of a record they
+    owned before or after the write."""
+    return reader is None or change.owner_after in (SHARED, reader) or change.owner_before == reader
+
+
+# --- history ---------------------------------------------------------------------------------------
+
+
+async def history_page(
+    *, tx: Transaction, caller: Caller, resource: Resource, record_id: str, page_index: int, page_size: int
+) -> dict[str, Any]:
+    """A record's changes, oldest first: for whoever may read the record now, or, once it is deleted, whoever
+    could read it just before. Anyone else gets 404, as for a record that never existed."""
+    parsed = parse_record_id(record_id)
+    if parsed is None:
+        raise NotFound()
+    row = await tx.get(resource.collection, parsed)
+    if row is not None:
+        if not visible(resource, caller, row):
+            raise NotFound()
+    else:
+        last = await tx.last_change(resource.name, parsed)
+        if last is None or last.action != "deleted" or not (caller.is_admin or sees(caller.email, last)):
+            raise NotFound()
+    total = await tx.count_history(resource.name, parsed)
+    offset = (page_index - 1) * page_size
+    items: Sequence[Change] = []
+    if offset < total:
+        items = await tx.history(resource.name, parsed, limit=page_size, offset=offset)
+    total_pages = -(-total // page_size)
+    return {
+        "items": [change_wire(change) for change in items],
+        "pageIndex": page_index,
+        "pageSize": page_size,
+        "totalPages": total_pages,
+        "totalCount": total,
+        "hasPreviousPage": page_index > 1,
+        "hasNextPage": page_index < total_pages,
+    }
+
+
+# --- the feed --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeedRequest:
+    after: Cursor | None
+    limit: int
+    resources: tuple[str, ...] | None
+
+
+def parse_feed_query(pairs: Sequence[tuple[str, str]], resources: ResourceSet) -> FeedRequest:
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    errors: dict[str, list[str]] = {}
+    for name, given in values.items():
+        if name not in FEED_PARAMETERS:
+            errors[name] = ["is not a parameter of this operation; expected one of " + ", ".join(FEED_PARAMETERS) + "."]
+        elif name != "resource" and len(given) > 1:
+            errors[name] = ["must be given once."]
+    after: Cursor | None = None
+    if "after" in values and "after" not in errors:
+        try:
+            after = decode_cursor("after", values["after"][0])
+        except ValidationFailed as exc:
+            errors.update(exc.errors)
+    limit = DEFAULT_LIMIT
+    if "limit" in values and "limit" not in errors:
+        raw = values["limit"][0]
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_LIMIT):
+            errors["limit"] = [f"must be a whole number from 1 to {MAX_LIMIT}."]
+        else:
+            limit = int(raw)
+    names: tuple[str, ...] | None = None
+    if "resource" in values:
+        known = [resource.name for resource in resources.resources]
+        asked = split_values(values["resource"])
+        if any(name not in known for name in asked):
+            errors["resource"] = ["must be one or more of " + ", ".join(known) + " (comma-separated or repeated)."]
+        else:
+            names = tuple(dict.fromkeys(asked))
+    if errors:
+        raise ValidationFailed(errors, what="query")
+    return FeedRequest(after=after, limit=limit, resources=names)
+
+
+async def start_of(tx: Transaction, after: Cursor | None) -> Cursor:
+    """Where a read of the feed starts: after `after`, or at the oldest change kept; 410 when changes after
+    `after` have been removed by retention."""
+    purged = await tx.purged_through()
+    if after is None:
+        return purged
+    if after < purged:
+        raise CursorExpired()
+    return after
+
+
+async def feed_page(*, tx: Transaction, caller: Caller, request: FeedRequest) -> dict[str, Any]:
+    cursor = await start_of(tx, request.after)
+    items = await tx.changes_after(
+        cursor, limit=request.limit, reader=None if caller.is_admin else caller.email, resources=request.resources
+    )
+    next_cursor = items[-1].cursor if items else cursor
+    return {"items": [change_wire(change) for change in items], "nextCursor": encode_cursor(next_cursor)}
+
+
+# --- live ------------------------------------------------------------------------------------------
+
+
+class ChangeHub:
+    """Follows the change log for a process's live subscribers: one query per poll, whatever their number.
+
+    The hub keeps the most recent changes, in order, with the cursor from which it holds them all. A
+    subscriber reads what follows its own cursor from there, filtered for it; one that is further behind (it
+    resumed from an old cursor, or fell behind) reads from the database until it has caught up.
+    """
+
+    def __init__(self, store: Callable[[], Store | None]) -> None:
+        self._store = store
+        self._buffer: collections.deque[Change] = collections.deque()
+        self._complete_after: Cursor | None = None
+        """Every change after this cursor, up to the last one polled, is in the buffer."""
+        self._changed = asyncio.Condition()
+        self._subscribers = 0
+        self._poller: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+
+    @property
+    def subscribers(self) -> int:
+        return self._subscribers
+
+    async def close(self) -> None:
+        """End every live stream (the process is shutting down) and stop polling."""
+        self._closed.set()
+        async with self._changed:
+            self._changed.notify_all()
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+
+    async def follow(
+        self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
+    ) -> AsyncIterator[Change | None]:
+        """The changes after `cursor` that `reader` (None: an administrator) may see, as they commit; None
+        when there has been nothing to send for KEEP_ALIVE_SECONDS."""
+        self._subscribers += 1
+        self._start_polling()
+        try:
+            while not self._closed.is_set():
+                changes, cursor = await self._after(cursor, reader=reader, resources=resources)
+                for change in changes:
+                    yield change
+                if not changes and not await self._wait_for_more(cursor):
+                    yield None
+        finally:
+            self._subscribers -= 1
+
+    async def _after(
+        self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
+    ) -> tuple[list[Change], Cursor]:
+        """The next changes after `cursor` for this subscriber, and the cursor it has then read up to (past the
+        changes it may not see)."""
+        complete_after = self._complete_after
+        if complete_after is not None and cursor >= complete_after:
+            following = [change for change in self._buffer if change.cursor > cursor]
+            if following:
+                cursor = following[-1].cursor
+            wanted = [change for change in following if _wanted(change, reader, resources)]
+            return wanted, cursor
+        store = self._store()
+        if store is None:
+            return [], cursor
+        async with store.transaction(write=False) as tx:
+            found = list(await tx.changes_after(cursor, limit=POLL_BATCH, reader=reader, resources=resources))
+        if found:
+            return found, found[-1].cursor
+        # Nothing it may see before the database's horizon, which is past where the buffer starts (a reader's
+        # horizon only moves forward): the rest comes from the buffer.
+        return [], max(cursor, complete_after) if complete_after is not None else cursor
+
+    async def _wait_for_more(self, cursor: Cursor) -> bool:
+        """Wait until changes after `cursor` may have come; False when the keep-alive interval passed first."""
+        async with self._changed:
+            if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
+                return True
+            try:
+                async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                    await self._changed.wait()
+            except TimeoutError:
+                return False
+        return True
+
+    def _start_polling(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        # Polling, not LISTEN/NOTIFY: it works through any connection pooler, and costs one indexed query per
+        # interval per process while someone listens.
+        while self._subscribers and not self._closed.is_set():
+            got = 0
+            with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
+                got = await self._poll_once()
+            await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
+        self._buffer.clear()
+        self._complete_after = None
+
+    async def _poll_once(self) -> int:
+        store = self._store()
+        if store is None:
+            return 0
+        async with store.transaction(write=False) as tx:
+            if self._complete_after is None:
+                self._complete_after = await tx.head_cursor()
+            last = self._buffer[-1].cursor if self._buffer else self._complete_after
+            found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
+        if not found:
+            return 0
+        self._buffer.extend(found)
+        while len(self._buffer) > BUFFERED_CHANGES:
+            self._complete_after = self._buffer.popleft().cursor
+        async with self._changed:
+            self._changed.notify_all()
+        return len(found)
+
+
+def _wanted(change: Change, reader: str | None, resources: tuple[str, ...] | None) -> bool:
+    return sees(reader, change) and (resources is None or change.resource in resources)
+
+
+def event_stream_frame(change: Change | None) -> bytes:
+    """One Server-Sent Event: the change (id: its cursor, event: its action), or a keep-alive comment."""
+    if change is None:
+        return b": keep-alive\n\n"
+    data = msgspec.json.encode(change_wire(change))
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (encode_cursor(change.cursor).encode(), change.action.encode(), data)
+
+
+def new_instance_id() -> str:
+    return uuid.uuid4().hex
