@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -16,7 +17,7 @@ from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
 from petrecords.auth import TokenVerifier, bearer_token
-from petrecords.errors import PayloadTooLarge, RateLimited, UnsupportedMediaType
+from petrecords.errors import BodyTimeout, PayloadTooLarge, RateLimited, UnsupportedMediaType
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.store.base import Store
@@ -125,7 +126,13 @@ class ApiGate(MiddlewareProtocol):
             raise RateLimited(retry_after)
 
         if plain_scope["method"] in _BODY_METHODS:
-            body = await _read_body(plain_scope, cast("Receive", receive), limit=state.settings.max_body_bytes)
+            settings = state.settings
+            body = await _read_body(
+                plain_scope,
+                cast("Receive", receive),
+                limit=settings.max_body_bytes,
+                timeout_seconds=settings.body_timeout_seconds,
+            )
             content_type = _header(plain_scope, b"content-type")
             if content_type is None or not _JSON_MEDIA_TYPE.fullmatch(content_type.decode("latin-1")):
                 raise UnsupportedMediaType()
@@ -133,23 +140,28 @@ class ApiGate(MiddlewareProtocol):
         await self.app(scope, receive, send)
 
 
-async def _read_body(scope: Scope, receive: Receive, *, limit: int) -> bytes:
+async def _read_body(scope: Scope, receive: Receive, *, limit: int, timeout_seconds: float) -> bytes:
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
+    # One deadline for the whole body: a client that sends a byte now and then must not hold the request open.
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                chunk: bytes = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(limit)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise BodyTimeout(timeout_seconds) from None
     return b"".join(chunks)
 
 

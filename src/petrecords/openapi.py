@@ -28,6 +28,7 @@ _ERROR_CODES: dict[int, tuple[int, str]] = {
     403: (997, "Authenticated but not permitted (a non-admin naming another owner)."),
     404: (995, "The specified resource was not found (unknown or malformed id, or a record of another owner)."),
     405: (993, "Method not allowed on this path."),
+    408: (984, "The request body did not arrive in time; the connection is closed after this answer."),
     409: (991, "An idempotent request with the same key is still in progress."),
     412: (992, "If-Match does not match the record's current ETag."),
     413: (989, "Request body larger than the limit."),
@@ -231,6 +232,11 @@ _HEADERS = {
         "required": True,
         "schema": {"type": "string", "const": "no-store"},
     },
+    "Connection": {
+        "description": "`close`: the server closes the connection after this answer.",
+        "required": True,
+        "schema": {"type": "string", "const": "close"},
+    },
     "X-Content-Type-Options": {
         "description": "`nosniff`.",
         "required": True,
@@ -296,7 +302,7 @@ def _api_errors(*statuses: int) -> dict[str, Any]:
         "503": _error(503, "Retry-After", *private),
     }
     for status in statuses:
-        extra = {405: ("Allow",), 413: private, 415: private}.get(status, private)
+        extra = {405: ("Allow",), 408: ("Connection", *private)}.get(status, private)
         errors[str(status)] = _error(status, *extra)
     return errors
 
@@ -428,7 +434,10 @@ def build_openapi(settings: Settings) -> bytes:
             "description": "Pet records with a full audit trail. Every `/v1` operation needs a bearer token. "
             "Every failure is a ServiceError body. Checks run in this order: 401, 429, 413, 415, 400, 404, 403, 412. "
             "Someone else's record answers exactly as one that does not exist (404). OPTIONS on a `/v1` path "
-            "answers 204 with `Allow` (after the token check); another undocumented method is 405 with `Allow`.",
+            "answers 204 with `Allow` (after the token check); another undocumented method is 405 with `Allow`. "
+            f"A request body must arrive within {settings.body_timeout_seconds:g} seconds, counted from when the "
+            "service starts to read it (after the token and rate-limit checks), or the answer is 408 and the "
+            "connection is closed.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
@@ -464,7 +473,7 @@ def build_openapi(settings: Settings) -> bytes:
                             *pet_headers,
                             links=_links("getPet", "replacePet", "deletePet"),
                         ),
-                        **_api_errors(403, 409, 413, 415, 422),
+                        **_api_errors(403, 408, 409, 413, 415, 422),
                     },
                 },
                 "get": {
@@ -515,7 +524,7 @@ def build_openapi(settings: Settings) -> bytes:
                             *pet_headers,
                             links=_links("getPet", "replacePet", "deletePet"),
                         ),
-                        **_api_errors(403, 404, 412, 413, 415),
+                        **_api_errors(403, 404, 408, 412, 413, 415),
                     },
                 },
                 "delete": {
