@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, cast
 
+import msgspec
 from litestar.middleware import MiddlewareProtocol
 from litestar.types import ASGIApp as LitestarASGIApp
 from litestar.types import Receive as LitestarReceive
@@ -17,7 +18,14 @@ from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
 from petrecords.auth import TokenVerifier, bearer_token
-from petrecords.errors import BodyTimeout, PayloadTooLarge, RateLimited, UnsupportedMediaType
+from petrecords.errors import (
+    BodyTimeout,
+    InternalError,
+    PayloadTooLarge,
+    RateLimited,
+    ServiceError,
+    UnsupportedMediaType,
+)
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.store.base import Store
@@ -31,10 +39,14 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 access_log = logging.getLogger("petrecords.access")
+error_log = logging.getLogger("petrecords.errors")
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
 _JSON_MEDIA_TYPE = re.compile(r'\s*application/json\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Granian adds `server: granian` to every response that has no Server header of its own; this one names the
+# service, which every client knows anyway, rather than the libraries it runs on.
+_SERVER = (b"server", b"petrecords")
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -63,14 +75,17 @@ class ServiceEdge:
         scope.setdefault("state", {})["request_id"] = request_id
         private = scope["path"].startswith("/v1/") or _header(scope, b"authorization") is not None
         status = 500
+        responded = False
 
         async def send_with_headers(message: Message) -> None:
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
                 status = message["status"]
+                responded = True
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append(_SERVER)
                 if private:
                     headers = [(k, v) for k, v in headers if k.lower() != b"cache-control"]
                     headers.append((b"cache-control", b"no-store"))
@@ -78,7 +93,15 @@ class ServiceEdge:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_headers)
+            try:
+                await self.app(scope, receive, send_with_headers)
+            except Exception:
+                if responded:
+                    raise
+                error_log.error("request %s failed", request_id, exc_info=True)
+            # Left unanswered, the HTTP server would answer a plain-text 500 of its own.
+            if not responded:
+                await _send_error(send_with_headers, InternalError())
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("path_template") or "unmatched"
@@ -104,6 +127,13 @@ class ServiceEdge:
                 if database_unavailable is not None:
                     fields["database_unavailable"] = database_unavailable
                 access_log.info("%s %s %s", scope["method"], route, status, extra={"fields": fields})
+
+
+async def _send_error(send: Send, error: ServiceError) -> None:
+    headers = [(b"content-type", b"application/json")]
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": msgspec.json.encode(error.body())})
 
 
 class ApiGate(MiddlewareProtocol):
