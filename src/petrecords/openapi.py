@@ -437,7 +437,17 @@ def build_openapi(settings: Settings) -> bytes:
             "answers 204 with `Allow` (after the token check); another undocumented method is 405 with `Allow`. "
             f"A request body must arrive within {settings.body_timeout_seconds:g} seconds, counted from when the "
             "service starts to read it (after the token and rate-limit checks), or the answer is 408 and the "
-            "connection is closed.",
+            "connection is closed. A request head must be complete within "
+            f"{settings.idle_timeout_seconds:g} seconds of the connection opening or of the previous answer on "
+            "it, or the connection is closed without an answer.\n\n"
+            "Exception to the ServiceError bodies: the HTTP server refuses some requests before the service "
+            "runs, with an empty body, none of the headers documented here, and the connection closed. "
+            "400: a raw 0xFF or NUL byte, or a space, in the target; a header line without a colon, with white "
+            "space before the colon, folded, or with a NUL byte in its value; a negative, non-numeric or "
+            "list-valued Content-Length, or two different ones; a Transfer-Encoding other than chunked; a "
+            "malformed method, an unknown HTTP version or none, or bytes that are not HTTP. 431: more than 100 "
+            "header lines, or a request head over 80 KiB (always over 160 KiB). 414: a target of 65,535 bytes "
+            "or more. The HTTP/2 preface is answered by closing the connection.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
@@ -484,8 +494,9 @@ def build_openapi(settings: Settings) -> bytes:
                         "200": _json("A page of records.", "PetPage", "Cache-Control"),
                         **_api_errors(),
                         "414": {
-                            "description": "The request target is longer than 65,535 bytes. The HTTP server refuses "
-                            "it before the service sees it, so this answer has no body and none of the usual headers."
+                            "description": "The request target is 65,535 bytes or longer (say, thousands of ids). "
+                            "The HTTP server refuses it before the service sees it, so this answer has no body and "
+                            "none of the usual headers."
                         },
                     },
                 },
