@@ -189,10 +189,14 @@ class TestBodyDeadline:
 
 
 class TestHeadAndIdleDeadline:
-    def test_a_connection_that_sends_nothing_is_closed(self, connection: Connection) -> None:
+    def test_a_connection_that_sends_nothing_is_closed(self, server: Server) -> None:
+        # Taken before connecting: the server's clock for this connection can only start later.
         started = time.monotonic()
-
-        assert connection.closed() == b""
+        connection = Connection(server)
+        try:
+            assert connection.closed() == b""
+        finally:
+            connection.close()
         assert time.monotonic() - started >= DEADLINE_SECONDS
 
     def test_an_incomplete_head_is_closed_without_an_answer(self, connection: Connection) -> None:
@@ -207,12 +211,13 @@ class TestHeadAndIdleDeadline:
 
     def test_an_idle_keep_alive_connection_is_closed_after_its_answers(self, connection: Connection) -> None:
         for _ in range(2):
+            # Taken before asking: the server's clock for the idle time starts after it answered.
+            asked = time.monotonic()
             connection.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert connection.answer().status == 200
-        answered = time.monotonic()
 
         assert connection.closed() == b""
-        assert time.monotonic() - answered >= DEADLINE_SECONDS
+        assert time.monotonic() - asked >= DEADLINE_SECONDS
 
 
 def _request(target: bytes = b"/healthz", *headers: bytes, line: bytes | None = None, body: bytes = b"") -> bytes:
