@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -14,9 +16,54 @@ from petrecords.config import Settings
 from petrecords.db import SqliteTooOld, migrate
 from petrecords.logs import configure_logging
 
+log = logging.getLogger("petrecords.serve")
+
+# Open files a server process needs besides its connections: the listening socket, the event loop, the
+# database's files or pool, the metrics files, the logs. About 50 are used; the rest is room.
+_RESERVED_FILES = 256
+# Linux never allows more open files per process than this by default (fs.nr_open).
+_MOST_OPEN_FILES = 1 << 20
+# Room for the longest request head the service reads: a 65,534-byte target (the HTTP server's limit) and
+# its headers. The server reads in growing chunks, so it refuses (431) a head somewhere between this and
+# twice this; a slow client can make it hold that much for each of its connections.
+_MAX_HEAD_BYTES = 80 * 1024
+
+
+def _raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one, since every connection is an open file; the
+    limit in force afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _MOST_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            return soft
+        log.info("raised the open-file limit from %d to %d", soft, wanted)
+        return wanted
+    return soft
+
+
+def _connections_per_worker(settings: Settings, open_files: int) -> int:
+    wanted = settings.max_connections_per_worker
+    room = max(open_files - _RESERVED_FILES, open_files // 2)
+    if room >= wanted:
+        return wanted
+    log.warning(
+        "the open-file limit (%d) leaves room for %d connections per worker, not the %d of "
+        "PETRECORDS_MAX_CONNECTIONS_PER_WORKER; raise the hard limit (ulimit -Hn, LimitNOFILE) to hold them",
+        open_files,
+        room,
+        wanted,
+    )
+    return room
+
 
 def _serve(args: argparse.Namespace, settings: Settings) -> None:
-    from granian.constants import Interfaces, Loops
+    # Before Granian is imported: importing it raises the limit too, without a word.
+    open_files = _raise_open_file_limit()
+    from granian.constants import HTTPModes, Interfaces, Loops
+    from granian.http import HTTP1Settings
     from granian.server import Server
 
     migrate(settings)
@@ -26,6 +73,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
         # Workers share one set of metrics through files in this directory (prometheus_client multiprocess mode).
         metrics_dir = tempfile.mkdtemp(prefix="petrecords-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    connections = _connections_per_worker(settings, open_files)
     try:
         Server(
             "petrecords.app:create_app_from_environment",
@@ -35,6 +83,22 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
             workers=args.workers,
             runtime_threads=args.threads,
             loop=Loops.uvloop,
+            # HTTP/1.1 alone: the automatic HTTP/2 detection reads a new connection's first bytes with no
+            # time limit, so connections that send nothing would be held for ever.
+            http=HTTPModes.http1,
+            # The service has no WebSocket endpoint; with them on, an upgrade request would get the HTTP
+            # server's own bare 403 instead of the service's 404.
+            websockets=False,
+            http1_settings=HTTP1Settings(
+                # One limit for both: a request head must be complete this long after the connection
+                # opened or the previous answer went out, so idle keep-alive connections end too.
+                header_read_timeout=round(settings.idle_timeout_seconds * 1000),
+                keep_alive=True,
+                max_buffer_size=_MAX_HEAD_BYTES,
+            ),
+            # The connections a worker holds at once. Granian's default (backlog ÷ workers, 512 here) lets
+            # a few hundred slow clients leave no room for anyone else.
+            backpressure=connections,
             factory=True,
             log_access=False,
             workers_kill_timeout=args.graceful_timeout,

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     default_page_size: int = Field(default=20, ge=1)
     max_page_size: int = Field(default=100, ge=1, le=10000)
     max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024)
+    body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    idle_timeout_seconds: float = Field(default=5.0, ge=0.1, le=3600)
+    max_connections_per_worker: int = Field(default=10000, ge=16)
     idempotency_ttl_seconds: int = Field(default=86400, ge=86400)
 
     rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")

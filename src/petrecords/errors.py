@@ -88,6 +88,19 @@ class MethodNotAllowed(ServiceError):
     default_message = "The method is not allowed on this path."
 
 
+class BodyTimeout(ServiceError):
+    """The request body did not arrive in time. The rest of it may still be on its way, so the connection
+    cannot carry another request: it is closed after the answer."""
+
+    status, code = 408, 984
+    default_message = "The request body did not arrive in time."
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"The request body did not arrive within {seconds:g} seconds.", headers={"Connection": "close"}
+        )
+
+
 class IdempotencyInProgress(ServiceError):
     status, code = 409, 991
     default_message = "A request with this Idempotency-Key is still in progress."

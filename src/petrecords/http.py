@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -17,7 +18,15 @@ from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
 from petrecords.auth import TokenVerifier, bearer_token
-from petrecords.errors import NotFound, PayloadTooLarge, RateLimited, ServiceError, UnsupportedMediaType
+from petrecords.errors import (
+    BodyTimeout,
+    InternalError,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ServiceError,
+    UnsupportedMediaType,
+)
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.store.base import Store
@@ -31,6 +40,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 access_log = logging.getLogger("petrecords.access")
+error_log = logging.getLogger("petrecords.errors")
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
 _JSON_MEDIA_TYPE = re.compile(r'\s*application/json\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
@@ -43,6 +53,9 @@ _LOGGED_METHOD_LENGTH = 32
 # A path that the router would read as another one: empty segments (`//v1/pets` is served as `/v1/pets`) and
 # encoded slashes or backslashes. A proxy rule on `/v1/` would not see them as `/v1/` paths.
 _AMBIGUOUS_PATH = re.compile(rb"//|%2f|%5c|\\", re.IGNORECASE)
+# Granian adds `server: granian` to every response that has no Server header of its own; this one names the
+# service, which every client knows anyway, rather than the libraries it runs on.
+_SERVER = (b"server", b"petrecords")
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -76,16 +89,19 @@ class ServiceEdge:
         if head:
             scope["method"] = "GET"
         status = 500
+        responded = False
 
         async def send_with_headers(message: Message) -> None:
-            nonlocal status
+            nonlocal status, responded
             if head and message["type"] == "http.response.body":
                 message = {**message, "body": b""}
             elif message["type"] == "http.response.start":
                 status = message["status"]
+                responded = True
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append(_SERVER)
                 if private:
                     headers = [(k, v) for k, v in headers if k.lower() != b"cache-control"]
                     headers.append((b"cache-control", b"no-store"))
@@ -93,10 +109,18 @@ class ServiceEdge:
             await send(message)
 
         try:
-            if _ambiguous_path(scope):
-                await send_service_error(send_with_headers, NotFound())
-            else:
-                await self.app(scope, receive, send_with_headers)
+            try:
+                if _ambiguous_path(scope):
+                    await send_service_error(send_with_headers, NotFound())
+                else:
+                    await self.app(scope, receive, send_with_headers)
+            except Exception:
+                if responded:
+                    raise
+                error_log.error("request %s failed", request_id, exc_info=True)
+            # Left unanswered, the HTTP server would answer a plain-text 500 of its own.
+            if not responded:
+                await send_service_error(send_with_headers, InternalError())
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("path_template") or UNMATCHED_ROUTE
@@ -162,7 +186,13 @@ class ApiGate(MiddlewareProtocol):
             raise RateLimited(retry_after)
 
         if plain_scope["method"] in _BODY_METHODS:
-            body = await _read_body(plain_scope, cast("Receive", receive), limit=state.settings.max_body_bytes)
+            settings = state.settings
+            body = await _read_body(
+                plain_scope,
+                cast("Receive", receive),
+                limit=settings.max_body_bytes,
+                timeout_seconds=settings.body_timeout_seconds,
+            )
             content_type = _header(plain_scope, b"content-type")
             if content_type is None or not _JSON_MEDIA_TYPE.fullmatch(content_type.decode("latin-1")):
                 raise UnsupportedMediaType()
@@ -170,23 +200,28 @@ class ApiGate(MiddlewareProtocol):
         await self.app(scope, receive, send)
 
 
-async def _read_body(scope: Scope, receive: Receive, *, limit: int) -> bytes:
+async def _read_body(scope: Scope, receive: Receive, *, limit: int, timeout_seconds: float) -> bytes:
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
+    # One deadline for the whole body: a client that sends a byte now and then must not hold the request open.
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                chunk: bytes = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(limit)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise BodyTimeout(timeout_seconds) from None
     return b"".join(chunks)
 
 

@@ -38,6 +38,12 @@ class TestDefaults:
         assert settings.auth_roles_claim == "roles"
         assert settings.auth_admin_role == "admin"
         assert settings.auth_leeway_seconds <= 60
+        assert settings.body_timeout_seconds == 10
+
+    def test_slow_client_bounds(self) -> None:
+        settings = _settings()
+        assert settings.idle_timeout_seconds == 5
+        assert settings.max_connections_per_worker == 10000
 
 
 class TestPetTypes:
@@ -140,3 +146,35 @@ class TestOtherVariables:
         settings = _settings()
         with pytest.raises(pydantic.ValidationError):
             settings.rate_limit = 1  # type: ignore[misc]
+
+
+class TestSlowClientBounds:
+    @pytest.mark.parametrize(
+        ("name", "value", "field"),
+        [
+            ("PETRECORDS_BODY_TIMEOUT_SECONDS", "0.5", "body_timeout_seconds"),
+            ("PETRECORDS_IDLE_TIMEOUT_SECONDS", "30", "idle_timeout_seconds"),
+            ("PETRECORDS_MAX_CONNECTIONS_PER_WORKER", "500", "max_connections_per_worker"),
+        ],
+    )
+    def test_read_from_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch, name: str, value: str, field: str
+    ) -> None:
+        monkeypatch.setenv(name, value)
+        assert getattr(_settings(), field) == float(value)
+
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [
+            ("PETRECORDS_BODY_TIMEOUT_SECONDS", "0"),
+            ("PETRECORDS_BODY_TIMEOUT_SECONDS", "-1"),
+            ("PETRECORDS_IDLE_TIMEOUT_SECONDS", "0"),
+            ("PETRECORDS_MAX_CONNECTIONS_PER_WORKER", "0"),
+        ],
+    )
+    def test_values_that_would_disarm_them_are_rejected(
+        self, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+    ) -> None:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(pydantic.ValidationError):
+            _settings()

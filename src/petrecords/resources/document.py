@@ -29,7 +29,7 @@ ERROR_CODES: dict[int, tuple[int, str]] = {
     403: (997, "Authenticated but not permitted."),
     404: (995, "The specified resource was not found (unknown or malformed id, or a record of another owner)."),
     405: (993, "Method not allowed on this path."),
-    408: (984, "The request body did not arrive in time."),
+    408: (984, "The request body did not arrive in time; the connection is closed after this answer."),
     409: (991, "An idempotent request with the same key is still in progress."),
     412: (992, "If-Match does not match the record's current ETag."),
     413: (989, "Request body larger than the limit."),
@@ -94,6 +94,7 @@ HEADERS: dict[str, Any] = {
     },
     "Connection": {
         "description": "`close`: the server closes the connection after this answer.",
+        "required": True,
         "schema": {"type": "string", "const": "close"},
     },
 }
@@ -435,8 +436,9 @@ def resource_paths(
                 "200": json_response("A page of records.", f"{noun}Page", "Cache-Control"),
                 **api_errors(),
                 "414": {
-                    "description": "The request target is longer than 65,535 bytes. The HTTP server refuses it "
-                    "before the service sees it, so this answer has no body and none of the usual headers."
+                    "description": "The request target is 65,535 bytes or longer (say, thousands of ids). The HTTP "
+                    "server refuses it before the service sees it, so this answer has no body and none of the "
+                    "usual headers."
                 },
             },
         },
@@ -554,7 +556,19 @@ def build_openapi(settings: Settings, resources: ResourceSet) -> bytes:
             "check); HEAD is answered wherever GET is, without the body; another undocumented method is 405 with "
             "`Allow`. A path the router would read as another one (an empty segment, an encoded slash or "
             "backslash) is 404. Request bodies are strict JSON: no duplicate members, no NaN, at most 32 levels "
-            "deep.",
+            f"deep. A request body must arrive within {settings.body_timeout_seconds:g} seconds, counted from when "
+            "the service starts to read it (after the token and rate-limit checks), or the answer is 408 and the "
+            "connection is closed. A request head must be complete within "
+            f"{settings.idle_timeout_seconds:g} seconds of the connection opening or of the previous answer on "
+            "it, or the connection is closed without an answer.\n\n"
+            "Exception to the ServiceError bodies: the HTTP server refuses some requests before the service "
+            "runs, with an empty body, none of the headers documented here, and the connection closed. "
+            "400: a raw 0xFF or NUL byte, or a space, in the target; a header line without a colon, with white "
+            "space before the colon, folded, or with a NUL byte in its value; a negative, non-numeric or "
+            "list-valued Content-Length, or two different ones; a Transfer-Encoding other than chunked; a "
+            "malformed method, an unknown HTTP version or none, or bytes that are not HTTP. 431: more than 100 "
+            "header lines, or a request head over 80 KiB (always over 160 KiB). 414: a target of 65,535 bytes "
+            "or more. The HTTP/2 preface is answered by closing the connection.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
