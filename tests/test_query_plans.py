@@ -2,7 +2,8 @@
 read only the matching part of an index.
 
 Only the count may grow with the table; the page itself reads `limit` rows from an index. (A pet's
-vaccinations in an order its index does not keep are a handful of rows, sorted.)
+vaccinations in an order its index does not keep are a handful of rows, sorted.) A list with an embedded
+record reads it in the page's own query, never with a statement per item.
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from petrecords.app import open_store
+from petrecords.auth import Caller
+from petrecords.config import Settings
+from petrecords.resources.fields import DAY_MS, Context, PetTypes
+from petrecords.resources.listing import parse_list_query
+from petrecords.resources.service import list_records
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
-from petrecords.store.sql import count_statement, list_statement
+from petrecords.store.sql import Statement, count_statement, list_statement
+from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
-from tests.support import PET_RECORDS
+from petrecords.vaccines import VACCINES
+from petrecords.values import new_record_id
+from tests.support import ALICE, PET_RECORDS, pet_row, wipe
 
 VACCINATIONS = PET_VACCINATIONS.collection
 NOW = 1_795_000_000_000
@@ -166,3 +176,73 @@ async def test_a_pets_vaccinations_are_read_from_the_pets_index(database_url: st
     plan = await _plan(database_url, *statement, forbid=("enable_seqscan", "enable_bitmapscan"))
     assert re.search(r"\bix_pet_vaccinations_pet_id_\w+", plan), plan
     assert "ix_pet_vaccinations_owner_id" not in plan, plan
+
+
+async def test_a_pets_vaccinations_are_two_statements_however_many_there_are(
+    database_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count, and one page query with the vaccines joined in: never a statement per item."""
+    await wipe(database_url)
+    pet = pet_row(owner=ALICE, pet_type="Dog")
+    vaccines = [
+        {
+            "id": new_record_id(),
+            "created_at": pet["created_at"],
+            "created_by": "admin@example.com",
+            "modified_at": pet["created_at"],
+            "modified_by": "admin@example.com",
+            "name": name,
+            "name_key": match_key(name),
+            "description": None,
+            "description_key": None,
+            "pet_type": "Dog",
+            "duration": 365,
+            "revision": 1,
+        }
+        for name in ("Rabies", "DHPP", "Leptospirosis")
+    ]
+    doses = [
+        {
+            "id": new_record_id(),
+            "created_at": pet["created_at"],
+            "created_by": ALICE,
+            "modified_at": pet["created_at"],
+            "modified_by": ALICE,
+            "owner_id": ALICE,
+            "pet_id": pet["id"],
+            "vaccine_id": vaccines[index % 3]["id"],
+            "applied_at": pet["created_at"] - index * 365 * DAY_MS,
+            "due_at": pet["created_at"] - (index - 1) * 365 * DAY_MS,
+            "notes": None,
+            "revision": 1,
+        }
+        for index in range(12)
+    ]
+    store = open_store(settings)
+    try:
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, [pet])
+            await tx.insert_many(VACCINES.collection, vaccines)
+            await tx.insert_many(VACCINATIONS, doses)
+        request = parse_list_query(
+            PET_VACCINATIONS,
+            [("order", "desc"), ("sort", "appliedAt"), ("petId", str(pet["id"]))],
+            context=Context(pet_types=PetTypes(settings.pet_types), now_ms=0),
+            default_page_size=20,
+            max_page_size=100,
+        )
+        async with store.transaction(write=False) as tx:
+            statements: list[Statement] = []
+            fetch = tx.fetch  # type: ignore[attr-defined]
+
+            async def counted(statement: Statement) -> Any:
+                statements.append(statement)
+                return await fetch(statement)
+
+            monkeypatch.setattr(tx, "fetch", counted)
+            page = await list_records(tx=tx, caller=Caller(ALICE, False), resource=PET_VACCINATIONS, request=request)
+    finally:
+        await store.close()
+    assert page.total_count == 12
+    assert [item["vaccine"]["name"] for item in page.items] == [vaccines[index % 3]["name"] for index in range(12)]
+    assert len(statements) == 2, statements
