@@ -3,9 +3,17 @@
 No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON,
 `POST /pets` one single-row insert, committed with the same durability settings as the service.
 With `--litestar`, the lookup is a bare Litestar route instead: the framework's own floor.
-Never imported by the service; `bench/run.py` starts it beside it, on the same database.
 
-Usage: .venv/bin/python bench/ceiling.py --database-url URL --port 8001 [--workers 2]
+The vaccination lists run the service's own two statements for the same request (the count, then page 1
+of 20 with the embedded vaccine joined in), written out here as the store compiles them, in the same
+kind of read transaction, and return the rows as they come with the count:
+`GET /vaccinations/pet/{petId}` is the owner's `?petId=…&sort=appliedAt&order=desc` (the owner is
+`--owner`, as a token would name it), `GET /vaccinations/overdue/{epoch ms}` and
+`GET /vaccinations/overdue-by-due/{epoch ms}` the admin's `?dueTo=…` and `?dueTo=…&sort=dueAt`.
+Never imported by the service, and imports nothing of it; `bench/run.py` starts it beside it, on the
+same database.
+
+Usage: .venv/bin/python bench/ceiling.py --database-url URL --port 8001 [--workers 2] [--owner EMAIL]
 """
 
 from __future__ import annotations
@@ -26,7 +34,50 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 COLUMNS = "id, created_at, created_by, modified_at, modified_by, owner_id, name, pet_type, revision"
 FIELDS = COLUMNS.split(", ")
+VACCINATION_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified_by", "owner_id", "pet_id",
+                      "vaccine_id", "applied_at", "due_at", "notes", "revision")  # fmt: skip
+VACCINE_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified_by", "name", "name_key", "description",
+                  "description_key", "pet_type", "duration", "revision")  # fmt: skip
+PAGE_SIZE = 20
 encode = msgspec.json.encode
+
+
+def _vaccination_sql(name: str, placeholders: list[str]) -> tuple[str, str]:
+    """(count, page) of a vaccination list, as the store sends them, column for column; the last two
+    placeholders are the page's limit and offset."""
+    where, order_by = VACCINATION_LISTS[name]
+    where = where.format(*placeholders[:-2])
+    columns = ", ".join(
+        [f"pet_vaccinations.{column}" for column in VACCINATION_FIELDS]
+        + [f"vaccines.{column}" for column in VACCINE_FIELDS]
+    )
+    count = f"SELECT count(*) AS count_1 FROM pet_vaccinations WHERE {where}"
+    page = (
+        f"SELECT {columns} FROM pet_vaccinations JOIN vaccines ON vaccines.id = pet_vaccinations.vaccine_id "
+        f"WHERE {where} ORDER BY {order_by} LIMIT {placeholders[-2]} OFFSET {placeholders[-1]}"
+    )
+    return count, page
+
+
+# List name -> (the condition, the order). The owner's list of a pet carries the owner condition the service
+# adds for a caller who is not an admin.
+VACCINATION_LISTS = {
+    "pet": (
+        "pet_vaccinations.pet_id IN ({0}) AND pet_vaccinations.owner_id = {1}",
+        "pet_vaccinations.applied_at DESC, pet_vaccinations.id ASC",
+    ),
+    "overdue": ("pet_vaccinations.due_at < {0}", "pet_vaccinations.created_at ASC, pet_vaccinations.id ASC"),
+    "overdue-by-due": ("pet_vaccinations.due_at < {0}", "pet_vaccinations.due_at ASC, pet_vaccinations.id ASC"),
+}
+
+
+def _vaccination_item(row: Any) -> dict[str, Any]:
+    width = len(VACCINATION_FIELDS)
+    item = {name: row[index] for index, name in enumerate(VACCINATION_FIELDS)}
+    item["vaccine"] = {name: row[width + index] for index, name in enumerate(VACCINE_FIELDS)}
+    return item
+
+
 NOT_FOUND = {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
 
 
@@ -48,6 +99,18 @@ class SqliteBackend:
             f"INSERT INTO pets ({COLUMNS}, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (pet_id.hex, *rest, rest[-3].lower()),
         )
+
+    async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        count, page = _vaccination_sql(name, ["?"] * (len(values) + 2))
+        parameters = tuple(value.hex if isinstance(value, uuid.UUID) else value for value in values)
+        # One read transaction, as the service's: the count and the page see the same data.
+        self.connection.execute("BEGIN")
+        try:
+            total = self.connection.execute(count, parameters).fetchone()[0]
+            rows = self.connection.execute(page, (*parameters, PAGE_SIZE, 0)).fetchall() if total else []
+        finally:
+            self.connection.execute("COMMIT")
+        return total, rows
 
 
 class PostgresBackend:
@@ -76,6 +139,16 @@ class PostgresBackend:
             *values,
             values[-3].lower(),
         )
+
+    async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        # The casts the store's statements carry, so that the planner is given the same types.
+        casts = ["$1::UUID", '$2::VARCHAR COLLATE "C"'] if name == "pet" else ["$1::BIGINT"]
+        count, page = _vaccination_sql(name, [*casts, f"${len(casts) + 1}", f"${len(casts) + 2}"])
+        # Both statements on one pooled connection and no explicit transaction, as the service's reads.
+        async with (await self._pool()).acquire() as connection:
+            total = await connection.fetchval(count, *values)
+            rows = await connection.fetch(page, *values, PAGE_SIZE, 0) if total else []
+        return total, rows
 
 
 def _backend() -> SqliteBackend | PostgresBackend:
@@ -106,8 +179,17 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
         )
         await send({"type": "http.response.body", "body": body})
 
+    owner = os.environ.get("CEILING_OWNER", "bench@example.com")
+
     async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        if scope["method"] == "GET" and scope["path"].startswith("/vaccinations/"):
+            _, _, name, value = scope["path"].split("/")
+            values = (uuid.UUID(value), owner) if name == "pet" else (int(value),)
+            total, rows = await backend.vaccinations(name, values)
+            body = {"items": [_vaccination_item(row) for row in rows], "totalCount": total}
+            await respond(send, 200, encode(body))
             return
         if scope["method"] == "GET":
             row = await backend.lookup(uuid.UUID(scope["path"].rsplit("/", 1)[1]))
@@ -138,8 +220,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--litestar", action="store_true", help="serve the lookup through a bare Litestar route")
+    parser.add_argument("--owner", default="bench@example.com", help="the caller of the owner's vaccination list")
     args = parser.parse_args()
     os.environ["CEILING_DATABASE_URL"] = args.database_url
+    os.environ["CEILING_OWNER"] = args.owner
     Server(
         "ceiling:create_litestar_app" if args.litestar else "ceiling:create_app",
         address="127.0.0.1",

@@ -1,12 +1,14 @@
 """Load benchmark: a real `petrecords serve` and the bare ceiling app on loopback, driven by wrk.
 
-For each dataset size it seeds a fresh database in bulk (bench/seed.py), starts
-`petrecords serve --workers N`, runs the scenarios with wrk (Lua scripts in scenarios/), then starts
-bench/ceiling.py on the same database and measures the bare lookup and insert. Every figure is
-printed with its ratio to its ceiling, and the list figures with their ratios across sizes.
+For each dataset size it seeds a fresh database in bulk (bench/seed.py: pets, and as many vaccinations
+when a vaccination scenario runs), starts bench/ceiling.py on it and measures the ceilings of the
+chosen scenarios, then starts `petrecords serve --workers N` and runs the scenarios with wrk (Lua
+scripts in scenarios/). Every figure is printed with its ratio to its ceiling, and the list figures
+with their ratios across sizes.
 
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
-       [--duration 10] [--connections 64] [--workers 2] [--json results.json]
+       [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
+       [--json results.json]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ BENCH = Path(__file__).resolve().parent
 SCENARIOS = BENCH / "scenarios"
 POSTGRES_ADMIN_URL = os.environ.get("PETRECORDS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 OWNER = "bench@example.com"
+ADMIN = "bench-admin@example.com"
 WRK_THREADS = 2
 PAGE_SIZE = 20
 
@@ -47,15 +50,39 @@ SERVICE_SCENARIOS = {
     "list_page_1": "list_page_1",
     "list_filtered": "list_filtered",
     "list_middle": "list_middle",
+    "pet_vaccinations": "pet_vaccinations",
+    "overdue": "overdue",
+    "overdue_by_due": "overdue_by_due",
     "create": "create",
     "replace": "replace",
     "mixed_80_20": "mixed",
     "delete": "delete",
 }
-SMALL_SCENARIOS = ("get_by_id", "list_page_1", "list_middle")
-CEILINGS = {"ceiling_get": "ceiling_get", "ceiling_insert": "ceiling_insert"}
-# The same lookup through a bare Litestar route: how much of the ceiling the framework alone leaves.
-FRAMEWORK_FLOOR = {"litestar_get": "ceiling_get"}
+VACCINATION_SCENARIOS = ("pet_vaccinations", "overdue", "overdue_by_due")
+SMALL_SCENARIOS = ("get_by_id", "list_page_1", "list_middle", *VACCINATION_SCENARIOS)
+
+
+class Ceiling:
+    """A measurement of bench/ceiling.py: the floor of what `bounds` costs, with no service around it."""
+
+    def __init__(self, script: str, bounds: str, *, every_size: bool, litestar: bool = False) -> None:
+        self.script = script
+        self.bounds = bounds
+        self.every_size = every_size
+        """Measured at every dataset size that runs `bounds`, not only the largest: the vaccination lists are
+        stated as a ratio to their ceiling at each size."""
+        self.litestar = litestar
+
+
+CEILINGS = {
+    "ceiling_get": Ceiling("ceiling_get", "get_by_id", every_size=False),
+    "ceiling_insert": Ceiling("ceiling_insert", "create", every_size=False),
+    # The same lookup through a bare Litestar route: how much of the ceiling the framework alone leaves.
+    "litestar_get": Ceiling("ceiling_get", "get_by_id", every_size=False, litestar=True),
+    "ceiling_pet_vaccinations": Ceiling("ceiling_pet_vaccinations", "pet_vaccinations", every_size=True),
+    "ceiling_overdue": Ceiling("ceiling_overdue", "overdue", every_size=True),
+    "ceiling_overdue_by_due": Ceiling("ceiling_overdue_by_due", "overdue_by_due", every_size=True),
+}
 
 
 def free_port() -> int:
@@ -74,17 +101,22 @@ def wait_until_answering(url: str, timeout: float = 60) -> None:
     raise SystemExit(f"{url} did not answer")
 
 
-_LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)$", re.MULTILINE)
+# wrk pads a one-letter unit ("1.32s "): without the trailing blanks, latencies of a second or more were lost.
+_LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
 _UNIT = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def run_wrk(base: str, script: str, *, duration: int, connections: int, env: dict[str, str]) -> dict[str, float]:
+def run_wrk(
+    base: str, script: str, *, duration: int, connections: int, env: dict[str, str], timeout: int = 30
+) -> dict[str, float]:
     output = subprocess.run(
         [
             "wrk",
             f"-t{WRK_THREADS}",
             f"-c{connections}",
             f"-d{duration}s",
+            # wrk's own 2 s would drop the slowest requests from the latencies and count them as socket errors.
+            f"--timeout={timeout}s",
             "--latency",
             "-s",
             str(SCENARIOS / f"{script}.lua"),
@@ -163,15 +195,50 @@ def worker_rss_mb(parent: int) -> list[float]:
 
 def print_line(name: str, figures: dict[str, float], ratio: str = "") -> None:
     print(
-        f"  {name:<16} {figures['rps']:>8.0f} req/s   p50 {figures['p50_ms']:>7.2f} ms   "
-        f"p99 {figures['p99_ms']:>7.2f} ms   non-2xx {figures['non_2xx']:>5}   {ratio}",
+        f"  {name:<24} {figures['rps']:>8.0f} req/s   p50 {figures['p50_ms']:>7.2f} ms   "
+        f"p99 {figures['p99_ms']:>7.2f} ms   non-2xx {figures['non_2xx']:>5}"
+        + (f"   socket errors {figures['socket_errors']}" if figures["socket_errors"] else "")
+        + (f"   {ratio}" if ratio else ""),
         flush=True,
     )
 
 
-def bench_dataset(
-    args: argparse.Namespace, rows: int, scenarios: tuple[str, ...], *, with_ceilings: bool
+def vaccinations_for(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...]) -> int:
+    if args.vaccinations != "auto":
+        return int(args.vaccinations)
+    return rows if any(name in VACCINATION_SCENARIOS for name in scenarios) else 0
+
+
+def run_ceilings(
+    args: argparse.Namespace, names: list[str], url: str, env: dict[str, str], wrk_env: dict[str, str], log: Path
 ) -> dict[str, Any]:
+    """The chosen ceilings, each variant of the bare app started once."""
+    results: dict[str, Any] = {}
+    for litestar in (False, True):
+        chosen = [name for name in names if CEILINGS[name].litestar == litestar]
+        if not chosen:
+            continue
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        ceiling = [BIN / "python", BENCH / "ceiling.py", "--database-url", url, "--port", str(port)]
+        ceiling += ["--workers", str(args.workers), "--owner", OWNER, *(["--litestar"] if litestar else [])]
+        with process([str(part) for part in ceiling], env, log):
+            wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
+            for name in chosen:
+                figures = run_wrk(
+                    base,
+                    CEILINGS[name].script,
+                    duration=args.duration,
+                    connections=args.connections,
+                    env=wrk_env,
+                    timeout=args.timeout,
+                )
+                results[name] = figures
+                print_line(name, figures)
+    return results
+
+
+def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...], *, largest: bool) -> dict[str, Any]:
     work_dir = Path(tempfile.mkdtemp(prefix="petrecords-bench-"))
     results: dict[str, Any] = {}
     try:
@@ -183,38 +250,48 @@ def bench_dataset(
                 "PETRECORDS_ACCESS_LOG": "false",
                 "PETRECORDS_RATE_LIMIT": "0",
             }
-            ids_file = work_dir / "ids.txt"
+            ids_file, vaccinated_file = work_dir / "ids.txt", work_dir / "vaccinated.txt"
+            seed_report = work_dir / "seed.json"
+            vaccinations = vaccinations_for(args, rows, scenarios)
             started = time.perf_counter()
             subprocess.run(
                 [BIN / "python", BENCH / "seed.py", "--database-url", url, "--data-dir", str(work_dir),
-                 "--rows", str(rows), "--owner", OWNER, "--ids-file", str(ids_file)],
+                 "--rows", str(rows), "--owner", OWNER, "--ids-file", str(ids_file),
+                 "--vaccinations", str(vaccinations), "--vaccinated-ids-file", str(vaccinated_file),
+                 "--report", str(seed_report)],
                 env=env, check=True,
             )  # fmt: skip
             results["seed_seconds"] = round(time.perf_counter() - started, 1)
-            token = subprocess.run(
-                [BIN / "petrecords", "token", "--user", OWNER, "--ttl", "86400"],
-                env=env, capture_output=True, text=True, check=True,
-            ).stdout.strip()  # fmt: skip
-            wrk_env = {"TOKEN": token, "IDS_FILE": str(ids_file), "MIDDLE_PAGE": str(max(1, rows // PAGE_SIZE // 2))}
-            print(
-                f"{args.database}, {rows:,} rows (seeded in {results['seed_seconds']} s), "
-                f"{args.workers} workers × {args.threads} threads"
-            )
-            # The ceiling first: the delete scenario removes records its lookups would then miss.
-            if with_ceilings:
-                for variant, scripts in (([], CEILINGS), (["--litestar"], FRAMEWORK_FLOOR)):
-                    port = free_port()
-                    base = f"http://127.0.0.1:{port}"
-                    ceiling = [BIN / "python", BENCH / "ceiling.py", "--database-url", url, "--port", str(port)]
-                    ceiling += ["--workers", str(args.workers), *variant]
-                    with process([str(part) for part in ceiling], env, work_dir / "ceiling.log"):
-                        wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
-                        for name, script in scripts.items():
-                            figures = run_wrk(
-                                base, script, duration=args.duration, connections=args.connections, env=wrk_env
-                            )
-                            results[name] = figures
-                            print_line(name, figures)
+            results["seed"] = json.loads(seed_report.read_text())
+            tokens = [
+                subprocess.run(
+                    [BIN / "petrecords", "token", "--user", user, *role, "--ttl", "86400"],
+                    env=env, capture_output=True, text=True, check=True,
+                ).stdout.strip()
+                for user, role in ((OWNER, []), (ADMIN, ["--admin"]))
+            ]  # fmt: skip
+            wrk_env = {
+                "TOKEN": tokens[0],
+                "ADMIN_TOKEN": tokens[1],
+                "IDS_FILE": str(ids_file),
+                "VACCINATED_FILE": str(vaccinated_file),
+                "MIDDLE_PAGE": str(max(1, rows // PAGE_SIZE // 2)),
+            }
+            seeded = f"seeded in {results['seed_seconds']} s"
+            if vaccinations:
+                seed = results["seed"]
+                seeded += (
+                    f"; {seed['vaccinations']:,} vaccinations of {seed['vaccines']} vaccines in "
+                    f"{seed['vaccination_seconds']} s of it, {seed['overdue'] / seed['vaccinations']:.0%} overdue"
+                )
+            print(f"{args.database}, {rows:,} pets ({seeded}), {args.workers} workers × {args.threads} threads")
+            # The ceilings first: the delete scenario removes records their lookups would then miss.
+            ceilings = [
+                name
+                for name, ceiling in CEILINGS.items()
+                if args.ceilings and ceiling.bounds in scenarios and (largest or ceiling.every_size)
+            ]
+            results.update(run_ceilings(args, ceilings, url, env, wrk_env, work_dir / "ceiling.log"))
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
@@ -224,7 +301,12 @@ def bench_dataset(
                 time.sleep(1)
                 for name in scenarios:
                     figures = run_wrk(
-                        base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections, env=wrk_env
+                        base,
+                        SERVICE_SCENARIOS[name],
+                        duration=args.duration,
+                        connections=args.connections,
+                        env=wrk_env,
+                        timeout=args.timeout,
                     )
                     results[name] = figures
                     print_line(name, figures)
@@ -233,6 +315,13 @@ def bench_dataset(
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     return results
+
+
+VACCINATION_RATIOS = (
+    ("pet_vaccinations", "a pet's vaccinations", "ceiling_pet_vaccinations"),
+    ("overdue", "overdue list", "ceiling_overdue"),
+    ("overdue_by_due", "overdue list by dueAt", "ceiling_overdue_by_due"),
+)
 
 
 def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
@@ -260,16 +349,23 @@ def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
             "list_page_1",
         )
     add(f"list middle page at {largest:,}", big, "list_middle", big, "list page 1", "list_page_1")
+    for rows, figures in sorted(by_rows.items()):
+        for name, what, ceiling in VACCINATION_RATIOS:
+            add(f"{what} at {rows:,}", figures, name, figures, "its ceiling", ceiling)
+    if largest != smallest:
+        for name, what, _ in VACCINATION_RATIOS:
+            add(f"{what} at {largest:,}", big, name, by_rows[smallest], f"at {smallest:,}", name)
     return found
 
 
 def compare_configurations(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...]) -> None:
     """The same scenarios under each `serve` configuration, one after another, and a table of them."""
     table: dict[str, dict[str, Any]] = {}
+    args.ceilings = False  # the configurations are compared with one another, not with the bare app
     for config in args.configs.split(","):
         workers, threads = (int(part) for part in config.split("x"))
         args.workers, args.threads = workers, threads
-        table[config] = bench_dataset(args, rows, scenarios, with_ceilings=False)
+        table[config] = bench_dataset(args, rows, scenarios, largest=True)
     print("\nreq/s by configuration (workers x threads):")
     print(f"  {'':<16}" + "".join(f"{config:>10}" for config in table))
     for name in scenarios:
@@ -286,8 +382,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="serve --threads")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--timeout", type=int, default=30, help="seconds before wrk gives up on a response")
     parser.add_argument("--scenarios", default=",".join(SERVICE_SCENARIOS))
     parser.add_argument("--no-ceilings", dest="ceilings", action="store_false")
+    parser.add_argument(
+        "--vaccinations",
+        default="auto",
+        help="vaccinations seeded at every size; auto: as many as pets when a vaccination scenario runs, else none",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--configs",
@@ -304,10 +406,10 @@ def main() -> None:
     by_rows: dict[int, dict[str, Any]] = {}
     for rows in sizes:
         scenarios = chosen if rows == sizes[-1] else tuple(name for name in chosen if name in SMALL_SCENARIOS)
-        by_rows[rows] = bench_dataset(args, rows, scenarios, with_ceilings=args.ceilings and rows == sizes[-1])
+        by_rows[rows] = bench_dataset(args, rows, scenarios, largest=rows == sizes[-1])
     print("ratios (same run):")
     for what, value, against in ratios(by_rows):
-        print(f"  {what:<28} {value:>5.2f} × {against}")
+        print(f"  {what:<40} {value:>5.2f} × {against}")
     if args.json:
         found = [{"what": w, "ratio": round(v, 3), "against": a} for w, v, a in ratios(by_rows)]
         report = {"database": args.database, "workers": args.workers, "connections": args.connections,

@@ -1,17 +1,21 @@
-"""Bulk-load pets through the storage layer: the store's own inserts and counts, in large batches.
+"""Bulk-load pets, a vaccine catalogue and pet vaccinations through the storage layer: the store's own inserts
+and kept counts, in large batches.
 
 Usage: .venv/bin/python bench/seed.py --database-url URL --rows 1000000 --owner bench@example.com --ids-file F
+       [--vaccinations 1000000 --vaccinated-ids-file G]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -19,13 +23,56 @@ from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, migrate
 from petrecords.pets import PETS
+from petrecords.resources.fields import DAY_MS
 from petrecords.resources.service import etag_of
 from petrecords.store.base import Row
 from petrecords.text import match_key
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
 
 PET_TYPES = ("Dog", "Cat", "Capybara", "Other")
 BATCH = 10_000
 WORDS = ("rex", "tom", "bella", "max", "luna", "coco", "milo", "daisy", "oscar", "ruby")
+CATALOGUE_ADMIN = "vet-admin@example.com"
+# (pet type, vaccine, days of protection): the catalogue covers every default pet type that is vaccinated,
+# not only the four the seeded pets have, as a real one would.
+CATALOGUE = (
+    ("Dog", "Rabies", 365),
+    ("Dog", "Rabies (3-year)", 1095),
+    ("Dog", "DHPP", 1095),
+    ("Dog", "Leptospirosis", 365),
+    ("Dog", "Bordetella", 180),
+    ("Dog", "Canine influenza", 365),
+    ("Dog", "Lyme disease", 365),
+    ("Cat", "Rabies", 365),
+    ("Cat", "FVRCP", 1095),
+    ("Cat", "Feline leukemia", 365),
+    ("Cat", "Chlamydophila", 365),
+    ("Cat", "Bordetella", 365),
+    ("Capybara", "Rabies", 365),
+    ("Capybara", "Leptospirosis", 365),
+    ("Capybara", "Tetanus", 1095),
+    ("Other", "Rabies", 365),
+    ("Other", "Tetanus", 1095),
+    ("Other", "Clostridium", 365),
+    ("Bird", "Polyomavirus", 365),
+    ("Bird", "Pacheco's disease", 365),
+    ("Fish", "Koi herpesvirus", 365),
+    ("Rabbit", "Myxomatosis", 365),
+    ("Rabbit", "RHDV1", 365),
+    ("Rabbit", "RHDV2", 365),
+    ("GuineaPig", "Bordetella", 365),
+    ("Ferret", "Rabies", 365),
+    ("Ferret", "Canine distemper", 365),
+    ("Horse", "Tetanus", 365),
+    ("Horse", "Eastern/Western encephalomyelitis", 365),
+    ("Horse", "West Nile virus", 365),
+    ("Horse", "Rabies", 365),
+    ("Horse", "Equine influenza", 180),
+    ("Horse", "Rhinopneumonitis", 180),
+)
+MAX_DOSES_PER_PET = 7
+"""A vaccinated pet has 1 to this many doses (4 on average), of 1 to 3 of its type's vaccines."""
 
 
 def _uuid7(milliseconds: int) -> uuid.UUID:
@@ -34,14 +81,101 @@ def _uuid7(milliseconds: int) -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
-async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str:
-    """`rows` pets of `owner`, created one millisecond apart and ending now. Returns `sample` of their
-    ids and ETags, one "id etag" per line, shuffled, for the load scripts."""
+def _catalogue(now: int) -> list[Row]:
+    vaccines = []
+    for index, (pet_type, name, duration) in enumerate(CATALOGUE):
+        created = now - 10 * 365 * DAY_MS + index
+        description = f"{name} for {pet_type.lower()}s: {duration} days of protection."
+        vaccines.append(
+            {
+                "id": _uuid7(created),
+                "created_at": created,
+                "created_by": CATALOGUE_ADMIN,
+                "modified_at": created,
+                "modified_by": CATALOGUE_ADMIN,
+                "name": name,
+                "name_key": match_key(name),
+                "description": description,
+                "description_key": match_key(description),
+                "pet_type": pet_type,
+                "duration": duration,
+                "revision": 1,
+            }
+        )
+    return vaccines
+
+
+def _doses(rng: random.Random, pet: Row, count: int, vaccines: list[Row], now: int) -> list[Row]:
+    """`count` doses for `pet`: chains of repeated doses of 1 to 3 of its type's vaccines, each dose given about
+    when the one before fell due (early by up to two weeks, late by up to two months), the last one of each chain
+    at most half again its protection ago, so that some pets are up to date and some have lapsed. Every dose but
+    the last of a chain is overdue by the contract's measure (dueAt < now), as a real history is."""
+    chosen = rng.sample(vaccines, min(len(vaccines), rng.randint(1, 3), count))
+    lengths = [1] * len(chosen)
+    for _ in range(count - len(chosen)):
+        lengths[rng.randrange(len(chosen))] += 1
+    doses = []
+    for vaccine, length in zip(chosen, lengths, strict=True):
+        protection = vaccine["duration"] * DAY_MS
+        applied = now - rng.randrange(protection * 3 // 2)
+        for _ in range(length):
+            doses.append((vaccine, applied))
+            applied -= protection + rng.randrange(-14 * DAY_MS, 60 * DAY_MS)
+    rows = []
+    for order, (vaccine, applied) in enumerate(doses):
+        # Written just after the pet, as when a pet's history is entered on registration.
+        created = pet["created_at"] + order
+        rows.append(
+            {
+                "id": _uuid7(created),
+                "created_at": created,
+                "created_by": pet["owner_id"],
+                "modified_at": created,
+                "modified_by": pet["owner_id"],
+                "owner_id": pet["owner_id"],
+                "pet_id": pet["id"],
+                "vaccine_id": vaccine["id"],
+                "applied_at": applied,
+                "due_at": applied + vaccine["duration"] * DAY_MS,
+                "notes": None,
+                "revision": 1,
+            }
+        )
+    return rows
+
+
+class Seeded:
+    def __init__(self) -> None:
+        self.pet_lines: list[str] = []
+        self.vaccinated_pets: list[str] = []
+        self.vaccinations = 0
+        self.overdue = 0
+        self.vaccination_seconds = 0.0
+
+
+async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccinations: int) -> Seeded:
+    """`rows` pets of `owner`, created one millisecond apart and ending now, and `vaccinations` doses spread over
+    a random subset of them (about one pet in four per million doses over a million pets). Returns `sample` of the
+    pets' ids and ETags, one "id etag" per line, shuffled, for the load scripts, and as many ids of vaccinated
+    pets."""
+    if vaccinations > rows * MAX_DOSES_PER_PET:
+        raise SystemExit(f"at most {MAX_DOSES_PER_PET} vaccinations per pet: {rows * MAX_DOSES_PER_PET}")
     store = open_store(settings)
     rng = random.Random(rows)
-    first_ms = int(time.time() * 1000) - rows
+    now = int(time.time() * 1000)
+    first_ms = now - rows
+    seeded = Seeded()
     kept: list[Row] = []
+    vaccinated: list[uuid.UUID] = []
+    by_type: dict[str, list[Row]] = {}
+    remaining = vaccinations
     try:
+        if vaccinations:
+            catalogue = _catalogue(now)
+            for vaccine in catalogue:
+                by_type.setdefault(vaccine["pet_type"], []).append(vaccine)
+            async with store.transaction(write=True) as tx:
+                await tx.insert_many(VACCINES.collection, catalogue)
         for start in range(0, rows, BATCH):
             batch = []
             for index in range(start, min(start + BATCH, rows)):
@@ -60,8 +194,28 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str
                     "revision": 1,
                 }
                 batch.append(pet)
+            started = time.perf_counter()
+            doses: list[Row] = []
+            for offset, pet in enumerate(batch):
+                if remaining == 0:
+                    break
+                pets_left = rows - start - offset
+                # The chance tracks what is left, so that the total comes out exact without a second pass.
+                if pets_left > 1 and rng.random() >= remaining / (pets_left * (MAX_DOSES_PER_PET + 1) / 2):
+                    continue
+                count = remaining if pets_left == 1 else min(remaining, rng.randint(1, MAX_DOSES_PER_PET))
+                doses.extend(_doses(rng, pet, count, by_type[pet["pet_type"]], now))
+                remaining -= count
+                vaccinated.append(pet["id"])
+            seeded.vaccination_seconds += time.perf_counter() - started
             async with store.transaction(write=True) as tx:
                 await tx.insert_many(PETS.collection, batch)
+                if doses:
+                    started = time.perf_counter()
+                    await tx.insert_many(PET_VACCINATIONS.collection, doses)
+                    seeded.vaccination_seconds += time.perf_counter() - started
+            seeded.vaccinations += len(doses)
+            seeded.overdue += sum(1 for dose in doses if dose["due_at"] < now)
             kept.extend(rng.sample(batch, min(len(batch), max(1, sample * len(batch) // rows))))
     finally:
         await store.close()
@@ -70,11 +224,13 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int) -> str
         # counts read only the index.
         connection = await asyncpg.connect(settings.resolved_database_url.replace("+asyncpg", ""))
         try:
-            await connection.execute("VACUUM ANALYZE pets, record_counts")
+            await connection.execute("VACUUM ANALYZE pets, vaccines, pet_vaccinations, record_counts")
         finally:
             await connection.close()
     rng.shuffle(kept)
-    return "".join(f"{pet['id']} {etag_of(PETS, pet)}\n" for pet in kept)
+    seeded.pet_lines = [f"{pet['id']} {etag_of(PETS, pet)}\n" for pet in kept]
+    seeded.vaccinated_pets = [f"{pet_id}\n" for pet_id in rng.sample(vaccinated, min(sample, len(vaccinated)))]
+    return seeded
 
 
 def main() -> None:
@@ -85,12 +241,36 @@ def main() -> None:
     parser.add_argument("--owner", default="bench@example.com")
     parser.add_argument("--ids-file", type=Path, required=True)
     parser.add_argument("--sample", type=int, default=100_000)
+    parser.add_argument("--vaccinations", type=int, default=0, help="doses over the pets (0: no catalogue either)")
+    parser.add_argument("--vaccinated-ids-file", type=Path, help="ids of pets that have vaccinations, one a line")
+    parser.add_argument("--report", type=Path, help="also write the seeding figures here, as JSON")
     args = parser.parse_args()
     settings = Settings(database_url=args.database_url, data_dir=args.data_dir)
     started = time.perf_counter()
     migrate(settings)
-    args.ids_file.write_text(asyncio.run(seed(settings, rows=args.rows, owner=args.owner, sample=args.sample)))
-    print(f"seeded {args.rows} pets in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    seeded = asyncio.run(
+        seed(settings, rows=args.rows, owner=args.owner, sample=args.sample, vaccinations=args.vaccinations)
+    )
+    elapsed = time.perf_counter() - started
+    args.ids_file.write_text("".join(seeded.pet_lines))
+    if args.vaccinated_ids_file is not None:
+        args.vaccinated_ids_file.write_text("".join(seeded.vaccinated_pets))
+    figures: dict[str, Any] = {"seconds": round(elapsed, 1), "pets": args.rows}
+    message = f"seeded {args.rows} pets in {elapsed:.1f} s"
+    if seeded.vaccinations:
+        figures.update(
+            vaccinations=seeded.vaccinations,
+            overdue=seeded.overdue,
+            vaccination_seconds=round(seeded.vaccination_seconds, 1),
+            vaccines=len(CATALOGUE),
+        )
+        message += (
+            f" (of which {seeded.vaccination_seconds:.1f} s for {seeded.vaccinations} vaccinations of"
+            f" {len(CATALOGUE)} vaccines, {seeded.overdue} overdue now)"
+        )
+    print(message, file=sys.stderr)
+    if args.report is not None:
+        args.report.write_text(json.dumps(figures))
 
 
 if __name__ == "__main__":

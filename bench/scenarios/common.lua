@@ -1,7 +1,9 @@
--- Shared by the scenarios: the bearer token and the seeded ids with their ETags, from the environment.
--- IDS_FILE holds one "id etag" per line; THREADS is wrk's thread count, for per-thread partitions.
+-- Shared by the scenarios: the bearer tokens and the seeded ids with their ETags, from the environment.
+-- IDS_FILE holds one "id etag" per line; VACCINATED_FILE (when set) one id of a pet with vaccinations per
+-- line; THREADS is wrk's thread count, for per-thread partitions.
 local common = {}
 common.token = os.getenv("TOKEN")
+common.admin_token = os.getenv("ADMIN_TOKEN")
 common.ids = {}
 common.etags = {}
 common.index = {}
@@ -14,11 +16,28 @@ end
 function common.random_id()
   return common.ids[math.random(#common.ids)]
 end
+common.vaccinated = {}
+if os.getenv("VACCINATED_FILE") then
+  for line in io.lines(os.getenv("VACCINATED_FILE")) do
+    common.vaccinated[#common.vaccinated + 1] = line
+  end
+end
+function common.random_vaccinated_pet()
+  return common.vaccinated[math.random(#common.vaccinated)]
+end
+-- Now as the web front end sends it (RFC 3339 with milliseconds; Lua's clock has whole seconds), and in epoch ms.
+function common.now()
+  return os.date("!%Y-%m-%dT%H:%M:%S.000Z")
+end
+function common.now_ms()
+  return os.time() * 1000
+end
 common.types = {"Dog", "Cat", "Capybara", "Other"}
 function common.body()
   return string.format('{"name":"bench %d","petType":"%s"}', math.random(1000000), common.types[math.random(4)])
 end
 common.auth = {["Authorization"] = "Bearer " .. (common.token or "")}
+common.admin = {["Authorization"] = "Bearer " .. (common.admin_token or "")}
 common.json = {["Authorization"] = "Bearer " .. (common.token or ""), ["Content-Type"] = "application/json"}
 
 -- The indexes of the ids this wrk thread owns, so that threads never write the same record at once.

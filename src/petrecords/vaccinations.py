@@ -30,7 +30,9 @@ pet_vaccinations = sa.Table(
     sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "owner_id", "created_at", "id"),
-    sa.Index(None, "pet_id", "applied_at", "id"),
+    # The owner second: an owner's list of one pet must out-rank the owner's own index, which keeps the
+    # applied order too but holds every vaccination of the owner.
+    sa.Index(None, "pet_id", "owner_id", "applied_at", "id"),
     sa.Index(None, "vaccine_id", "id"),
     sa.Index(None, "due_at", "id"),
     sa.Index(None, "owner_id", "due_at", "id"),
