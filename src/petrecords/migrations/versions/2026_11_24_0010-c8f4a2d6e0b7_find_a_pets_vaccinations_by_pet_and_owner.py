@@ -5,8 +5,8 @@ index, which also keeps the applied order, and walk every vaccination of the own
 index with both equalities first wins that choice on both databases, and still serves the pet alone.
 
 Revision ID: c8f4a2d6e0b7
-Revises: b3e5f7a9c1d4
-Create Date: 2026-11-25
+Revises: c8f1d3b5e7a9
+Create Date: 2026-11-24
 """
 
 from collections.abc import Sequence
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "c8f4a2d6e0b7"
-down_revision: str | None = "b3e5f7a9c1d4"
+down_revision: str | None = "c8f1d3b5e7a9"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
