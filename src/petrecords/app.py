@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TypeVar, cast
 
 from litestar import Litestar
@@ -12,7 +14,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
-from petrecords.config import Settings
+from petrecords.config import STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.duties import Duties
 from petrecords.errors import handle_exception
@@ -60,7 +62,7 @@ def create_token_verifier(settings: Settings) -> TokenVerifier:
     return VerifiedTokenCache(LocalTokenVerifier(load_or_create_secret(settings), settings))
 
 
-def create_app(settings: Settings) -> ASGIApp:
+def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGIApp:
     metrics = Metrics()
     rate_limiter = create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url)
     pet_types = PetTypes(settings.pet_types)
@@ -104,7 +106,9 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.pet_types = pet_types
     app.state.store = None
     app.state.rate_limiter = rate_limiter
-    app.state.change_hub = ChangeHub(lambda: app.state.store)
+    app.state.change_hub = ChangeHub(
+        lambda: app.state.store, keep_alive_seconds=settings.events_keep_alive_seconds, stopping_file=stopping_file
+    )
     app.state.verifier = create_token_verifier(settings)
     return ServiceEdge(
         cast("ASGIApp", app), metrics=metrics, store=lambda: app.state.store, log_requests=settings.access_log
@@ -115,4 +119,5 @@ def create_app_from_environment() -> ASGIApp:
     """The factory `petrecords serve` hands to each server worker: settings from PETRECORDS_* variables."""
     settings = Settings()
     configure_logging(settings.log_level)
-    return create_app(settings)
+    stopping_file = os.environ.get(STOPPING_FILE_VARIABLE)
+    return create_app(settings, stopping_file=Path(stopping_file) if stopping_file else None)

@@ -10,9 +10,11 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from petrecords.auth import issue_local_token, load_or_create_secret
-from petrecords.config import Settings
+from petrecords.config import STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import SqliteTooOld, migrate
 from petrecords.logs import configure_logging
 
@@ -73,9 +75,20 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
         # Workers share one set of metrics through files in this directory (prometheus_client multiprocess mode).
         metrics_dir = tempfile.mkdtemp(prefix="petrecords-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    # Where the server says that it is shutting down: a worker waits for its requests to end before it stops,
+    # and a live change stream never ends unless told to.
+    serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
+    stopping = serve_dir / "stopping"
+    os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
     connections = _connections_per_worker(settings, open_files)
+
+    class DrainingServer(Server):  # type: ignore[misc,valid-type]
+        def signal_handler_interrupt(self, *args: Any, **kwargs: Any) -> None:
+            stopping.touch()
+            super().signal_handler_interrupt(*args, **kwargs)
+
     try:
-        Server(
+        DrainingServer(
             "petrecords.app:create_app_from_environment",
             address=args.host,
             port=args.port,
@@ -106,6 +119,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+        shutil.rmtree(serve_dir, ignore_errors=True)
 
 
 def _migrate(args: argparse.Namespace, settings: Settings) -> None:

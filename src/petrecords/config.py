@@ -24,6 +24,11 @@ DEFAULT_PET_TYPES = (
 )
 
 
+STOPPING_FILE_VARIABLE = "PETRECORDS_SERVE_STOPPING_FILE"
+"""Set by `petrecords serve` for its workers, not by operators: the file that appears once the server is
+shutting down."""
+
+
 def _split_commas(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
@@ -74,6 +79,9 @@ class Settings(BaseSettings):
 
     changes_retention_days: int = Field(
         default=365, ge=0, description="how long changes are kept; 0 keeps them forever"
+    )
+    events_keep_alive_seconds: float = Field(
+        default=10.0, gt=0, le=15, description="how often a quiet live change stream sends a comment"
     )
     nats_url: str | None = Field(default=None, description="nats://host:4222: publish every change to JetStream")
 

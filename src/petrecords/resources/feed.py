@@ -10,6 +10,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -26,8 +27,6 @@ from petrecords.values import format_timestamp, parse_record_id
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 FEED_PARAMETERS = ("after", "limit", "resource")
-KEEP_ALIVE_SECONDS = 10.0
-"""How often a live stream with nothing to say sends a comment (the contract asks for at least every 15 s)."""
 POLL_SECONDS = 0.2
 """How often a process looks for new changes while it has live subscribers."""
 POLL_BATCH = 500
@@ -179,8 +178,15 @@ class ChangeHub:
     resumed from an old cursor, or fell behind) reads from the database until it has caught up.
     """
 
-    def __init__(self, store: Callable[[], Store | None]) -> None:
+    def __init__(
+        self, store: Callable[[], Store | None], *, keep_alive_seconds: float, stopping_file: Path | None = None
+    ) -> None:
         self._store = store
+        self._stopping_file = stopping_file
+        """Appears when the server shuts down: the streams end then, so that its workers can stop."""
+        self._keep_alive_seconds = keep_alive_seconds
+        """How often a live stream with nothing to say sends a comment (the contract asks for at least every
+        15 s; proxies that close quiet connections sooner want it more often)."""
         self._buffer: collections.deque[Change] = collections.deque()
         self._complete_after: Cursor | None = None
         """Every change after this cursor, up to the last one polled, is in the buffer."""
@@ -207,7 +213,7 @@ class ChangeHub:
         self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
     ) -> AsyncIterator[Change | None]:
         """The changes after `cursor` that `reader` (None: an administrator) may see, as they commit; None
-        when there has been nothing to send for KEEP_ALIVE_SECONDS."""
+        when there has been nothing to send for the keep-alive interval."""
         self._subscribers += 1
         self._start_polling()
         try:
@@ -249,7 +255,7 @@ class ChangeHub:
             if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
                 return True
             try:
-                async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                async with asyncio.timeout(self._keep_alive_seconds):
                     await self._changed.wait()
             except TimeoutError:
                 return False
@@ -263,6 +269,11 @@ class ChangeHub:
         # Polling, not LISTEN/NOTIFY: it works through any connection pooler, and costs one indexed query per
         # interval per process while someone listens.
         while self._subscribers and not self._closed.is_set():
+            if self._stopping_file is not None and self._stopping_file.exists():
+                self._closed.set()
+                async with self._changed:
+                    self._changed.notify_all()
+                break
             got = 0
             with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
                 got = await self._poll_once()

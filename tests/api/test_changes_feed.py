@@ -1,0 +1,165 @@
+"""The change feed, GET /v1/changes (contract section 11), on both databases: commit order, every change once
+to a reader that follows nextCursor, visibility, retention, and the live stream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.app import open_store
+from petrecords.config import Settings
+from petrecords.duties import Retention
+from petrecords.values import now_ms
+from tests.api.test_vaccines import admin, create_vaccine
+from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create
+
+Client = AsyncTestClient[Any]
+DAY_MS = 86_400_000
+
+
+async def read_feed(client: Client, user: str = ADMIN, **params: str) -> dict[str, Any]:
+    response = await client.get("/v1/changes", params=params, headers=auth(user, admin=user == ADMIN))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"items", "nextCursor"}
+    return body
+
+
+async def read_all(client: Client, user: str = ADMIN, *, limit: int = 3, **params: str) -> list[dict[str, Any]]:
+    """Every change the caller may see, a page at a time, following nextCursor until an empty page."""
+    seen: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        query = {**params, "limit": str(limit), **({"after": cursor} if cursor else {})}
+        page = await read_feed(client, user, **query)
+        assert len(page["items"]) <= limit
+        if not page["items"]:
+            assert page["nextCursor"] == (cursor or page["nextCursor"])
+            return seen
+        seen.extend(page["items"])
+        cursor = page["nextCursor"]
+        assert cursor == page["items"][-1]["cursor"]
+
+
+def summary(changes: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return [(change["resource"], change["action"], change["version"]) for change in changes]
+
+
+class TestFeed:
+    async def test_every_change_once_in_commit_order(self, client: Client) -> None:
+        pet = await create(client, ALICE, name="Rex")
+        vaccine = await create_vaccine(client)
+        await client.put(pet.headers["location"], json={"name": "Max", "petType": "Dog"}, headers=auth(ALICE))
+        await client.delete(vaccine.headers["location"], headers=admin())
+        await client.delete(pet.headers["location"], headers=auth(ALICE))
+
+        changes = await read_all(client)
+
+        assert summary(changes) == [
+            ("pets", "created", 1),
+            ("vaccines", "created", 1),
+            ("pets", "replaced", 2),
+            ("vaccines", "deleted", 2),
+            ("pets", "deleted", 3),
+        ]
+        assert changes[0]["record"] == pet.json()
+        assert len({change["cursor"] for change in changes}) == len(changes)
+
+    async def test_a_page_is_full_whenever_enough_changes_follow(self, client: Client) -> None:
+        for number in range(7):
+            await create(client, ALICE, name=f"pet {number}")
+
+        first = await read_feed(client, limit="5")
+        second = await read_feed(client, limit="5", after=first["nextCursor"])
+        third = await read_feed(client, limit="5", after=second["nextCursor"])
+
+        assert (len(first["items"]), len(second["items"]), len(third["items"])) == (5, 2, 0)
+        assert third["nextCursor"] == second["nextCursor"]
+
+    async def test_a_non_admin_sees_their_records_before_and_after_and_the_catalogue(self, client: Client) -> None:
+        alices = await create(client, ALICE, name="Rex")
+        await create(client, BOB, name="Bobs own")
+        await create_vaccine(client)
+        transfer = {"name": "Rex", "petType": "Dog", "ownerId": BOB}
+        await client.put(alices.headers["location"], json=transfer, headers=admin())
+        await client.put(alices.headers["location"], json={**transfer, "name": "Rex II"}, headers=auth(BOB))
+
+        alice_sees = [(change["action"], change["record"]["name"]) for change in await read_all(client, ALICE)]
+        bob_sees = [(change["action"], change["record"]["name"]) for change in await read_all(client, BOB)]
+
+        assert alice_sees == [("created", "Rex"), ("created", "Rabies"), ("replaced", "Rex")]
+        assert bob_sees == [("created", "Bobs own"), ("created", "Rabies"), ("replaced", "Rex"), ("replaced", "Rex II")]
+
+    async def test_by_resource(self, client: Client) -> None:
+        await create(client, ALICE)
+        await create_vaccine(client)
+
+        pets = await read_all(client, resource="pets")
+        both = await read_all(client, resource="vaccines,pets")
+        repeated = await read_all(client, resource="vaccines")
+
+        assert summary(pets) == [("pets", "created", 1)]
+        assert summary(both) == [("pets", "created", 1), ("vaccines", "created", 1)]
+        assert summary(repeated) == [("vaccines", "created", 1)]
+
+    @pytest.mark.parametrize(
+        ("query", "parameter"),
+        [
+            ("after=nope", "after"),
+            ("after=1-2-3", "after"),
+            ("limit=0", "limit"),
+            ("limit=1001", "limit"),
+            ("limit=x", "limit"),
+            ("resource=cats", "resource"),
+            ("since=1", "since"),
+            ("limit=1&limit=2", "limit"),
+        ],
+    )
+    async def test_a_bad_or_unknown_parameter_is_400_naming_it(
+        self, client: Client, query: str, parameter: str
+    ) -> None:
+        response = await client.get(f"/v1/changes?{query}", headers=auth())
+
+        assert list(assert_error(response, 400, 994)["errors"]) == [parameter]
+
+    async def test_it_needs_a_token(self, client: Client) -> None:
+        assert_error(await client.get("/v1/changes"), 401, 997)
+
+
+class TestRetention:
+    async def test_expired_changes_go_and_a_cursor_behind_them_is_410(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        settings = make_settings(changes_retention_days=30)
+        store = open_store(settings)  # the retention duty of another instance
+        async with make_client(settings) as client:
+            old = await create(client, ALICE, name="old")
+            first = (await read_feed(client))["items"][0]["cursor"]
+            for number in range(3):
+                await create(client, ALICE, name=f"later {number}")
+            retention = Retention(settings, lambda: store, instance="test")
+            retention.BATCH = 2  # small batches, to see several of them
+
+            removed = await retention.purge(now=now_ms() + 31 * DAY_MS)
+            await store.close()
+
+            assert removed == 4
+            assert (await read_feed(client))["items"] == []
+            assert_error(await client.get(f"/v1/changes?after={first}", headers=auth()), 410, 983)
+            assert (await client.get(f"{old.headers['location']}/history", headers=auth())).json()["totalCount"] == 0
+
+    async def test_zero_days_keeps_every_change(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        settings = make_settings(changes_retention_days=0)
+        store = open_store(settings)
+        async with make_client(settings) as client:
+            await create(client, ALICE)
+            retention = Retention(settings, lambda: store, instance="test")
+
+            assert await retention.purge(now=now_ms() + 10_000 * DAY_MS) == 0
+            await store.close()
+            assert len((await read_feed(client))["items"]) == 1
