@@ -1,5 +1,8 @@
-# Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data); `make test` runs every test.
+# Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
+# `make test` runs every test.
 PYTHON ?= python3
+HOST ?= 127.0.0.1
+PORT ?= 8000
 VENV := .venv
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
@@ -18,7 +21,7 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 install: $(VENV)/.installed
 
 run: install
-	$(VENV)/bin/petrecords serve --host 127.0.0.1 --port 8000
+	$(VENV)/bin/petrecords serve --host $(HOST) --port $(PORT)
 
 test: install
 	$(VENV)/bin/ruff check src tests bench

@@ -17,7 +17,6 @@ from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCach
 from petrecords.config import STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.duties import Duties
-from petrecords.errors import handle_exception
 from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
@@ -29,6 +28,7 @@ from petrecords.resources.document import build_openapi
 from petrecords.resources.feed import ChangeHub, new_instance_id
 from petrecords.resources.fields import PetTypes
 from petrecords.resources.routes import feed_routes, routes_of
+from petrecords.responses import handle_exception
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sqlite import SqliteStore

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import jwt
 import msgspec
 
-from petrecords.config import Settings
+from petrecords.config import ConfigurationError, Settings
 from petrecords.errors import Unauthenticated
 from petrecords.values import normalize_email
 
@@ -33,28 +33,59 @@ def load_or_create_secret(settings: Settings) -> bytes:
     Creation is atomic (O_EXCL), so concurrent first starts agree on one secret.
     """
     if settings.auth_secret is not None:
-        secret = settings.auth_secret.get_secret_value().encode()
-        if len(secret) < MIN_SECRET_BYTES:
-            raise ValueError(f"PETRECORDS_AUTH_SECRET must be at least {MIN_SECRET_BYTES} bytes long")
-        return secret
+        return _configured_secret(settings)
     path = settings.secret_file
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return _read_secret_file(path)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"PETRECORDS_DATA_DIR: cannot create the signing secret {path.resolve()}: {exc.strerror or exc}"
+        ) from None
     with os.fdopen(fd, "w") as handle:
         handle.write(base64.urlsafe_b64encode(secrets.token_bytes(48)).decode() + "\n")
     return _read_secret_file(path)
 
 
+def find_secret(settings: Settings) -> tuple[bytes, str]:
+    """The secret that a server with these settings signs with, without ever creating one, and where it was
+    found (for the operator, who must give every instance and every token the same one)."""
+    if settings.auth_secret is not None:
+        return _configured_secret(settings), "PETRECORDS_AUTH_SECRET"
+    path = settings.secret_file.resolve()
+    if not path.exists():
+        raise ConfigurationError(
+            f"no signing secret: PETRECORDS_AUTH_SECRET is unset and {path} does not exist; start the server once "
+            "with this PETRECORDS_DATA_DIR, run this command where the server runs, or set PETRECORDS_AUTH_SECRET"
+        )
+    return _read_secret_file(path), str(path)
+
+
+def _configured_secret(settings: Settings) -> bytes:
+    if settings.auth_secret is None:
+        raise ConfigurationError("PETRECORDS_AUTH_SECRET is unset")
+    secret = settings.auth_secret.get_secret_value().encode()
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ConfigurationError(
+            f"PETRECORDS_AUTH_SECRET must be at least {MIN_SECRET_BYTES} bytes long (it is {len(secret)})"
+        )
+    return secret
+
+
 def _read_secret_file(path: Path) -> bytes:
     for _ in range(50):
-        secret = path.read_text().strip().encode()
+        try:
+            secret = path.read_text().strip().encode()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read the signing secret {path.resolve()}: {exc.strerror or exc}"
+            ) from None
         if secret:
             return secret
         time.sleep(0.01)  # another process created the file and is still writing it
-    raise RuntimeError(f"the secret file {path} is empty")
+    raise ConfigurationError(f"the signing secret {path.resolve()} is empty")
 
 
 def issue_local_token(secret: bytes, *, user: str, admin: bool, ttl_seconds: int, settings: Settings) -> str:

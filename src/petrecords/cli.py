@@ -1,143 +1,79 @@
-"""The command line: serve, migrate, token. It parses arguments and calls the code the app uses."""
+"""The command line: serve, migrate, token, and a client of a running server for every resource. It parses
+arguments and calls the code the app uses.
+
+Each command imports what it needs when it runs (the server, the database layer, an HTTP client), so that
+`petrecords token` and the client commands start in a fraction of a second.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import resource
-import shutil
 import sys
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from importlib import metadata
 
-from petrecords.auth import issue_local_token, load_or_create_secret
-from petrecords.config import STOPPING_FILE_VARIABLE, Settings
-from petrecords.db import SqliteTooOld, migrate
-from petrecords.logs import configure_logging
+from pydantic import ValidationError
 
-log = logging.getLogger("petrecords.serve")
+from petrecords.config import ConfigurationError, Settings
 
-# Open files a server process needs besides its connections: the listening socket, the event loop, the
-# database's files or pool, the metrics files, the logs. About 50 are used; the rest is room.
-_RESERVED_FILES = 256
-# Linux never allows more open files per process than this by default (fs.nr_open).
-_MOST_OPEN_FILES = 1 << 20
-# Room for the longest request head the service reads: a 65,534-byte target (the HTTP server's limit) and
-# its headers. The server reads in growing chunks, so it refuses (431) a head somewhere between this and
-# twice this; a slow client can make it hold that much for each of its connections.
-_MAX_HEAD_BYTES = 80 * 1024
-
-
-def _raise_open_file_limit() -> int:
-    """Raise the soft limit on open files to the hard one, since every connection is an open file; the
-    limit in force afterwards."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = _MOST_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-        except (ValueError, OSError):
-            return soft
-        log.info("raised the open-file limit from %d to %d", soft, wanted)
-        return wanted
-    return soft
-
-
-def _connections_per_worker(settings: Settings, open_files: int) -> int:
-    wanted = settings.max_connections_per_worker
-    room = max(open_files - _RESERVED_FILES, open_files // 2)
-    if room >= wanted:
-        return wanted
-    log.warning(
-        "the open-file limit (%d) leaves room for %d connections per worker, not the %d of "
-        "PETRECORDS_MAX_CONNECTIONS_PER_WORKER; raise the hard limit (ulimit -Hn, LimitNOFILE) to hold them",
-        open_files,
-        room,
-        wanted,
-    )
-    return room
+Command = Callable[[argparse.Namespace, Settings], None]
+SETTINGS_THAT_MATTER = """\
+settings (environment variables; see the README for every one):
+  PETRECORDS_DATA_DIR           where the SQLite database and the local signing secret live (./data)
+  PETRECORDS_DATABASE_URL       sqlite:///PATH or postgresql://user:password@host:port/db (SQLite in the data dir)
+  PETRECORDS_AUTH_SECRET        HS256 secret of local tokens, 32+ bytes (generated in the data dir when unset)
+  PETRECORDS_AUTH_MODE          local (petrecords token) or jwks (an identity provider's tokens)
+  PETRECORDS_DB_POOL_SIZE       PostgreSQL connections per worker (10)
+  PETRECORDS_RATE_LIMIT         requests per minute per caller, 0 for none (6000)
+  PETRECORDS_REDIS_URL          share the rate limit between instances
+  PETRECORDS_NATS_URL           publish every change to NATS JetStream
+  PETRECORDS_ACCESS_LOG         one JSON line per request (true)
+"""
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> None:
-    # Before Granian is imported: importing it raises the limit too, without a word.
-    open_files = _raise_open_file_limit()
-    from granian.constants import HTTPModes, Interfaces, Loops
-    from granian.http import HTTP1Settings
-    from granian.server import Server
+    from petrecords.logs import configure_logging
+    from petrecords.serve import serve
 
-    migrate(settings)
-    load_or_create_secret(settings)
-    metrics_dir = None
-    if args.workers > 1:
-        # Workers share one set of metrics through files in this directory (prometheus_client multiprocess mode).
-        metrics_dir = tempfile.mkdtemp(prefix="petrecords-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    # Where the server says that it is shutting down: a worker waits for its requests to end before it stops,
-    # and a live change stream never ends unless told to.
-    serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
-    stopping = serve_dir / "stopping"
-    os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
-    connections = _connections_per_worker(settings, open_files)
-
-    class DrainingServer(Server):  # type: ignore[misc,valid-type]
-        def signal_handler_interrupt(self, *args: Any, **kwargs: Any) -> None:
-            stopping.touch()
-            super().signal_handler_interrupt(*args, **kwargs)
-
-    try:
-        DrainingServer(
-            "petrecords.app:create_app_from_environment",
-            address=args.host,
-            port=args.port,
-            interface=Interfaces.ASGI,
-            workers=args.workers,
-            runtime_threads=args.threads,
-            loop=Loops.uvloop,
-            # HTTP/1.1 alone: the automatic HTTP/2 detection reads a new connection's first bytes with no
-            # time limit, so connections that send nothing would be held for ever.
-            http=HTTPModes.http1,
-            # The service has no WebSocket endpoint; with them on, an upgrade request would get the HTTP
-            # server's own bare 403 instead of the service's 404.
-            websockets=False,
-            http1_settings=HTTP1Settings(
-                # One limit for both: a request head must be complete this long after the connection
-                # opened or the previous answer went out, so idle keep-alive connections end too.
-                header_read_timeout=round(settings.idle_timeout_seconds * 1000),
-                keep_alive=True,
-                max_buffer_size=_MAX_HEAD_BYTES,
-            ),
-            # The connections a worker holds at once. Granian's default (backlog ÷ workers, 512 here) lets
-            # a few hundred slow clients leave no room for anyone else.
-            backpressure=connections,
-            factory=True,
-            log_access=False,
-            workers_kill_timeout=args.graceful_timeout,
-        ).serve()
-    finally:
-        if metrics_dir:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
-        shutil.rmtree(serve_dir, ignore_errors=True)
+    configure_logging(settings.log_level)
+    serve(
+        settings,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        threads=args.threads,
+        graceful_timeout=args.graceful_timeout,
+    )
 
 
 def _migrate(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.db import migrate
+    from petrecords.logs import configure_logging
+
+    configure_logging(settings.log_level)
     migrate(settings, args.revision)
     print(f"schema at {args.revision}")
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.auth import find_secret, issue_local_token
+
+    if settings.auth_mode != "local":
+        raise ConfigurationError(
+            f"PETRECORDS_AUTH_MODE is {settings.auth_mode}: the server accepts only its identity provider's "
+            "tokens, which this command cannot issue"
+        )
     if args.ttl > settings.auth_max_token_lifetime_seconds:
-        sys.exit(
-            f"petrecords token: --ttl {args.ttl} exceeds the longest lifetime the server accepts, "
+        raise ConfigurationError(
+            f"--ttl {args.ttl} exceeds the longest lifetime the server accepts, "
             f"{settings.auth_max_token_lifetime_seconds} seconds (PETRECORDS_AUTH_MAX_TOKEN_LIFETIME_SECONDS)"
         )
-    secret = load_or_create_secret(settings)
+    secret, where = find_secret(settings)
     try:
         token = issue_local_token(secret, user=args.user, admin=args.admin, ttl_seconds=args.ttl, settings=settings)
     except ValueError as exc:
-        sys.exit(f"petrecords token: {exc}")
+        raise ConfigurationError(f"--user: {exc}") from None
+    print(f"petrecords token: signed with the secret in {where}", file=sys.stderr)
     print(token)
 
 
@@ -148,42 +84,90 @@ def _positive(text: str) -> int:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="petrecords", description="Pet Records service.")
-    commands = root.add_subparsers(dest="command", required=True)
+def _version() -> str:
+    return metadata.version("petrecords")
 
-    serve = commands.add_parser("serve", help="apply pending migrations, then serve HTTP")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+
+def parser(*, with_client: bool = True) -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="petrecords", description="Pet Records: pets, vaccines and vaccinations.")
+    root.add_argument("--version", action="version", version=f"petrecords {_version()}")
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    defaults = argparse.ArgumentDefaultsHelpFormatter
+
+    serve = commands.add_parser(
+        "serve",
+        help="apply pending migrations, then serve HTTP",
+        description="Apply pending schema migrations (safe when several instances start at once), then serve.",
+        epilog=SETTINGS_THAT_MATTER,
+        formatter_class=lambda prog: _DefaultsAndEpilog(prog),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     # The defaults are the best of the configurations measured on a 2-core machine (bench/README.md).
-    serve.add_argument("--workers", type=_positive, default=2, help="server processes (default 2)")
-    serve.add_argument("--threads", type=_positive, default=2, help="I/O threads per server process (default 2)")
+    serve.add_argument("--workers", type=_positive, default=2, help="server processes; about one per core")
+    serve.add_argument("--threads", type=_positive, default=2, help="I/O threads per server process")
     serve.add_argument(
         "--graceful-timeout",
         type=_positive,
         default=30,
-        help="seconds a worker may take to finish in-flight requests on shutdown",
+        help="seconds a worker may take to finish in-flight requests on SIGTERM",
     )
     serve.set_defaults(run=_serve)
 
-    migrate_command = commands.add_parser("migrate", help="apply pending schema migrations and exit")
+    migrate_command = commands.add_parser(
+        "migrate", help="apply pending schema migrations and exit", formatter_class=defaults
+    )
     migrate_command.add_argument("--revision", default="head", help=argparse.SUPPRESS)
     migrate_command.set_defaults(run=_migrate)
 
-    token = commands.add_parser("token", help="print a local bearer token that this environment's server accepts")
+    token = commands.add_parser(
+        "token",
+        help="print a local bearer token that this environment's server accepts",
+        description="Print a bearer token signed with the secret the server in this environment uses: "
+        "PETRECORDS_AUTH_SECRET, or the file auth-secret in PETRECORDS_DATA_DIR. Never creates a secret.",
+        formatter_class=defaults,
+    )
     token.add_argument("--user", required=True, help="the caller's e-mail address")
     token.add_argument("--admin", action="store_true", help="give the token the admin role")
-    token.add_argument("--ttl", type=_positive, default=3600, help="seconds until it expires (default 3600)")
+    token.add_argument("--ttl", type=_positive, default=3600, help="seconds until it expires")
     token.set_defaults(run=_token)
+
+    if with_client:
+        from petrecords.client import add_client_commands
+        from petrecords.registry import RESOURCES
+
+        add_client_commands(commands, RESOURCES)
     return root
 
 
+class _DefaultsAndEpilog(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults after each option, and the epilog as written."""
+
+
+def _describe(exc: ValidationError) -> str:
+    """A settings error in one line, naming each variable."""
+    problems = []
+    for error in exc.errors():
+        name = "_".join(str(part) for part in error["loc"] if isinstance(part, str)).upper()
+        problems.append(f"PETRECORDS_{name}: {error['msg']}")
+    return "; ".join(problems)
+
+
+SERVER_COMMANDS = ("serve", "migrate", "token")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    settings = Settings()
-    if args.command != "token":
-        configure_logging(settings.log_level)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # The client commands need the resources' declarations; the server's own commands start without them.
+    with_client = not arguments or arguments[0] not in SERVER_COMMANDS
+    args = parser(with_client=with_client).parse_args(arguments)
+    run: Command = args.run
     try:
-        args.run(args, settings)
-    except SqliteTooOld as exc:
+        settings = Settings()
+        run(args, settings)
+    except ValidationError as exc:
+        sys.exit(f"petrecords {args.command}: {_describe(exc)}")
+    except ConfigurationError as exc:
         sys.exit(f"petrecords {args.command}: {exc}")
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -24,6 +24,11 @@ DEFAULT_PET_TYPES = (
 )
 
 
+class ConfigurationError(Exception):
+    """A setting or an environment that keeps a command from running: one line that names it and says what is
+    wrong, for the operator."""
+
+
 STOPPING_FILE_VARIABLE = "PETRECORDS_SERVE_STOPPING_FILE"
 """Set by `petrecords serve` for its workers, not by operators: the file that appears once the server is
 shutting down."""

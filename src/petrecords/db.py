@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from alembic import command
@@ -20,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from petrecords.config import Settings
+from petrecords.config import ConfigurationError, Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 log = logging.getLogger("petrecords.migrations")
@@ -34,7 +35,7 @@ _MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
 MIN_SQLITE_VERSION = (3, 51, 3)
 
 
-class SqliteTooOld(RuntimeError):
+class SqliteTooOld(ConfigurationError):
     """The SQLite library in use lacks a fix the service relies on."""
 
 
@@ -208,8 +209,19 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def migrate(settings: Settings, revision: str = "head", *, downgrade: bool = False) -> None:
     """Bring the schema to `revision`. Safe when several instances start at once: one migrates, the
-    others wait for it and then find nothing left to do."""
+    others wait for it and then find nothing left to do. A database that cannot be reached or written is a
+    ConfigurationError that names the setting."""
     url = settings.resolved_database_url
+    try:
+        _migrate(settings, url, revision, downgrade=downgrade)
+    except (OSError, TimeoutError, sa.exc.DBAPIError, sqlite3.Error, asyncpg.PostgresError) as exc:
+        cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
+        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        shown = make_url(url).render_as_string(hide_password=True)
+        raise ConfigurationError(f"PETRECORDS_DATABASE_URL {shown}: cannot migrate the database: {reason}") from None
+
+
+def _migrate(settings: Settings, url: str, revision: str, *, downgrade: bool) -> None:
     if is_sqlite(url):
         path = sqlite_path(url)
         lock = path.with_name(path.name + ".migrate-lock") if path else settings.data_dir / "migrate-lock"

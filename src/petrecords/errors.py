@@ -5,15 +5,10 @@ This module is the single place that knows which HTTP status goes with which Ser
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
-from litestar import Request, Response
-from litestar.exceptions import HTTPException
-
-logger = logging.getLogger("petrecords.errors")
 
 
 class ServiceErrorBody(msgspec.Struct, omit_defaults=True):
@@ -165,56 +160,3 @@ class DatabaseUnavailable(ServiceError):
 
 class InternalError(ServiceError):
     pass
-
-
-def service_error_response(error: ServiceError) -> Response[bytes]:
-    return Response(
-        content=msgspec.json.encode(error.body()),
-        status_code=error.status,
-        media_type="application/json",
-        headers=error.headers,
-    )
-
-
-def _from_framework(exc: HTTPException) -> ServiceError:
-    """Errors that Litestar raises itself, before any of our code runs."""
-    status = exc.status_code
-    if status == 404:
-        return NotFound()
-    if status == 405:
-        allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
-        methods = {method.strip() for method in allow.split(",") if method.strip()}
-        if "GET" in methods:
-            methods.add("HEAD")  # the edge answers HEAD wherever GET is allowed
-        return MethodNotAllowed(headers={"Allow": ", ".join(sorted(methods))} if methods else None)
-    if status == 413:
-        return PayloadTooLarge()
-    if 400 <= status < 500:
-        return MalformedRequest()
-    return InternalError()
-
-
-def to_service_error(exc: BaseException) -> ServiceError:
-    if isinstance(exc, ServiceError):
-        return exc
-    if isinstance(exc, HTTPException):
-        return _from_framework(exc)
-    return InternalError()
-
-
-def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    error = to_service_error(exc)
-    state = request.scope.setdefault("state", {})
-    request_id = state.get("request_id", "-")
-    if isinstance(error, DatabaseUnavailable):
-        # An outage, not a bug: one line without a traceback. The access log and the metrics show the cause.
-        state["database_unavailable"] = error.cause
-        logger.warning(
-            "request %s: database unavailable (%s)",
-            request_id,
-            error.cause,
-            extra={"fields": {"request_id": request_id, "cause": error.cause, "detail": error.detail}},
-        )
-    elif isinstance(error, InternalError) or error.status >= 500:
-        logger.error("request %s failed", request_id, exc_info=exc)
-    return service_error_response(error)

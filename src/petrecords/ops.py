@@ -10,8 +10,9 @@ from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
-from petrecords.errors import DatabaseUnavailable, service_error_response
+from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
+from petrecords.responses import service_error_response
 from petrecords.store.base import Store
 
 _DOCS_ASSETS = Path(swagger_ui.__file__).parent / "static"

@@ -124,6 +124,7 @@ PET_VACCINATIONS = Resource(
         "modifiedBy",
     ),
     tolerated=("pet",),
+    command="vaccinations",
     check=_due_after_applied,
     complete=_fits_the_pet,
     examples={

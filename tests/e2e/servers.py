@@ -70,7 +70,7 @@ def free_port() -> int:
 
 
 def _start_token(env: dict[str, str], user: str, *extra: str) -> subprocess.Popen[str]:
-    """`petrecords token` in the server's environment (it takes a while to start: run it beside other work)."""
+    """`petrecords token` in the server's environment, started beside other work."""
     return subprocess.Popen(
         [str(PETRECORDS), "token", "--user", user, *extra],
         env=env,
@@ -174,12 +174,12 @@ def running_servers(
     """`count` `petrecords serve` processes started at the same moment, up and answering /healthz;
     always killed on the way out.
 
-    They share `data_dir` (so one local signing secret) and, when given, `database_url`; each has its own
-    port and log. Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by
-    `petrecords token` started at the same moment as the servers, all finding no secret yet: they must
-    agree on one. Every server holds the same tokens. `data_dir` may hold an earlier server's data: a
-    restart on it finds the database and the secret that server left. `settings` are more PETRECORDS_*
-    variables for the servers (and for the tokens issued in their environment).
+    They share `data_dir` (so one local signing secret, which the first of them to start creates) and, when
+    given, `database_url`; each has its own port and log. Tokens for `users` (an e-mail, optionally followed
+    by " --admin") are issued by `petrecords token` once the servers answer, in their environment; every
+    server holds the same tokens. `data_dir` may hold an earlier server's data: a restart on it finds the
+    database and the secret that server left. `settings` are more PETRECORDS_* variables for the servers
+    (and for the tokens issued in their environment).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     env = _environment(data_dir, database_url, settings or {})
@@ -188,12 +188,13 @@ def running_servers(
     try:
         for _ in range(count):
             servers.append(_spawn(data_dir, env, workers=workers, serve_args=serve_args))
-        issuing = {user: _start_token(env, *user.split()) for user in users}
-        tokens = {user: _finish_token(issuer) for user, issuer in issuing.items()}
         deadline = time.monotonic() + STARTUP_SECONDS
         for server in servers:
-            server.tokens.update(tokens)
             _wait_until_serving(server, workers=workers, deadline=deadline)
+        issuing = {user: _start_token(env, *user.split()) for user in users}
+        tokens = {user: _finish_token(issuer) for user, issuer in issuing.items()}
+        for server in servers:
+            server.tokens.update(tokens)
         yield servers
     finally:
         for issuer in issuing.values():
@@ -216,8 +217,8 @@ def running_server(
 ) -> Iterator[Server]:
     """A `petrecords serve` process, up and answering /healthz; always killed on the way out.
 
-    Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by `petrecords token`
-    started at the same moment as the server, both finding no secret yet: they must agree on one.
+    Tokens for `users` (an e-mail, optionally followed by " --admin") are issued by `petrecords token` in the
+    server's environment once it answers.
     """
     with running_servers(
         1, data_dir, database_url=database_url, workers=workers, users=users, serve_args=serve_args, settings=settings

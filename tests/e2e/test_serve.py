@@ -70,7 +70,7 @@ class TestServeSqlite:
     def test_token_issued_while_it_runs_is_accepted(self, sqlite_server: Server) -> None:
         _crud_round_trip(sqlite_server, sqlite_server.issue_token("Alice@Example.com", "--ttl", "120"))
 
-    def test_tokens_issued_as_it_started_are_accepted(self, sqlite_server: Server) -> None:
+    def test_tokens_issued_in_its_environment_are_accepted(self, sqlite_server: Server) -> None:
         admin = sqlite_server.tokens["admin@example.com --admin"]
         alice = sqlite_server.tokens["alice@example.com"]
         with httpx.Client(base_url=sqlite_server.url, timeout=10.0) as http:

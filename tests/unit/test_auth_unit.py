@@ -19,7 +19,7 @@ from petrecords.auth import (
     issue_local_token,
     load_or_create_secret,
 )
-from petrecords.config import Settings
+from petrecords.config import ConfigurationError, Settings
 from petrecords.errors import Unauthenticated
 from tests.support import SECRET
 
@@ -206,7 +206,7 @@ class TestLoadOrCreateSecret:
 
     @pytest.mark.parametrize("secret", ["short", "x" * (MIN_SECRET_BYTES - 1)])
     def test_too_short_configured_secret(self, tmp_path: Path, secret: str) -> None:
-        with pytest.raises(ValueError, match="PETRECORDS_AUTH_SECRET"):
+        with pytest.raises(ConfigurationError, match="PETRECORDS_AUTH_SECRET"):
             load_or_create_secret(_settings(tmp_path, auth_secret=secret))
 
     def test_secret_of_exactly_the_minimum_length(self, tmp_path: Path) -> None:

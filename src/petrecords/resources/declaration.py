@@ -126,6 +126,12 @@ class Resource:
     check: Check | None = None
     complete: Complete | None = None
     examples: Mapping[str, Any] = field(default_factory=dict)
+    command: str = ""
+    """The name of its `petrecords` client command; its name when not given."""
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            self.command = self.name
 
     @property
     def embeds(self) -> tuple[Embed, ...]:

@@ -1,0 +1,134 @@
+"""`petrecords serve`: migrations, then the app under Granian, configured for the open internet."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import resource
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from petrecords.auth import load_or_create_secret
+from petrecords.config import STOPPING_FILE_VARIABLE, ConfigurationError, Settings
+from petrecords.db import migrate
+
+log = logging.getLogger("petrecords.serve")
+
+# Open files a server process needs besides its connections: the listening socket, the event loop, the
+# database's files or pool, the metrics files, the logs. About 50 are used; the rest is room.
+_RESERVED_FILES = 256
+# Linux never allows more open files per process than this by default (fs.nr_open).
+_MOST_OPEN_FILES = 1 << 20
+# Room for the longest request head the service reads: a 65,534-byte target (the HTTP server's limit) and
+# its headers. The server reads in growing chunks, so it refuses (431) a head somewhere between this and
+# twice this; a slow client can make it hold that much for each of its connections.
+_MAX_HEAD_BYTES = 80 * 1024
+
+
+def _raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one, since every connection is an open file; the
+    limit in force afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _MOST_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            return soft
+        log.info("raised the open-file limit from %d to %d", soft, wanted)
+        return wanted
+    return soft
+
+
+def _connections_per_worker(settings: Settings, open_files: int) -> int:
+    wanted = settings.max_connections_per_worker
+    room = max(open_files - _RESERVED_FILES, open_files // 2)
+    if room >= wanted:
+        return wanted
+    log.warning(
+        "the open-file limit (%d) leaves room for %d connections per worker, not the %d of "
+        "PETRECORDS_MAX_CONNECTIONS_PER_WORKER; raise the hard limit (ulimit -Hn, LimitNOFILE) to hold them",
+        open_files,
+        room,
+        wanted,
+    )
+    return room
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, in one clear line, an address that another process already listens on (Granian would fail
+    later, with a traceback)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            reason = "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
+            raise ConfigurationError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
+
+
+def serve(settings: Settings, *, host: str, port: int, workers: int, threads: int, graceful_timeout: int) -> None:
+    # Before Granian is imported: importing it raises the limit too, without a word.
+    open_files = _raise_open_file_limit()
+    from granian.constants import HTTPModes, Interfaces, Loops
+    from granian.http import HTTP1Settings
+    from granian.server import Server
+
+    check_port(host, port)
+    load_or_create_secret(settings)
+    migrate(settings)
+    metrics_dir = None
+    if workers > 1:
+        # Workers share one set of metrics through files in this directory (prometheus_client multiprocess mode).
+        metrics_dir = tempfile.mkdtemp(prefix="petrecords-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    # Where the server says that it is shutting down: a worker waits for its requests to end before it stops,
+    # and a live change stream never ends unless told to.
+    serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
+    stopping = serve_dir / "stopping"
+    os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
+    connections = _connections_per_worker(settings, open_files)
+
+    class DrainingServer(Server):  # type: ignore[misc,valid-type]
+        def signal_handler_interrupt(self, *args: Any, **kwargs: Any) -> None:
+            stopping.touch()
+            super().signal_handler_interrupt(*args, **kwargs)
+
+    try:
+        DrainingServer(
+            "petrecords.app:create_app_from_environment",
+            address=host,
+            port=port,
+            interface=Interfaces.ASGI,
+            workers=workers,
+            runtime_threads=threads,
+            loop=Loops.uvloop,
+            # HTTP/1.1 alone: the automatic HTTP/2 detection reads a new connection's first bytes with no
+            # time limit, so connections that send nothing would be held for ever.
+            http=HTTPModes.http1,
+            # The service has no WebSocket endpoint; with them on, an upgrade request would get the HTTP
+            # server's own bare 403 instead of the service's 404.
+            websockets=False,
+            http1_settings=HTTP1Settings(
+                # One limit for both: a request head must be complete this long after the connection
+                # opened or the previous answer went out, so idle keep-alive connections end too.
+                header_read_timeout=round(settings.idle_timeout_seconds * 1000),
+                keep_alive=True,
+                max_buffer_size=_MAX_HEAD_BYTES,
+            ),
+            # The connections a worker holds at once. Granian's default (backlog ÷ workers, 512 here) lets
+            # a few hundred slow clients leave no room for anyone else.
+            backpressure=connections,
+            factory=True,
+            log_access=False,
+            workers_kill_timeout=graceful_timeout,
+        ).serve()
+    finally:
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        shutil.rmtree(serve_dir, ignore_errors=True)

@@ -1,0 +1,190 @@
+"""The operator's command line: startup failures in one clear line, --version and help, `petrecords token`, and
+the client commands against a running server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.servers import PETRECORDS, Server, running_server
+
+pytestmark = pytest.mark.slow
+
+
+def _run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    base = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+    return subprocess.run(
+        [str(PETRECORDS), *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _one_line_failure(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert result.returncode != 0, result
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]  # JSON log lines aside
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+class TestStartupFailures:
+    def test_a_setting_out_of_range(self, tmp_path: Path) -> None:
+        result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DB_POOL_SIZE": "0"})
+
+        _one_line_failure(result, "PETRECORDS_DB_POOL_SIZE")
+
+    def test_a_short_secret(self, tmp_path: Path) -> None:
+        result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_AUTH_SECRET": "short"})
+
+        _one_line_failure(result, "PETRECORDS_AUTH_SECRET", "32 bytes")
+
+    def test_an_unreachable_database_without_showing_its_password(self, tmp_path: Path) -> None:
+        url = "postgresql://postgres:hunter2hunter2@127.0.0.1:1/petrecords"
+        result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DATABASE_URL": url})
+
+        _one_line_failure(result, "PETRECORDS_DATABASE_URL", "cannot migrate")
+        assert "hunter2" not in result.stderr
+
+    def test_a_data_directory_that_cannot_be_made(self, tmp_path: Path) -> None:
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(blocker / "data")})
+
+        _one_line_failure(result, "PETRECORDS_DATA_DIR")
+
+    def test_a_busy_port(self, tmp_path: Path) -> None:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = _run("serve", "--port", str(port), cwd=tmp_path)
+
+        _one_line_failure(result, f"--port {port}", "already in use")
+
+
+class TestHelp:
+    def test_version(self, tmp_path: Path) -> None:
+        result = _run("--version", cwd=tmp_path)
+
+        assert result.returncode == 0
+        assert result.stdout.startswith("petrecords ")
+
+    def test_serve_help_lists_defaults_and_settings(self, tmp_path: Path) -> None:
+        result = _run("serve", "--help", cwd=tmp_path)
+
+        assert "(default: 8000)" in result.stdout
+        assert "(default: 2)" in result.stdout
+        for setting in ("PETRECORDS_DATABASE_URL", "PETRECORDS_DATA_DIR", "PETRECORDS_AUTH_SECRET"):
+            assert setting in result.stdout
+
+
+class TestToken:
+    def test_it_imports_neither_the_web_framework_nor_the_database_layer(self) -> None:
+        """What keeps it fast: a token needs settings and a signature, nothing else."""
+        probe = (
+            "import sys; from petrecords.cli import main\n"
+            "try:\n    main(['token', '--user', 'a@example.com'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('litestar', 'sqlalchemy', 'granian', 'asyncpg') if m in sys.modules))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "PETRECORDS_AUTH_SECRET": "x" * 40},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+        assert result.stdout.strip().splitlines()[-1] == "[]", result
+
+    def test_no_secret_is_a_clear_refusal_and_none_is_made(self, tmp_path: Path) -> None:
+        result = _run("token", "--user", "a@example.com", cwd=tmp_path)
+
+        _one_line_failure(result, "no signing secret", str(tmp_path / "data" / "auth-secret"))
+        assert not (tmp_path / "data").exists()
+
+    def test_jwks_mode_is_refused(self, tmp_path: Path) -> None:
+        result = _run("token", "--user", "a@example.com", cwd=tmp_path, env={"PETRECORDS_AUTH_MODE": "jwks"})
+
+        _one_line_failure(result, "PETRECORDS_AUTH_MODE is jwks")
+
+    def test_it_says_where_the_secret_is(self, tmp_path: Path) -> None:
+        result = _run("token", "--user", "a@example.com", cwd=tmp_path, env={"PETRECORDS_AUTH_SECRET": "s" * 40})
+
+        assert result.returncode == 0
+        assert result.stderr.strip() == "petrecords token: signed with the secret in PETRECORDS_AUTH_SECRET"
+        assert result.stdout.count(".") == 2  # a JWT, alone on standard output
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir = tmp_path_factory.mktemp("cli") / "data"
+    with running_server(
+        data_dir, users=["admin@example.com --admin"], settings={"PETRECORDS_RATE_LIMIT": "0"}
+    ) as started:
+        yield started
+
+
+def _client(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PETRECORDS_URL": server.url, "PETRECORDS_TOKEN": server.tokens["admin@example.com --admin"]}
+    return _run(*args, cwd=server.data_dir.parent, env=env)
+
+
+class TestClientCommands:
+    def test_a_round_trip_over_every_resource(self, server: Server) -> None:
+        pet = json.loads(_client(server, "pets", "create", "name=Rex", "petType=Dog", "--json").stdout)
+        vaccine = json.loads(
+            _client(server, "vaccines", "create", "name=Rabies", "petType=Dog", "duration=365", "--json").stdout
+        )
+        given = _client(
+            server,
+            "vaccinations",
+            "create",
+            f"petId={pet['id']}",
+            f"vaccineId={vaccine['id']}",
+            "appliedAt=2026-01-01T00:00:00Z",
+            "--json",
+        )
+        listed = json.loads(_client(server, "vaccinations", "list", f"petId={pet['id']}", "--json").stdout)
+        table = _client(server, "pets", "list")
+        history = json.loads(_client(server, "pets", "history", pet["id"], "--json").stdout)
+        deleted = _client(server, "pets", "delete", pet["id"])
+
+        assert json.loads(given.stdout)["dueAt"] == "2027-01-01T00:00:00.000Z"
+        assert [item["vaccine"]["name"] for item in listed["items"]] == ["Rabies"]
+        assert "Rex" in table.stdout
+        assert "1 in all" in table.stdout
+        assert [item["action"] for item in history["items"]] == ["created"]
+        assert deleted.returncode == 0
+        assert "name: Rex" in deleted.stdout
+
+    def test_an_error_answer_fails_with_its_code(self, server: Server) -> None:
+        result = _client(server, "pets", "get", "01890a5d-ac96-774b-bcce-b302099a8057")
+
+        assert result.returncode == 1
+        assert "404 (995)" in result.stderr
+
+    def test_no_token_is_a_clear_refusal(self, server: Server) -> None:
+        result = _run("pets", "list", "--url", server.url, cwd=server.data_dir.parent)
+
+        _one_line_failure(result, "no token")
+
+    def test_an_unreachable_server_is_a_clear_refusal(self, tmp_path: Path) -> None:
+        result = _run("pets", "list", "--url", "http://127.0.0.1:1", "--token", "x", cwd=tmp_path)
+
+        _one_line_failure(result, "cannot reach the server")
