@@ -14,7 +14,7 @@ from petrecords.config import Settings
 from petrecords.duties import Retention
 from petrecords.values import now_ms
 from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, until
 
 Client = AsyncTestClient[Any]
 DAY_MS = 86_400_000
@@ -44,6 +44,16 @@ async def read_all(client: Client, user: str = ADMIN, *, limit: int = 3, **param
         assert cursor == page["items"][-1]["cursor"]
 
 
+async def settled(client: Client, count: int) -> None:
+    """Wait until the feed holds all `count` changes written so far: on PostgreSQL it stops short of a write
+    that any transaction of the server, in any database, still has in flight."""
+
+    async def complete() -> bool:
+        return len(await read_all(client, limit=1000)) >= count
+
+    await until(complete, what=f"{count} changes in the feed")
+
+
 def summary(changes: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
     return [(change["resource"], change["action"], change["version"]) for change in changes]
 
@@ -55,6 +65,7 @@ class TestFeed:
         await client.put(pet.headers["location"], json={"name": "Max", "petType": "Dog"}, headers=auth(ALICE))
         await client.delete(vaccine.headers["location"], headers=admin())
         await client.delete(pet.headers["location"], headers=auth(ALICE))
+        await settled(client, 5)
 
         changes = await read_all(client)
 
@@ -71,6 +82,7 @@ class TestFeed:
     async def test_a_page_is_full_whenever_enough_changes_follow(self, client: Client) -> None:
         for number in range(7):
             await create(client, ALICE, name=f"pet {number}")
+        await settled(client, 7)
 
         first = await read_feed(client, limit="5")
         second = await read_feed(client, limit="5", after=first["nextCursor"])
@@ -86,6 +98,7 @@ class TestFeed:
         transfer = {"name": "Rex", "petType": "Dog", "ownerId": BOB}
         await client.put(alices.headers["location"], json=transfer, headers=admin())
         await client.put(alices.headers["location"], json={**transfer, "name": "Rex II"}, headers=auth(BOB))
+        await settled(client, 5)
 
         alice_sees = [(change["action"], change["record"]["name"]) for change in await read_all(client, ALICE)]
         bob_sees = [(change["action"], change["record"]["name"]) for change in await read_all(client, BOB)]
@@ -96,6 +109,7 @@ class TestFeed:
     async def test_by_resource(self, client: Client) -> None:
         await create(client, ALICE)
         await create_vaccine(client)
+        await settled(client, 2)
 
         pets = await read_all(client, resource="pets")
         both = await read_all(client, resource="vaccines,pets")
@@ -137,9 +151,11 @@ class TestRetention:
         store = open_store(settings)  # the retention duty of another instance
         async with make_client(settings) as client:
             old = await create(client, ALICE, name="old")
+            await settled(client, 1)
             first = (await read_feed(client))["items"][0]["cursor"]
             for number in range(3):
                 await create(client, ALICE, name=f"later {number}")
+            await settled(client, 4)
             retention = Retention(settings, lambda: store, instance="test")
             retention.BATCH = 2  # small batches, to see several of them
 
@@ -158,6 +174,7 @@ class TestRetention:
         store = open_store(settings)
         async with make_client(settings) as client:
             await create(client, ALICE)
+            await settled(client, 1)
             retention = Retention(settings, lambda: store, instance="test")
 
             assert await retention.purge(now=now_ms() + 10_000 * DAY_MS) == 0

@@ -30,6 +30,9 @@ FEED_PARAMETERS = ("after", "limit", "resource")
 POLL_SECONDS = 0.2
 """How often a process looks for new changes while it has live subscribers."""
 POLL_BATCH = 500
+COMMITTED_AT_OPEN = 10_000
+"""At most this many changes that committed before a stream opened, while an older write was still in
+flight (they follow the stream's start cursor), are kept out of it."""
 BUFFERED_CHANGES = 4096
 """Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
 _CURSOR = re.compile(r"([0-9a-f]{1,16})-([0-9a-f]{1,16})")
@@ -210,17 +213,24 @@ class ChangeHub:
                 await self._poller
 
     async def follow(
-        self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
+        self,
+        cursor: Cursor,
+        *,
+        reader: str | None,
+        resources: tuple[str, ...] | None,
+        already: frozenset[Cursor] = frozenset(),
     ) -> AsyncIterator[Change | None]:
-        """The changes after `cursor` that `reader` (None: an administrator) may see, as they commit; None
-        when there has been nothing to send for the keep-alive interval."""
+        """The changes after `cursor` that `reader` (None: an administrator) may see, as they commit, but those
+        in `already` (committed before the stream opened); None when there has been nothing to send for the
+        keep-alive interval."""
         self._subscribers += 1
         self._start_polling()
         try:
             while not self._closed.is_set():
                 changes, cursor = await self._after(cursor, reader=reader, resources=resources)
                 for change in changes:
-                    yield change
+                    if change.cursor not in already:
+                        yield change
                 if not changes and not await self._wait_for_more(cursor):
                     yield None
         finally:

@@ -19,6 +19,7 @@ from petrecords.http import ApiGate
 from petrecords.resources import service
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.feed import (
+    COMMITTED_AT_OPEN,
     ChangeHub,
     decode_cursor,
     event_stream_frame,
@@ -39,7 +40,7 @@ from petrecords.resources.requests import (
 )
 from petrecords.resources.service import etag_of
 from petrecords.resources.wire import show
-from petrecords.store.base import Row, Store, StoredResponse, Transaction
+from petrecords.store.base import Cursor, Row, Store, StoredResponse, Transaction
 from petrecords.values import now_ms
 
 JSON = "application/json"
@@ -275,17 +276,21 @@ def feed_routes(resources: ResourceSet) -> Router:
                 page = await feed_page(tx=tx, caller=caller, request=feed)
                 return Response(content=msgspec.json.encode(page), media_type=JSON)
             last_event_id = request.headers.get("Last-Event-ID")
+            already: frozenset[Cursor] = frozenset()
             if last_event_id is not None:
                 start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id))
             elif feed.after is not None:
                 start = await start_of(tx, feed.after)
             else:
+                # From now on: after the last change no write in flight can precede, but those committed
+                # already (a transaction that began earlier is still writing).
                 start = await tx.head_cursor()
+                already = frozenset(await tx.committed_after(start, limit=COMMITTED_AT_OPEN))
         hub: ChangeHub = request.app.state.change_hub
 
         async def frames() -> AsyncIterator[bytes]:
             yield b"retry: 1000\n\n"
-            async for change in hub.follow(start, reader=reader, resources=feed.resources):
+            async for change in hub.follow(start, reader=reader, resources=feed.resources, already=already):
                 yield event_stream_frame(change)
 
         return Stream(frames(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})

@@ -195,7 +195,13 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def head_cursor(self) -> Cursor:
-        """The cursor after which the changes committed from now on will come."""
+        """The cursor after which the changes committed from now on will come (and, on PostgreSQL, a few
+        committed already while an older transaction was still in flight: see `committed_after`)."""
+
+    @abc.abstractmethod
+    async def committed_after(self, cursor: Cursor, *, limit: int) -> Sequence[Cursor]:
+        """The cursors of the changes after `cursor` that have committed by now, whether or not a transaction
+        still in flight may come to precede them."""
 
     @abc.abstractmethod
     async def purged_through(self) -> Cursor:

@@ -282,6 +282,12 @@ def oldest_changes_select(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
     )
 
 
+COMMITTED_AFTER = (
+    sa.select(changes.c.xid, changes.c.position)
+    .where(_AFTER)
+    .order_by(changes.c.xid, changes.c.position)
+    .limit(sa.bindparam("limit"))
+)
 PURGE_CHANGES = sa.delete(changes).where(
     _change_cursor
     <= sa.tuple_(
@@ -702,6 +708,10 @@ class SqlTransaction(Transaction):
         rows = await self.fetch((_head(self.horizon), {}))
         found = (rows[0][0], rows[0][1]) if rows else (0, 0)
         return max(found, await self.purged_through())
+
+    async def committed_after(self, cursor: Cursor, *, limit: int) -> Sequence[Cursor]:
+        values = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
+        return [(row[0], row[1]) for row in await self.fetch((COMMITTED_AFTER, values))]
 
     async def purged_through(self) -> Cursor:
         return await self.state_cursor(PURGED)
