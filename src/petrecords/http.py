@@ -27,6 +27,7 @@ from petrecords.errors import (
     ServiceError,
     UnsupportedMediaType,
 )
+from petrecords.logs import AccessLog
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.store.base import Store
@@ -39,7 +40,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-access_log = logging.getLogger("petrecords.access")
 error_log = logging.getLogger("petrecords.errors")
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
@@ -72,7 +72,7 @@ class ServiceEdge:
         self.app = app
         self._metrics = metrics
         self._store = store
-        self._log_requests = log_requests
+        self._access_log = AccessLog() if log_requests else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,7 +132,7 @@ class ServiceEdge:
                 self._metrics.observe_database_unavailable(database_unavailable)
             if (store := self._store()) is not None:
                 self._metrics.set_pool(store.pool_figures)
-            if self._log_requests:
+            if self._access_log is not None:
                 # Never headers, the query string or bodies: they may carry tokens and personal data.
                 caller = scope.get("user")
                 fields = {
@@ -146,13 +146,16 @@ class ServiceEdge:
                 }
                 if database_unavailable is not None:
                     fields["database_unavailable"] = database_unavailable
-                access_log.info("%s %s %s", fields["method"], route, status, extra={"fields": fields})
+                self._access_log.write(f"{fields['method']} {route} {status}", fields)
 
 
 def _ambiguous_path(scope: Scope) -> bool:
     # Some clients' ASGI adapters (httpx's among them) leave the query in raw_path.
     raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-    return _AMBIGUOUS_PATH.search(raw_path.partition(b"?")[0]) is not None
+    path = raw_path.partition(b"?")[0]
+    if b"//" not in path and b"%" not in path and b"\\" not in path:
+        return False  # nearly every request: no need for the expression
+    return _AMBIGUOUS_PATH.search(path) is not None
 
 
 async def send_service_error(send: Send, error: ServiceError) -> None:

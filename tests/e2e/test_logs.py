@@ -76,7 +76,7 @@ def _bearer(value: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {value}"}
 
 
-def test_token_command_prints_only_the_token(tmp_path: Path) -> None:
+def test_token_command_prints_only_the_token_and_where_its_secret_is(tmp_path: Path) -> None:
     secret = f"configured-secret-{uuid.uuid4().hex}"
     env = {"PATH": "/usr/bin:/bin", "PETRECORDS_DATA_DIR": str(tmp_path), "PETRECORDS_AUTH_SECRET": secret}
     result = subprocess.run(
@@ -89,7 +89,7 @@ def test_token_command_prints_only_the_token(tmp_path: Path) -> None:
     )
 
     assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
+    assert result.stderr == "petrecords token: signed with the secret in PETRECORDS_AUTH_SECRET\n"
     issued = result.stdout.strip()
     assert result.stdout == issued + "\n"
     claims = jwt.decode(issued, secret, algorithms=["HS256"])
