@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -247,7 +248,8 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
                 "PETRECORDS_DATA_DIR": str(work_dir),
                 "PETRECORDS_DATABASE_URL": url,
-                "PETRECORDS_ACCESS_LOG": "false",
+                # One secret for the server and the tokens issued before it starts.
+                "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
                 "PETRECORDS_RATE_LIMIT": "0",
             }
             ids_file, vaccinated_file = work_dir / "ids.txt", work_dir / "vaccinated.txt"

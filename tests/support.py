@@ -8,7 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import asyncpg
 import httpx
@@ -18,7 +18,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from petrecords.http import ASGIApp, ServiceEdge
+from petrecords.http import ASGIApp
 from petrecords.pets import PETS
 from petrecords.registry import SCHEMA
 from petrecords.store.base import Condition, Operator, Row, Store
@@ -186,6 +186,8 @@ async def until(condition: Callable[[], Awaitable[bool] | bool], *, what: str, s
 
 def store_of(app: ASGIApp) -> Store:
     """The store of an app that `create_app` made (open while a client of the app runs)."""
-    litestar = cast("Litestar", cast("ServiceEdge", app).app)
-    store: Store = litestar.state.store
+    inner: Any = app
+    while not isinstance(inner, Litestar):
+        inner = inner.app  # the layers in front of the framework
+    store: Store = inner.state.store
     return store

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import os
 import re
 import time
 import uuid
@@ -17,7 +19,7 @@ from litestar.types import Receive as LitestarReceive
 from litestar.types import Scope as LitestarScope
 from litestar.types import Send as LitestarSend
 
-from petrecords.auth import TokenVerifier, bearer_token
+from petrecords.auth import Caller, TokenVerifier, bearer_token
 from petrecords.errors import (
     BodyTimeout,
     InternalError,
@@ -58,6 +60,29 @@ _AMBIGUOUS_PATH = re.compile(rb"//|%2f|%5c|\\", re.IGNORECASE)
 _SERVER = (b"server", b"petrecords")
 
 
+class _RequestIds:
+    """Request ids: a random prefix of the process (drawn again in every forked worker) and a count, unique
+    across processes, instances and restarts, without the system call that a random UUID per request costs."""
+
+    def __init__(self) -> None:
+        self.renew()
+        os.register_at_fork(after_in_child=self.renew)
+
+    def renew(self) -> None:
+        self.prefix = uuid.uuid4().hex[:16]
+        self.count = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.count):016x}"
+
+
+_request_ids = _RequestIds()
+
+
+def _new_request_id() -> str:
+    return _request_ids.next()
+
+
 def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -80,7 +105,7 @@ class ServiceEdge:
             return
         started = time.perf_counter()
         sent_id = _header(scope, b"x-request-id")
-        request_id = sent_id.decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else uuid.uuid4().hex
+        request_id = sent_id.decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else _new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         private = scope["path"].startswith("/v1/") or _header(scope, b"authorization") is not None
         method = scope["method"]
@@ -167,6 +192,15 @@ async def send_service_error(send: Send, error: ServiceError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None) -> Caller:
+    """The caller of an API request: a valid bearer token (401), within the caller's rate (429)."""
+    authorizations = [bytes(value).decode("latin-1") for key, value in scope["headers"] if key == b"authorization"]
+    caller = await verifier.verify(bearer_token(authorizations))
+    if limiter is not None and (retry_after := await limiter.hit(caller.email)) is not None:
+        raise RateLimited(retry_after)
+    return caller
+
+
 class ApiGate(MiddlewareProtocol):
     """What every API request passes before its handler, in the contract's order:
     a valid bearer token (401), the caller's rate (429), the body's size (413), its media type (415)."""
@@ -176,17 +210,8 @@ class ApiGate(MiddlewareProtocol):
 
     async def __call__(self, scope: LitestarScope, receive: LitestarReceive, send: LitestarSend) -> None:
         state = scope["litestar_app"].state
-        verifier: TokenVerifier = state.verifier
         plain_scope = cast("Scope", scope)
-        authorizations = [
-            bytes(value).decode("latin-1") for key, value in plain_scope["headers"] if key == b"authorization"
-        ]
-        caller = await verifier.verify(bearer_token(authorizations))
-        scope["user"] = caller
-
-        limiter: RateLimiter | None = state.rate_limiter
-        if limiter is not None and (retry_after := await limiter.hit(caller.email)) is not None:
-            raise RateLimited(retry_after)
+        scope["user"] = await admit(plain_scope, verifier=state.verifier, limiter=state.rate_limiter)
 
         if plain_scope["method"] in _BODY_METHODS:
             settings = state.settings

@@ -58,12 +58,12 @@ def to_service_error(exc: BaseException) -> ServiceError:
     return InternalError()
 
 
-def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+def answer_failure(exc: BaseException, state: dict[str, Any]) -> ServiceError:
+    """The ServiceError that answers `exc`, logged as what it is: an outage in one line without a traceback
+    (its cause noted in the request's state, for the access log and the metrics), a crash with its traceback."""
     error = to_service_error(exc)
-    state = request.scope.setdefault("state", {})
     request_id = state.get("request_id", "-")
     if isinstance(error, DatabaseUnavailable):
-        # An outage, not a bug: one line without a traceback. The access log and the metrics show the cause.
         state["database_unavailable"] = error.cause
         logger.warning(
             "request %s: database unavailable (%s)",
@@ -73,4 +73,8 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         )
     elif isinstance(error, InternalError) or error.status >= 500:
         logger.error("request %s failed", request_id, exc_info=exc)
-    return service_error_response(error)
+    return error
+
+
+def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    return service_error_response(answer_failure(exc, request.scope.setdefault("state", {})))

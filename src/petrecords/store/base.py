@@ -242,7 +242,9 @@ class Store(abc.ABC):
     dialect: str
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool) -> Transaction: ...
+    def transaction(self, *, write: bool, single: bool = False) -> Transaction:
+        """A transaction; `single`: a read of one statement, which needs no BEGIN and COMMIT around it where a
+        statement alone sees one state of the data."""
 
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...

@@ -246,7 +246,8 @@ class PostgresStore(SqlStore):
         self._checked_out = 0
         self.page_anchors = PageAnchors()
 
-    def transaction(self, *, write: bool) -> PostgresTransaction:
+    def transaction(self, *, write: bool, single: bool = False) -> PostgresTransaction:
+        # Reads run without BEGIN and COMMIT anyway (see the module's docstring).
         return PostgresTransaction(self, write=write)
 
     async def _open_pool(self) -> Any:

@@ -171,9 +171,10 @@ class SqliteTransaction(SqlTransaction):
     change_insert = change_insert(sa.literal(0, sa.BigInteger()))
     state_upserts = state_upserts(sqlite_dialect.insert)
 
-    def __init__(self, store: SqliteStore, *, write: bool) -> None:
+    def __init__(self, store: SqliteStore, *, write: bool, single: bool = False) -> None:
         super().__init__(write=write)
         self._store = store
+        self._single = single
         self.page_anchors = store.page_anchors
         self._database: _Database | None = None
         self._group: _WriteGroup | None = None
@@ -202,6 +203,8 @@ class SqliteTransaction(SqlTransaction):
                 database.release(reader)
                 raise vanished("the database file was replaced while this transaction waited")
             self._database = database
+            if self._single:
+                return  # one statement sees one state of the data: BEGIN and COMMIT would only cost time
             try:
                 reader.driver.execute("BEGIN")
             except DATABASE_ERRORS as exc:
@@ -258,6 +261,9 @@ class SqliteTransaction(SqlTransaction):
         database = self._bound()
         if not self.write:
             reader = database.reader
+            if self._single:
+                database.release(reader)
+                return
             try:
                 reader.driver.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -470,8 +476,8 @@ class SqliteStore(SqlStore):
                 return False
         return await super().schema_is_current()
 
-    def transaction(self, *, write: bool) -> SqliteTransaction:
-        return SqliteTransaction(self, write=write)
+    def transaction(self, *, write: bool, single: bool = False) -> SqliteTransaction:
+        return SqliteTransaction(self, write=write, single=single and not write)
 
     def pool_figures(self) -> dict[str, int]:
         database = self._database
