@@ -251,6 +251,25 @@ class TestListVaccines:
 
         assert await self._names(client, query) == expected
 
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("durationMin=-9007199254740991", 4),
+            ("durationMax=-9007199254740991", 0),
+            ("durationMin=9007199254740991", 0),
+            ("durationMax=9007199254740991", 4),
+            ("durationMin=-2147483649&durationMax=2147483648", 4),
+        ],
+    )
+    async def test_duration_bounds_far_beyond_any_duration(self, client: Client, query: str, expected: int) -> None:
+        """The document admits every safe integer as a bound, wider than the column's 32 bits on PostgreSQL."""
+        await self._seed(client)
+
+        response = await client.get(f"/v1/vaccines?{query}", headers=auth(ALICE))
+
+        assert response.status_code == 200, response.text
+        assert response.json()["totalCount"] == expected
+
     async def test_ids(self, client: Client) -> None:
         ids = await self._seed(client)
 
