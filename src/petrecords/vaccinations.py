@@ -89,6 +89,7 @@ PET_VACCINATIONS = Resource(
                 description="When the next dose is due, later than appliedAt. When not given: appliedAt plus the "
                 "vaccine's duration in days, fixed when the record is written (and computed again on a replace "
                 "that omits it).",
+                example="2027-11-21T16:06:29.123Z",
             ),
         ),
         Field("notes", "notes", Prose(max_length=2000)),

@@ -296,8 +296,9 @@ class WholeNumber:
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
-        if self.description:
-            schema["description"] = self.description
+        # JSON Schema reads 365.0 as the integer 365, so only the description can say that it is refused.
+        written = "Written as a whole number: a number with a fraction or an exponent (365.0, 3.65e2) is refused."
+        schema["description"] = f"{self.description} {written}" if self.description else written
         return schema
 
 
@@ -310,6 +311,7 @@ class Instant:
     earliest_ms: int
     latest_ahead_ms: int | None = None
     description: str = ""
+    example: str = "2026-11-21T16:06:29.123Z"
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         moment = parse_datetime_ms(value) if isinstance(value, str) else None
@@ -328,6 +330,7 @@ class Instant:
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema = dict(DATE_TIME_INPUT_SCHEMA if sent else TIMESTAMP_SCHEMA)
+        schema["examples"] = [self.example]
         if self.description:
             schema["description"] = self.description
         return schema
