@@ -31,6 +31,7 @@ from petrecords.values import (
 # The largest integer every JSON client reads exactly (IEEE 754 doubles).
 MAX_SAFE_INTEGER = 2**53 - 1
 DAY_MS = 86_400_000
+LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 class PetTypes:
@@ -305,8 +306,9 @@ class WholeNumber:
 @dataclass(frozen=True)
 class Instant:
     """A moment a client names: an RFC 3339 date-time with `Z` or an offset, any number of fraction digits,
-    rounded to the millisecond; at or after `earliest_ms`, and not later than the service's clock plus
-    `latest_ahead_ms` when that is set. Returned in UTC with milliseconds."""
+    rounded to the millisecond; at or after `earliest_ms`, not later than the service's clock plus
+    `latest_ahead_ms` when that is set, and never after the end of the year 9999 in UTC. Returned in UTC with
+    milliseconds."""
 
     earliest_ms: int
     latest_ahead_ms: int | None = None
@@ -323,6 +325,9 @@ class Instant:
         if self.latest_ahead_ms is not None and rounded > context.now_ms + self.latest_ahead_ms:
             minutes = self.latest_ahead_ms // 60_000
             return None, f"must not be later than {minutes} minutes after the service's clock."
+        if rounded > LATEST_MS:
+            # 9999-12-31T23:30:00-01:00 is a valid RFC 3339 date-time, but in UTC its year has five digits.
+            return None, f"must not be later than {format_timestamp(LATEST_MS)}, the last moment RFC 3339 writes."
         return rounded, None
 
     def show(self, stored: Any) -> Any:
