@@ -145,6 +145,7 @@ class Api:
     def list_parameters(self, collection: str) -> set[str]:
         return {parameter["name"] for parameter in self.paths[collection]["get"].get("parameters", [])}
 
+    @cache  # noqa: B019 - one Api a run
     def references(self, collection: str) -> dict[str, str]:
         """Body member -> the collection whose records it names: the links that carry a created record's id
         into the body of this collection's create."""
@@ -172,13 +173,15 @@ class Api:
         return dict(example)
 
 
-@cache
-def _api(document_json: str) -> Api:
-    return Api(json.loads(document_json))
+_APIS: dict[int, Api] = {}
 
 
 def _api_of(case: schemathesis.Case) -> Api:
-    return _api(json.dumps(case.operation.schema.raw_schema, sort_keys=True))
+    """The run's one document, read once."""
+    document = case.operation.schema.raw_schema
+    if id(document) not in _APIS:
+        _APIS[id(document)] = Api(document)
+    return _APIS[id(document)]
 
 
 def _base(url: str) -> str:
