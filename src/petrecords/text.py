@@ -30,12 +30,15 @@ BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
 _FORBIDDEN_IN_NAME = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff{BIDI_CONTROLS}]")
 _VISIBLE = re.compile(f"[^{WHITE_SPACE}{INVISIBLE_CHARACTERS}{CONTROL_CHARACTERS}]")
 _FORBIDDEN_IN_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_FORBIDDEN_IN_PATTERN = re.compile(f"[{CONTROL_CHARACTERS}]")
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
+PROSE_CONTROLS = "\t\n"
+"""The control characters that free text (a description, notes) keeps."""
 
 
-def has_forbidden_pattern_characters(pattern: str) -> bool:
-    """Whether a `name`/`search` filter has a character that no stored text can contain."""
-    return _FORBIDDEN_IN_PATTERN.search(pattern) is not None
+def has_forbidden_pattern_characters(pattern: str, *, kept: str = "") -> bool:
+    """Whether a `name`/`search` filter has a character that no stored text can contain: a control character
+    other than those the searched text may keep."""
+    return any(char not in kept for char in _CONTROL.findall(pattern))
 
 
 def clean_name(value: object, *, max_length: int) -> tuple[str | None, str | None]:

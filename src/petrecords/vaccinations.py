@@ -88,9 +88,11 @@ PET_VACCINATIONS = Resource(
             "due_at",
             Instant(
                 EARLIEST_MS,
-                description="When the next dose is due, later than appliedAt. When not given: appliedAt plus the "
-                "vaccine's duration in days, fixed when the record is written (and computed again on a replace "
-                "that omits it).",
+                description="When the next dose is due: later than appliedAt (so not before 1900), not after "
+                "9999-12-31T23:59:59.999Z (in UTC, rounded to the millisecond). When not given: appliedAt plus the "
+                "vaccine's duration in days, fixed when the record is written (and computed again on a replace that "
+                "omits it).",
+                example="2027-11-21T16:06:29.123Z",
             ),
         ),
         Field("notes", "notes", Prose(max_length=2000)),

@@ -9,6 +9,7 @@ from petrecords.resources.fields import Name, PetType, Prose, WholeNumber
 from petrecords.resources.filters import AnyOf, Matches, NumberBound
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata
+from petrecords.text import PROSE_CONTROLS
 
 vaccines = sa.Table(
     "vaccines",
@@ -49,7 +50,9 @@ VACCINES = Resource(
             "search",
             ("name_key", "description_key"),
             substring=True,
-            description="Case-insensitive substring of the name or of the description.",
+            description="Case-insensitive substring of the name or of the description (which may hold line feeds "
+            "and tabs).",
+            kept=PROSE_CONTROLS,
         ),
         NumberBound("durationMin", "duration", Operator.AT_LEAST, "duration ≥ this (days)."),
         NumberBound("durationMax", "duration", Operator.AT_MOST, "duration ≤ this (days)."),

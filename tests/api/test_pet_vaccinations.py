@@ -130,6 +130,23 @@ class TestCreate:
 
         assert record["dueAt"] == due
 
+    @pytest.mark.parametrize(
+        "due", ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.9994Z", "9999-12-31T23:59:59.999-00:00"]
+    )
+    async def test_the_last_moment_rfc_3339_can_write_is_a_due_date(
+        self, client: Client, clinic: Clinic, due: str
+    ) -> None:
+        record = (await vaccinate(client, **vaccination(clinic.alice_dog, clinic.rabies, dueAt=due))).json()
+
+        assert record["dueAt"] == "9999-12-31T23:59:59.999Z"
+
+    @pytest.mark.parametrize("due", ["9999-12-31T23:59:59-01:00", "9999-12-31T23:59:59.9995Z"])
+    async def test_a_due_date_after_the_year_9999_in_utc_is_400(self, client: Client, clinic: Clinic, due: str) -> None:
+        """It would be returned with a five-digit year, which is no RFC 3339 date-time."""
+        response = await client.post(PATH, json=vaccination(clinic.alice_dog, clinic.rabies, dueAt=due), headers=auth())
+
+        assert list(assert_error(response, 400, 994)["errors"]) == ["dueAt"]
+
     @pytest.mark.parametrize("due", [APPLIED, "2026-11-19T10:00:00.000Z", "soon", 5])
     async def test_a_due_date_not_after_applied_is_400(self, client: Client, clinic: Clinic, due: Any) -> None:
         response = await client.post(PATH, json=vaccination(clinic.alice_dog, clinic.rabies, dueAt=due), headers=auth())

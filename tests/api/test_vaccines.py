@@ -251,6 +251,45 @@ class TestListVaccines:
 
         assert await self._names(client, query) == expected
 
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("durationMin=-9007199254740991", 4),
+            ("durationMax=-9007199254740991", 0),
+            ("durationMin=9007199254740991", 0),
+            ("durationMax=9007199254740991", 4),
+            ("durationMin=-2147483649&durationMax=2147483648", 4),
+        ],
+    )
+    async def test_duration_bounds_far_beyond_any_duration(self, client: Client, query: str, expected: int) -> None:
+        """The document admits every safe integer as a bound, wider than the column's 32 bits on PostgreSQL."""
+        await self._seed(client)
+
+        response = await client.get(f"/v1/vaccines?{query}", headers=auth(ALICE))
+
+        assert response.status_code == 200, response.text
+        assert response.json()["totalCount"] == expected
+
+    @pytest.mark.parametrize("search", ["dose.\n\tthen", "%\n%", "\t"])
+    async def test_search_finds_line_feeds_and_tabs_of_a_description(self, client: Client, search: str) -> None:
+        """A description may hold them, so a part of it may too."""
+        await create_vaccine(client, name="Rabies", description="First dose.\n\tThen yearly.")
+        await create_vaccine(client, name="Distemper", description="First dose. Then yearly.")
+
+        response = await client.get("/v1/vaccines", params={"search": search}, headers=auth(ALICE))
+
+        assert response.status_code == 200, response.text
+        assert [item["name"] for item in response.json()["items"]] == ["Rabies"]
+
+    @pytest.mark.parametrize(("parameter", "value"), [("search", "a\rb"), ("search", "\x00"), ("name", "a\nb")])
+    async def test_other_control_characters_in_a_pattern_are_400(
+        self, client: Client, parameter: str, value: str
+    ) -> None:
+        """No stored name or description holds them (and no name a line feed)."""
+        response = await client.get("/v1/vaccines", params={parameter: value}, headers=auth(ALICE))
+
+        assert list(assert_error(response, 400, 994)["errors"]) == [parameter]
+
     async def test_ids(self, client: Client) -> None:
         ids = await self._seed(client)
 

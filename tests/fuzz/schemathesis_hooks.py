@@ -1,20 +1,35 @@
 """Schemathesis extensions, loaded into the `schemathesis run` process through SCHEMATHESIS_HOOKS.
 
-- `records_of_others_are_missing`: the contract's object-level authorization, on every operation by id.
+- `records_of_others_are_missing`: the contract's object-level authorization, on every record created.
   Schemathesis' own `object_level_authorization` replays only reads, and only asks that the peer not
   get the owner's object; the contract asks more: someone else's record answers exactly as a record
-  that does not exist, for reads and writes alike, and a write by the peer changes nothing.
+  that does not exist, for reads and writes alike, and a write by the peer changes nothing. A shared
+  record (one without an owner: the vaccine catalogue) is the other way round: every caller reads it as
+  its creator does, and a write that the document reserves for the `admin` role is 403 where a missing
+  record is 404.
+- `before_call`: makes a case that schemathesis generated as valid valid also by the rules the document
+  can state only in prose (see there), so that `positive_data_acceptance` tests what it is meant to.
 - `map_case`: works around one bug of schemathesis' coverage phase (see there).
 
-The identities come from the Web Fuzzing Commons auth file the test writes (FUZZ_AUTH_FILE): entries
-named `alice` and `bob` (non-admins) and `admin`.
+What the hooks know of the API they read from the document: who owns a record (its `ownerId`), which
+operations need the `admin` role (their security requirement), which body member names a record of which
+collection (the links whose `requestBody` puts a created record's id into another operation's body), how
+to create a record (the write schema's example).
+
+The identities come from the Web Fuzzing Commons auth file the test writes (FUZZ_AUTH_FILE): each entry's
+bearer token names the user (`sub`) and their roles. FUZZ_USER names the identity the run sends as.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import os
+import time
 import uuid
+from dataclasses import dataclass
+from fractions import Fraction
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,22 +40,63 @@ import schemathesis
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation.meta import CoveragePhaseData
 
-PEERS = {"alice@example.com": "bob", "bob@example.com": "alice"}
+from petrecords.values import format_timestamp, parse_datetime_ms
+
 # Headers whose values differ between any two responses, even identical ones.
 VOLATILE_HEADERS = {"date", "x-request-id", "content-length"}
 TIMEOUT = 10.0
+ADMIN_ROLE = "admin"
+CREATED_ID = "$response.body#/id"
+DAY_MS = 86_400_000
+# The contract's bounds of a vaccination's `appliedAt` (not before 1900, not after the service's clock) and
+# the pet type every record a vaccination names must share; the document states them in prose only.
+EARLIEST_MS = -2_208_988_800_000
+LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last moment RFC 3339 writes
+SAME_TYPE = "petType"
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+    admin: bool
+    authorization: str
+
+
+def _claims(authorization: str) -> dict[str, Any]:
+    """The claims of a bearer token, unverified: the server that issued it checks them."""
+    payload = authorization.removeprefix("Bearer ").split(".")[1]
+    claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return claims
 
 
 @cache
-def _authorization(name: str) -> str:
+def _identities() -> dict[str, Identity]:
     with open(os.environ["FUZZ_AUTH_FILE"], encoding="utf-8") as handle:
         document = json.load(handle)
+    identities = {}
     for entry in document["auth"]:
-        if entry["name"] == name:
-            for header in entry["fixedHeaders"]:
-                if header["name"].lower() == "authorization":
-                    return str(header["value"])
-    raise LookupError(f"no identity {name!r} in the auth file")
+        authorization = next(h["value"] for h in entry["fixedHeaders"] if h["name"].lower() == "authorization")
+        claims = _claims(authorization)
+        identities[entry["name"]] = Identity(
+            name=entry["name"],
+            email=claims["sub"].lower(),
+            admin=ADMIN_ROLE in claims.get("roles", []),
+            authorization=authorization,
+        )
+    return identities
+
+
+def _caller() -> Identity:
+    return _identities()[os.environ["FUZZ_USER"]]
+
+
+def _administrator() -> Identity:
+    return next(identity for identity in _identities().values() if identity.admin)
+
+
+def _non_admins() -> list[Identity]:
+    return [identity for identity in _identities().values() if not identity.admin]
 
 
 @cache
@@ -48,8 +104,8 @@ def _client() -> httpx.Client:
     return httpx.Client(timeout=TIMEOUT)
 
 
-def _send(method: str, url: str, identity: str, **kwargs: Any) -> httpx.Response:
-    headers = {"Authorization": _authorization(identity), **kwargs.pop("headers", {})}
+def _send(method: str, url: str, identity: Identity, **kwargs: Any) -> httpx.Response:
+    headers = {"Authorization": identity.authorization, **kwargs.pop("headers", {})}
     return _client().request(method, url, headers=headers, **kwargs)
 
 
@@ -68,31 +124,109 @@ def _missing_id() -> str:
     return str(uuid.UUID(int=(uuid.uuid4().int & ~(0xF << 76)) | (0x7 << 76)))
 
 
-@schemathesis.check
-def records_of_others_are_missing(
-    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
-) -> bool | None:
-    """After every create, the other non-admin tries every operation on the new record: each answer must be
-    the one a never-existing id gets, and the owner must still find the record exactly as created."""
-    if case.method.upper() != "POST" or response.status_code != 201 or response.headers.get("idempotent-replayed"):
-        return None
-    record = response.json()
-    peer = PEERS.get(record.get("ownerId"))
-    if peer is None:
-        return None
-    parts = urlsplit(response.request.url)
-    base = f"{parts.scheme}://{parts.netloc}"
-    url = f"{base}/v1/pets/{record['id']}"
-    missing = f"{base}/v1/pets/{_missing_id()}"
-    etag = response.headers["etag"][0]
-    body = {"name": "Mallory's", "petType": "Cat"}
-    attempts: list[tuple[str, dict[str, Any]]] = [
+# --- what the document says ------------------------------------------------------------------------
+
+
+class Api:
+    """The document, read for what the hooks need: collections by path, their operations and references."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.paths: dict[str, dict[str, Any]] = document["paths"]
+
+    def record_path(self, collection: str) -> dict[str, Any]:
+        """The path item of one record of a collection (`/v1/pets` -> `/v1/pets/{petId}`)."""
+        return next(item for path, item in self.paths.items() if path.rsplit("/", 1)[0] == collection and "{" in path)
+
+    def needs_admin(self, operation: dict[str, Any]) -> bool:
+        requirements = operation.get("security", self.document.get("security", []))
+        return any(ADMIN_ROLE in roles for requirement in requirements for roles in requirement.values())
+
+    def list_parameters(self, collection: str) -> set[str]:
+        return {parameter["name"] for parameter in self.paths[collection]["get"].get("parameters", [])}
+
+    @cache  # noqa: B019 - one Api a run
+    def references(self, collection: str) -> dict[str, str]:
+        """Body member -> the collection whose records it names: the links that carry a created record's id
+        into the body of this collection's create."""
+        create_id = self.paths[collection]["post"]["operationId"]
+        found: dict[str, str] = {}
+        for path, item in self.paths.items():
+            source = path.rsplit("/", 1)[0] if "{" in path else path
+            for operation in item.values():
+                if not isinstance(operation, dict):
+                    continue
+                for response in operation.get("responses", {}).values():
+                    for link in response.get("links", {}).values():
+                        if link.get("operationId") != create_id:
+                            continue
+                        for member, expression in link.get("requestBody", {}).items():
+                            if expression == CREATED_ID:
+                                found[member] = source
+        return found
+
+    def example(self, collection: str) -> dict[str, Any]:
+        """The documented example of a create body."""
+        reference = self.paths[collection]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        schema = self.document["components"]["schemas"][reference.rsplit("/", 1)[1]]
+        example: dict[str, Any] = schema["examples"][0]
+        return dict(example)
+
+
+_APIS: dict[int, Api] = {}
+
+
+def _api_of(case: schemathesis.Case) -> Api:
+    """The run's one document, read once."""
+    document = case.operation.schema.raw_schema
+    if id(document) not in _APIS:
+        _APIS[id(document)] = Api(document)
+    return _APIS[id(document)]
+
+
+def _base(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _header(response: schemathesis.Response, name: str) -> str:
+    values = response.headers[name]
+    return values[0] if isinstance(values, list) else str(values)
+
+
+# --- someone else's records ------------------------------------------------------------------------
+
+
+def _body_for(api: Api, base: str, identity: Identity, collection: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A body that `identity` could send to write `record`: the record as read (read-only members are
+    ignored), less its id, naming in its references records of `identity`'s own (copies of the originals)
+    so that nothing but the record itself can be refused."""
+    body = {name: value for name, value in record.items() if name != "id"}
+    for member, target in api.references(collection).items():
+        named = _send("GET", f"{base}{target}/{body[member]}", _administrator())
+        if named.status_code != 200:
+            continue
+        original = named.json()
+        if original.get("ownerId", identity.email) != identity.email and not identity.admin:
+            # Without its owner: the copy is the caller's.
+            copy = {k: v for k, v in _body_for(api, base, identity, target, original).items() if k != "ownerId"}
+            created = _send("POST", f"{base}{target}", identity, json=copy)
+            if created.status_code != 201:
+                raise AssertionError(f"{identity.name} could not copy {target}/{original['id']}: {created.text}")
+            body[member] = created.json()["id"]
+    return body
+
+
+def _attempts(etag: str, body: dict[str, Any], other: Identity, owner: str | None) -> list[tuple[str, dict[str, Any]]]:
+    writes: list[dict[str, Any]] = [{"json": body}]
+    if owner is not None:
+        unnamed = {name: value for name, value in body.items() if name != "ownerId"}
+        writes = [{"json": unnamed}, {"json": {**body, "ownerId": owner}}, {"json": {**body, "ownerId": other.email}}]
+    return [
         ("GET", {}),
         ("GET", {"headers": {"If-None-Match": etag}}),
         ("GET", {"headers": {"If-None-Match": "*"}}),
-        ("PUT", {"json": body}),
-        ("PUT", {"json": {**body, "ownerId": record["ownerId"]}}),
-        ("PUT", {"json": {**body, "ownerId": f"{peer}@example.com"}}),
+        *(("PUT", write) for write in writes),
         ("PUT", {"json": body, "headers": {"If-Match": etag}}),
         ("PUT", {"json": body, "headers": {"If-Match": '"stale"'}}),
         ("DELETE", {}),
@@ -100,33 +234,200 @@ def records_of_others_are_missing(
         ("DELETE", {"headers": {"If-Match": '"stale"'}}),
         ("OPTIONS", {}),
     ]
+
+
+def _as_missing(url: str, missing: str, peer: Identity, attempts: list[tuple[str, dict[str, Any]]]) -> None:
     for method, options in attempts:
         theirs = _send(method, url, peer, **options)
         nobodys = _send(method, missing, peer, **options)
         if _shape(theirs) != _shape(nobodys):
             raise AssertionError(
-                f"{method} of {record['ownerId']}'s record by {peer}@example.com ({options}) is told apart from a "
+                f"{method} of someone else's record {url} by {peer.email} ({options}) is told apart from a "
                 f"missing record:\n  theirs:  {_shape(theirs)}\n  missing: {_shape(nobodys)}"
             )
         if method != "OPTIONS" and theirs.status_code != 404:
             raise AssertionError(f"{method} of someone else's record answered {theirs.status_code}, not 404")
 
-    listed = _send("GET", f"{base}/v1/pets", peer, params={"ids": record["id"]}).json()
-    if listed.get("totalCount") != 0 or listed.get("items"):
-        raise AssertionError(f"{peer}@example.com lists {record['ownerId']}'s record: {listed}")
-    by_owner = _send("GET", f"{base}/v1/pets", peer, params={"ownerId": record["ownerId"]}).json()
-    if by_owner.get("totalCount") != 0 or by_owner.get("items"):
-        raise AssertionError(f"{peer}@example.com lists {record['ownerId']}'s records: {by_owner}")
 
-    owner = "alice" if peer == "bob" else "bob"
-    for identity in (owner, "admin"):
+def _as_shared(
+    url: str,
+    missing: str,
+    peer: Identity,
+    attempts: list[tuple[str, dict[str, Any]]],
+    record: dict[str, Any],
+    etag: str,
+    admin_writes: bool,
+) -> None:
+    for method, options in attempts:
+        if method in ("PUT", "DELETE") and not admin_writes:
+            continue  # anyone may write it, so a write would change what the others read
+        theirs = _send(method, url, peer, **options)
+        nobodys = _send(method, missing, peer, **options)
+        if method == "GET":
+            conditional = "If-None-Match" in options.get("headers", {})
+            expected = 304 if conditional else 200
+            if theirs.status_code != expected or theirs.headers.get("etag") != etag:
+                raise AssertionError(f"{peer.email} reads shared {url} ({options}): {theirs.status_code}")
+            if not conditional and theirs.json() != record:
+                raise AssertionError(f"{peer.email} reads shared {url} as {theirs.text}, not {record}")
+        elif method in ("PUT", "DELETE") and (theirs.status_code, nobodys.status_code) != (403, 404):
+            # Only an administrator may write it: 403, where a record that does not exist is 404 first.
+            raise AssertionError(
+                f"{method} of shared {url} by {peer.email} ({options}) answered {theirs.status_code} "
+                f"(a missing one {nobodys.status_code}), not 403 after 404"
+            )
+
+
+def _lists(api: Api, base: str, collection: str, peer: Identity, record: dict[str, Any], owner: str | None) -> None:
+    queries: list[dict[str, str]] = [{"ids": record["id"]}]
+    if owner is not None:
+        queries.append({"ownerId": owner})
+    for query in queries:
+        listed = _send("GET", f"{base}{collection}", peer, params=query).json()
+        # Shared: the record, as its creator reads it. Owned: nothing, for a non-admin sees only their own.
+        expected = (1, [record]) if owner is None else (0, [])
+        if (listed.get("totalCount"), listed.get("items")) != expected:
+            raise AssertionError(f"{peer.email} lists {collection} with {query} as {listed}, not {expected}")
+    if owner is None:
+        return
+    parameters = api.list_parameters(collection)
+    for member in api.references(collection):
+        if member in parameters:
+            # The peer's own records may name the same record (a vaccine is shared); this one is not among them.
+            query = {member: record[member], "pageSize": "100"}
+            listed = _send("GET", f"{base}{collection}", peer, params=query).json()
+            if record["id"] in [item.get("id") for item in listed.get("items", [])]:
+                raise AssertionError(f"{peer.email} lists {owner}'s record with {query}: {listed}")
+
+
+@schemathesis.check
+def records_of_others_are_missing(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
+) -> bool | None:
+    """After every create, each non-admin who is not the owner tries every operation on the new record: each
+    answer must be the one a never-existing id gets (or, for a shared record, the creator's answer to a read
+    and 403 to a write that needs the admin role), and the record must still read exactly as created."""
+    if case.method.upper() != "POST" or response.status_code != 201 or response.headers.get("idempotent-replayed"):
+        return None
+    api = _api_of(case)
+    record = response.json()
+    base = _base(response.request.url)
+    location = _header(response, "location")
+    collection = location.rsplit("/", 1)[0]
+    url, missing = f"{base}{location}", f"{base}{collection}/{_missing_id()}"
+    etag = _header(response, "etag")
+    owner = record.get("ownerId")
+    record_item = api.record_path(collection)
+    admin_writes = api.needs_admin(record_item["put"]) and api.needs_admin(record_item["delete"])
+
+    others = [identity for identity in _non_admins() if identity.email != owner]
+    for other in others:
+        body = _body_for(api, base, other, collection, record)
+        attempts = _attempts(etag, body, other, owner)
+        if owner is None:
+            _as_shared(url, missing, other, attempts, record, etag, admin_writes)
+        else:
+            _as_missing(url, missing, other, attempts)
+        _lists(api, base, collection, other, record, owner)
+
+    readers = [identity for identity in _identities().values() if owner is None or identity.email == owner]
+    for identity in {*readers, _administrator()}:
         after = _send("GET", url, identity)
         if after.status_code != 200 or after.json() != record or after.headers.get("etag") != etag:
             raise AssertionError(
-                f"after {peer}'s attempts, {identity} reads {after.status_code} {after.text} "
+                f"after the others' attempts, {identity.email} reads {after.status_code} {after.text} "
                 f"(ETag {after.headers.get('etag')}), not the record as created (ETag {etag})"
             )
     return None
+
+
+# --- valid cases, by the rules the document states in prose ----------------------------------------
+
+
+def _record(url: str, identity: Identity) -> dict[str, Any] | None:
+    response = _send("GET", url, identity)
+    return response.json() if response.status_code == 200 else None
+
+
+def _one_of_type(api: Api, base: str, collection: str, pet_type: str, caller: Identity) -> str:
+    """The id of a record of `collection` for `pet_type` that the caller may see; one is made when none is."""
+    listed = _send("GET", f"{base}{collection}", caller, params={SAME_TYPE: pet_type, "pageSize": "1"}).json()
+    if listed["items"]:
+        return str(listed["items"][0]["id"])
+    maker = _administrator() if api.needs_admin(api.paths[collection]["post"]) else caller
+    created = _send("POST", f"{base}{collection}", maker, json={**api.example(collection), SAME_TYPE: pet_type})
+    if created.status_code != 201:
+        raise AssertionError(f"could not make a {pet_type} record of {collection}: {created.text}")
+    return str(created.json()["id"])
+
+
+def _name_real_records(api: Api, base: str, collection: str, body: dict[str, Any], caller: Identity) -> None:
+    """Each reference names a record the caller may see, and all of them one pet type (the contract's rule:
+    a vaccination's vaccine is one for its pet's type)."""
+    references = api.references(collection)
+    named = {
+        member: _record(f"{base}{target}/{body[member]}", caller) if isinstance(body.get(member), str) else None
+        for member, target in references.items()
+    }
+    types = [record[SAME_TYPE] for record in named.values() if record is not None and SAME_TYPE in record]
+    pet_type = types[0] if types else api.example(references[next(iter(references))])[SAME_TYPE]
+    for member, record in named.items():
+        if record is None or record.get(SAME_TYPE, pet_type) != pet_type:
+            body[member] = _one_of_type(api, base, references[member], pet_type, caller)
+
+
+def _within(moment: Fraction, earliest: int, latest: int) -> int:
+    """`moment` (epoch milliseconds) when it lies in [earliest, latest], else a moment there that depends on it."""
+    rounded = math.floor(moment + Fraction(1, 2))
+    return rounded if earliest <= rounded <= latest else earliest + rounded % (latest - earliest)
+
+
+def _in_time(body: dict[str, Any]) -> None:
+    """`appliedAt` not before 1900 nor after now; `dueAt` later than it, and not after the year 9999 in UTC."""
+    applied = parse_datetime_ms(body["appliedAt"]) if isinstance(body.get("appliedAt"), str) else None
+    if applied is None:
+        return
+    now = time.time_ns() // 1_000_000
+    applied_ms = _within(applied, EARLIEST_MS, now - 1000)
+    if applied_ms != math.floor(applied + Fraction(1, 2)):
+        body["appliedAt"] = format_timestamp(applied_ms)
+    due = parse_datetime_ms(body["dueAt"]) if isinstance(body.get("dueAt"), str) else None
+    if due is not None:
+        due_ms = _within(due, applied_ms + 1, LATEST_MS)
+        if due_ms != math.floor(due + Fraction(1, 2)):
+            body["dueAt"] = format_timestamp(due_ms)
+
+
+@schemathesis.hook
+def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
+    """Bring a body that schemathesis generated as valid within the rules that a JSON Schema cannot state,
+    each of which the document states in prose:
+
+    - a whole number is written without a fraction (JSON Schema reads 365.0 as the integer 365);
+    - a reference names a record the caller may see, and a vaccination's vaccine is one for its pet's type
+      (no schema knows which records exist);
+    - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it.
+
+    Cases meant to be invalid are sent as generated.
+    """
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
+        return
+    for name, value in case.body.items():
+        if isinstance(value, float) and value.is_integer():
+            case.body[name] = int(value)
+    if case.method.upper() not in ("POST", "PUT"):
+        return
+    api = _api_of(case)
+    collection = case.operation.path.split("/{", 1)[0]
+    base = _base(case.operation.schema.get_base_url())
+    if collection in api.paths and "post" in api.paths[collection] and api.references(collection):
+        _name_real_records(api, base, collection, case.body, _caller())
+    if "appliedAt" in case.body:
+        _in_time(case.body)
+
+
+# --- a schemathesis bug ----------------------------------------------------------------------------
 
 
 @cache

@@ -18,21 +18,27 @@ from hypothesis import strategies as st
 
 from petrecords.config import Settings
 from petrecords.errors import ValidationFailed
-from petrecords.pets import NAME_MAX_LENGTH, PETS
+from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
+from petrecords.resources.declaration import Resource
 from petrecords.resources.document import build_openapi
-from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.fields import LATEST_MS, Context, Name, PetTypes, Prose
+from petrecords.resources.filters import MAX_IDS, MAX_SAFE_INTEGER
 from petrecords.resources.listing import parse_list_query
 from petrecords.resources.requests import EntityTags, check_idempotency_key
-from petrecords.text import WHITE_SPACE, clean_name
-from petrecords.values import normalize_email
+from petrecords.text import WHITE_SPACE, clean_name, clean_prose
+from petrecords.vaccinations import EARLIEST_MS, PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
+from petrecords.values import format_timestamp, normalize_email
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
+MISSING = "01890a5d-ac96-774b-bcce-b302099a8057"
 CONTROLS = "".join(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
 INVISIBLE = "\u200b\ufeff\u180e\u2060\u3164\u2800\U000e0020\U0001d173\ufe0f\u00ad"
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
 PET_TYPES = PetTypes(["Dog", "Cat"])
-SORT_FIELD_NAMES = PETS.sort_fields
+NOW_MS = 1_795_305_600_000  # 2026-11-22T00:00:00Z, the service's clock for the rules that depend on it
+RESOURCES_BY_PATH = {resource.path: resource for resource in RESOURCES.resources}
 
 
 @functools.cache
@@ -42,8 +48,17 @@ def _document() -> dict[str, Any]:
     return decoded
 
 
-def _validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
-    return jsonschema_rs.validator_for(schema)
+def _validator(schema: dict[str, Any], *, formats: bool = False) -> jsonschema_rs.Validator:
+    return jsonschema_rs.validator_for(schema, validate_formats=formats)
+
+
+def _property(schema: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = _document()["components"]["schemas"][schema]["properties"][name]
+    return found
+
+
+def _kind_of(resource: Resource, name: str) -> Any:
+    return resource.field_named(name).kind
 
 
 def _parameter(path: str, method: str, name: str) -> dict[str, Any]:
@@ -74,18 +89,89 @@ names = st.one_of(
 )
 
 
-@PROPERTY_SETTINGS
-@given(value=names)
-def test_name_as_sent(value: str) -> None:
-    schema = _document()["components"]["schemas"]["PetWrite"]["properties"]["name"]
-    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=NAME_MAX_LENGTH)[0] is not None)
+NAMED = st.sampled_from([PETS, VACCINES])
 
 
 @PROPERTY_SETTINGS
-@given(value=names)
-def test_name_as_stored(value: str) -> None:
-    schema = _document()["components"]["schemas"]["Pet"]["properties"]["name"]
-    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=NAME_MAX_LENGTH)[0] == value)
+@given(value=names, resource=NAMED)
+def test_name_as_sent(value: str, resource: Resource) -> None:
+    schema = _property(f"{resource.schema_name}Write", "name")
+    kind: Name = _kind_of(resource, "name")
+    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=kind.max_length)[0] is not None)
+
+
+@PROPERTY_SETTINGS
+@given(value=names, resource=NAMED)
+def test_name_as_stored(value: str, resource: Resource) -> None:
+    schema = _property(resource.schema_name, "name")
+    kind: Name = _kind_of(resource, "name")
+    assert _validator(schema).is_valid(value) == (clean_name(value, max_length=kind.max_length)[0] == value)
+
+
+PROSE_FIELDS = st.sampled_from([(VACCINES, "description"), (PET_VACCINATIONS, "notes")])
+NEAR_THE_LIMIT = st.sampled_from([1000, 2000]).flatmap(
+    lambda limit: st.builds(
+        lambda pad, core, end: pad + core + end,
+        _text(WHITE_SPACE, max_size=3),
+        st.text("ab\n\t", min_size=limit - 2, max_size=limit + 2),
+        _text(WHITE_SPACE, max_size=3),
+    )
+)
+prose = st.one_of(
+    _text(WHITE_SPACE, CONTROLS, "ab é\n\t"),
+    _text(WHITE_SPACE, "\n\t"),
+    _text(WHITE_SPACE, INVISIBLE, BIDI, "x"),
+    NEAR_THE_LIMIT,
+)
+
+
+@PROPERTY_SETTINGS
+@given(value=prose | st.none(), field=PROSE_FIELDS)
+def test_prose_as_sent(value: str | None, field: tuple[Resource, str]) -> None:
+    """Text or null; blank text stands for null."""
+    resource, name = field
+    kind: Prose = _kind_of(resource, name)
+    schema = _property(f"{resource.schema_name}Write", name)
+    assert _validator(schema).is_valid(value) == (clean_prose(value, max_length=kind.max_length)[1] is None)
+
+
+@PROPERTY_SETTINGS
+@given(value=prose | st.none(), field=PROSE_FIELDS)
+def test_prose_as_stored(value: str | None, field: tuple[Resource, str]) -> None:
+    resource, name = field
+    kind: Prose = _kind_of(resource, name)
+    schema = _property(resource.schema_name, name)
+    cleaned, problem = clean_prose(value, max_length=kind.max_length)
+    assert _validator(schema).is_valid(value) == (problem is None and cleaned == value)
+
+
+@PROPERTY_SETTINGS
+@given(
+    value=st.integers(-3, 5)
+    | st.integers(36_495, 36_505)
+    | st.integers()
+    | st.sampled_from([1, 365, 36_500, 36_501]).map(float)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.none()
+    | st.text(max_size=3)
+)
+def test_duration(value: object) -> None:
+    """A whole number from 1 to 36500. JSON Schema reads 365.0 as the integer 365, which the service refuses;
+    the description says so, and that is the one difference."""
+    schema = _property("VaccineWrite", "duration")
+    accepted = value is not None and _kind_of(VACCINES, "duration").read(value, _context())[1] is None
+    admitted = _validator(schema).is_valid(value)
+    if isinstance(value, float) and value.is_integer():
+        assert not accepted
+        assert admitted == (1 <= value <= 36_500)
+        assert "365.0" in schema["description"]
+    else:
+        assert admitted == accepted
+
+
+def _context() -> Context:
+    return Context(pet_types=PET_TYPES, now_ms=NOW_MS)
 
 
 @PROPERTY_SETTINGS
@@ -145,15 +231,16 @@ def test_idempotency_key(value: str) -> None:
 @given(
     value=_text(CONTROLS, "%_\\a", max_size=10) | st.text("a", min_size=199, max_size=201),
     name=st.sampled_from(["name", "search"]),
+    path=st.sampled_from(["/v1/pets", "/v1/vaccines"]),
 )
-def test_list_patterns(value: str, name: str) -> None:
-    assert _validator(_parameter("/v1/pets", "get", name)).is_valid(value) == _query_accepted(name, value)
+def test_list_patterns(value: str, name: str, path: str) -> None:
+    assert _validator(_parameter(path, "get", name)).is_valid(value) == _query_accepted(name, value, path)
 
 
-def _query_accepted(name: str, value: str) -> bool:
+def _query_accepted(name: str, value: str, path: str = "/v1/pets") -> bool:
     try:
         parse_list_query(
-            PETS,
+            RESOURCES_BY_PATH[path],
             [(name, value)],
             context=Context(pet_types=PET_TYPES, now_ms=0),
             default_page_size=20,
@@ -165,15 +252,48 @@ def _query_accepted(name: str, value: str) -> bool:
 
 
 @PROPERTY_SETTINGS
-@given(
-    fields=st.lists(
-        st.sampled_from([prefix + field for field in SORT_FIELD_NAMES for prefix in ("", "-")]), min_size=1, max_size=4
-    )
-)
-def test_sort(fields: list[str]) -> None:
+@given(data=st.data(), path=st.sampled_from(sorted(RESOURCES_BY_PATH)))
+def test_sort(data: st.DataObject, path: str) -> None:
     """Sent as the document serializes it: comma-separated. (An empty list would be no parameter at all.)"""
-    schema = _parameter("/v1/pets", "get", "sort")
-    assert _validator(schema).is_valid(fields) == _query_accepted("sort", ",".join(fields))
+    names = RESOURCES_BY_PATH[path].sort_fields
+    fields = data.draw(
+        st.lists(st.sampled_from([prefix + field for field in names for prefix in ("", "-")]), min_size=1, max_size=4)
+    )
+    schema = _parameter(path, "get", "sort")
+    assert _validator(schema).is_valid(fields) == _query_accepted("sort", ",".join(fields), path)
+
+
+@PROPERTY_SETTINGS
+@given(
+    value=st.integers(-(2**63), 2**63)
+    | st.integers(MAX_SAFE_INTEGER - 2, MAX_SAFE_INTEGER + 2).flatmap(lambda n: st.sampled_from([n, -n])),
+    name=st.sampled_from(["durationMin", "durationMax"]),
+)
+def test_number_bounds(value: int, name: str) -> None:
+    schema = _parameter("/v1/vaccines", "get", name)
+    assert _validator(schema).is_valid(value) == _query_accepted(name, str(value), "/v1/vaccines")
+
+
+record_ids = st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(lambda value: str(value).upper()),
+    st.uuids().map(lambda value: value.hex),
+    st.uuids().map(lambda value: f"{{{value}}}"),
+    st.uuids().map(lambda value: value.urn),
+    _text("0123456789abcdef-", max_size=40),
+)
+
+
+@PROPERTY_SETTINGS
+@given(
+    ids=st.lists(record_ids, min_size=1, max_size=4) | st.lists(st.just(str(MISSING)), min_size=MAX_IDS, max_size=1001),
+    name=st.sampled_from(["petId", "vaccineId", "ids"]),
+)
+def test_record_ids(ids: list[str], name: str) -> None:
+    """Sent as the document serializes it: comma-separated."""
+    schema = _parameter("/v1/pet-vaccination", "get", name)
+    accepted = _query_accepted(name, ",".join(ids), "/v1/pet-vaccination")
+    assert _validator(schema, formats=True).is_valid(ids) == accepted
 
 
 def _two_digits(low: int, high: int) -> st.SearchStrategy[str]:
@@ -204,7 +324,64 @@ date_times = st.builds(
 
 
 @PROPERTY_SETTINGS
-@given(value=date_times, name=st.sampled_from(["createdFrom", "createdTo", "modifiedFrom", "modifiedTo"]))
-def test_date_times(value: str, name: str) -> None:
-    validator = jsonschema_rs.validator_for(_parameter("/v1/pets", "get", name), validate_formats=True)
-    assert validator.is_valid(value) == _query_accepted(name, value)
+@given(
+    value=date_times,
+    parameter=st.sampled_from(
+        [
+            ("/v1/pets", "createdFrom"),
+            ("/v1/pets", "createdTo"),
+            ("/v1/vaccines", "modifiedFrom"),
+            ("/v1/pet-vaccination", "modifiedTo"),
+            ("/v1/pet-vaccination", "appliedAt"),
+            ("/v1/pet-vaccination", "appliedAtMin"),
+            ("/v1/pet-vaccination", "appliedAtMax"),
+            ("/v1/pet-vaccination", "dueFrom"),
+            ("/v1/pet-vaccination", "dueTo"),
+        ]
+    ),
+)
+def test_date_times(value: str, parameter: tuple[str, str]) -> None:
+    path, name = parameter
+    validator = _validator(_parameter(path, "get", name), formats=True)
+    assert validator.is_valid(value) == _query_accepted(name, value, path)
+
+
+instants = st.builds(
+    lambda date, time, fraction, zone: f"{date}T{time}{fraction}{zone}",
+    st.sampled_from(
+        ["1899-12-31", "1900-01-01", "1900-01-02", "1970-01-01", "2026-11-21", "2026-11-22", "9999-12-31", "2026-02-29"]
+    ),
+    st.sampled_from(["00:00:00", "00:30:00", "23:59:59", "12:00:00", "24:00:00"]),
+    st.sampled_from(["", ".0", ".0004", ".0005", ".9994", ".9995", ".999999999999"]),
+    st.sampled_from(["Z", "z", "+00:00", "-00:00", "+01:00", "-01:00", "+23:59", "-23:59", "+24:00"]),
+)
+
+
+@PROPERTY_SETTINGS
+@given(value=instants | date_times, name=st.sampled_from(["appliedAt", "dueAt"]))
+def test_instants_as_sent(value: str, name: str) -> None:
+    """The schema admits exactly the RFC 3339 date-times that the service reads. Where they must lie (not
+    before 1900, not after the year 9999 in UTC, appliedAt not after the service's clock) depends on the
+    offset, the rounding and the clock, which a pattern cannot weigh: the description says it, and the
+    service's answer names it."""
+    schema = _property("PetVaccinationWrite", name)
+    moment, problem = _kind_of(PET_VACCINATIONS, name).read(value, _context())
+    admitted = _validator(schema, formats=True).is_valid(value)
+    if not admitted:
+        assert problem is not None
+        assert problem.startswith("must be an RFC 3339 date-time")
+    elif problem is not None:
+        assert problem.startswith("must not be")
+        assert "1900" in schema["description"]
+        assert "9999-12-31T23:59:59.999Z" in schema["description"] or "clock" in schema["description"]
+    else:
+        assert EARLIEST_MS <= moment <= LATEST_MS
+
+
+@PROPERTY_SETTINGS
+@given(moment=st.integers(EARLIEST_MS - 2, LATEST_MS + 2), name=st.sampled_from(["appliedAt", "dueAt"]))
+def test_instants_as_stored(moment: int, name: str) -> None:
+    """Every moment the service keeps is written as the document says, and no moment after the year 9999 is
+    kept."""
+    schema = _property("PetVaccination", name)
+    assert _validator(schema, formats=True).is_valid(format_timestamp(moment)) == (moment <= LATEST_MS)

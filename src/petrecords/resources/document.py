@@ -208,6 +208,7 @@ def resource_schemas(resource: Resource, context: SchemaContext, settings: Setti
             "required": [field.name for field in resource.fields if field.required],
             "additionalProperties": False,
             "properties": {**AUDIT_PROPERTIES, **write_properties},
+            "examples": [dict(resource.examples)],
         },
         name: {
             "type": "object",
@@ -335,6 +336,36 @@ def _links(resource: Resource, *operations: str, with_etag: bool = True) -> dict
     return links
 
 
+def _reference_links(resource: Resource, resources: ResourceSet) -> dict[str, Any]:
+    """Links from a response with a record along its references: to the records it names, and to the records
+    that may name it (a new one, and the list of those that do)."""
+    links: dict[str, Any] = {}
+    for reference in resource.references:
+        target = reference.target
+        for operation in ("get", "replace", "delete"):
+            operation_id = f"{operation}{target.schema_name}"
+            links[operation_id[0].upper() + operation_id[1:]] = {
+                "operationId": operation_id,
+                "description": f"The {target.title} that `{reference.field}` names.",
+                "parameters": {f"path.{target.path_parameter}": f"$response.body#/{reference.field}"},
+            }
+    for dependent in resources.dependents(resource):
+        field, title = dependent.reference.field, dependent.resource.title
+        links[f"Create{dependent.resource.schema_name}"] = {
+            "operationId": f"create{dependent.resource.schema_name}",
+            "description": f"A new {title} naming this {resource.title} as `{field}`; its other members are the "
+            "caller's to choose.",
+            "requestBody": {field: "$response.body#/id"},
+        }
+        if field in list_parameters(dependent.resource):
+            links[f"List{dependent.resource.plural}"] = {
+                "operationId": f"list{dependent.resource.plural}",
+                "description": f"The {title} records that name this {resource.title} as `{field}`.",
+                "parameters": {f"query.{field}": "$response.body#/id"},
+            }
+    return links
+
+
 def resource_paths(
     resource: Resource, resources: ResourceSet, context: SchemaContext, settings: Settings
 ) -> dict[str, Any]:
@@ -342,7 +373,10 @@ def resource_paths(
     title = resource.title
     record_headers = ("ETag", "Cache-Control")
     all_links = ("get", "replace", "delete")
+    reference_links = _reference_links(resource, resources)
     admin_only = resource.ownership.writers is Writers.ADMIN
+    # OpenAPI 3.1 lets a requirement of a scheme other than OAuth name the roles an operation needs.
+    writers = {"security": [{"bearerAuth": ["admin"]}]} if admin_only else {}
     forbidden = (
         "Only an administrator may do this (answered after the 404 check)."
         if admin_only
@@ -398,6 +432,7 @@ def resource_paths(
             "operationId": f"create{noun}",
             "summary": f"Create a {title} record",
             "description": f"{resource.description}{references}",
+            **writers,
             "parameters": [
                 parameter(
                     "Idempotency-Key",
@@ -423,7 +458,7 @@ def resource_paths(
                     "Location",
                     "Idempotent-Replayed",
                     *record_headers,
-                    links=_links(resource, *all_links),
+                    links={**_links(resource, *all_links), **reference_links},
                 ),
                 **api_errors(*create_errors, descriptions=create_descriptions),
             },
@@ -458,7 +493,9 @@ def resource_paths(
                 ),
             ],
             "responses": {
-                "200": json_response("The record.", noun, *record_headers, links=_links(resource, *all_links)),
+                "200": json_response(
+                    "The record.", noun, *record_headers, links={**_links(resource, *all_links), **reference_links}
+                ),
                 "304": {"description": ERROR_CODES[304][1], "headers": headers(*record_headers)},
                 **api_errors(404),
             },
@@ -466,10 +503,16 @@ def resource_paths(
         "put": {
             "operationId": f"replace{noun}",
             "summary": f"Replace a {title} record",
+            **writers,
             "parameters": [if_match],
             "requestBody": write_body,
             "responses": {
-                "200": json_response("The replaced record.", noun, *record_headers, links=_links(resource, *all_links)),
+                "200": json_response(
+                    "The replaced record.",
+                    noun,
+                    *record_headers,
+                    links={**_links(resource, *all_links), **reference_links},
+                ),
                 **api_errors(*replace_errors, descriptions={403: forbidden}),
             },
         },
@@ -477,6 +520,7 @@ def resource_paths(
             "operationId": f"delete{noun}",
             "summary": f"Delete a {title} record",
             "description": delete_description,
+            **writers,
             "parameters": [if_match],
             "responses": {
                 "200": json_response(
@@ -582,7 +626,8 @@ def build_openapi(settings: Settings, resources: ResourceSet) -> bytes:
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
                     "description": "The caller is the token's e-mail claim; the role `admin` in its roles claim "
-                    "makes the administrator. A request with more than one Authorization header is 401.",
+                    "makes the administrator. A request with more than one Authorization header is 401. An operation "
+                    "whose security requirement names the role `admin` is the administrator's alone (403 otherwise).",
                 }
             },
         },

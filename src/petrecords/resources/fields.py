@@ -31,6 +31,7 @@ from petrecords.values import (
 # The largest integer every JSON client reads exactly (IEEE 754 doubles).
 MAX_SAFE_INTEGER = 2**53 - 1
 DAY_MS = 86_400_000
+LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 class PetTypes:
@@ -296,20 +297,23 @@ class WholeNumber:
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
-        if self.description:
-            schema["description"] = self.description
+        # JSON Schema reads 365.0 as the integer 365, so only the description can say that it is refused.
+        written = "Written as a whole number: a number with a fraction or an exponent (365.0, 3.65e2) is refused."
+        schema["description"] = f"{self.description} {written}" if self.description else written
         return schema
 
 
 @dataclass(frozen=True)
 class Instant:
     """A moment a client names: an RFC 3339 date-time with `Z` or an offset, any number of fraction digits,
-    rounded to the millisecond; at or after `earliest_ms`, and not later than the service's clock plus
-    `latest_ahead_ms` when that is set. Returned in UTC with milliseconds."""
+    rounded to the millisecond; at or after `earliest_ms`, not later than the service's clock plus
+    `latest_ahead_ms` when that is set, and never after the end of the year 9999 in UTC. Returned in UTC with
+    milliseconds."""
 
     earliest_ms: int
     latest_ahead_ms: int | None = None
     description: str = ""
+    example: str = "2026-11-21T16:06:29.123Z"
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         moment = parse_datetime_ms(value) if isinstance(value, str) else None
@@ -321,6 +325,9 @@ class Instant:
         if self.latest_ahead_ms is not None and rounded > context.now_ms + self.latest_ahead_ms:
             minutes = self.latest_ahead_ms // 60_000
             return None, f"must not be later than {minutes} minutes after the service's clock."
+        if rounded > LATEST_MS:
+            # 9999-12-31T23:30:00-01:00 is a valid RFC 3339 date-time, but in UTC its year has five digits.
+            return None, f"must not be later than {format_timestamp(LATEST_MS)}, the last moment RFC 3339 writes."
         return rounded, None
 
     def show(self, stored: Any) -> Any:
@@ -328,6 +335,7 @@ class Instant:
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema = dict(DATE_TIME_INPUT_SCHEMA if sent else TIMESTAMP_SCHEMA)
+        schema["examples"] = [self.example]
         if self.description:
             schema["description"] = self.description
         return schema

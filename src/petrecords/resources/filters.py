@@ -21,9 +21,10 @@ from petrecords.resources.fields import (
     PetType,
     RecordId,
     SchemaContext,
+    character_class,
 )
 from petrecords.store.base import Condition, Operator
-from petrecords.text import CONTROL_CHARACTERS, has_forbidden_pattern_characters, match_key
+from petrecords.text import has_forbidden_pattern_characters, match_key
 from petrecords.values import normalize_email, parse_datetime_ms
 
 MAX_IDS = 1000
@@ -191,11 +192,13 @@ def like_pattern(user_pattern: str, *, substring: bool) -> str:
 @dataclass(frozen=True)
 class Matches(OneParameter):
     """`parameter` is a pattern that the text of `columns` (match keys) must match: the whole text, or (for
-    `substring`) a part of it; with several columns, any one of them."""
+    `substring`) a part of it; with several columns, any one of them. `kept` are the control characters that
+    the text may hold (free text keeps line feeds and tabs); a pattern with any other is refused."""
 
     columns: tuple[str, ...]
     substring: bool
     description: str
+    kept: str = ""
     several = False
 
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
@@ -204,14 +207,22 @@ class Matches(OneParameter):
         if len(raw) > MAX_PATTERN_LENGTH:
             errors[self.parameter] = [f"must be at most {MAX_PATTERN_LENGTH} characters long."]
             return []
-        if has_forbidden_pattern_characters(raw):
-            errors[self.parameter] = ["must not contain control characters (no stored text contains them)."]
+        if has_forbidden_pattern_characters(raw, kept=self.kept):
+            errors[self.parameter] = [f"must not contain control characters{self._but()} (no stored text does)."]
             return []
         return [Condition(self.columns, Operator.LIKE, (like_pattern(raw, substring=self.substring),))]
 
+    def _but(self) -> str:
+        named = {"\t": "tab", "\n": "line feed"}
+        return " other than " + " and ".join(named.get(char, repr(char)) for char in self.kept) if self.kept else ""
+
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
-        schema = {"type": "string", "maxLength": MAX_PATTERN_LENGTH, "pattern": f"^[^{CONTROL_CHARACTERS}]*$"}
+        refused = "".join(chr(point) for point in CONTROL_POINTS if chr(point) not in self.kept)
+        schema = {"type": "string", "maxLength": MAX_PATTERN_LENGTH, "pattern": f"^[^{character_class(refused)}]*$"}
         return [parameter(self.parameter, schema, f"{self.description} {PATTERNS}")]
+
+
+CONTROL_POINTS = (*range(0x20), *range(0x7F, 0xA0))
 
 
 # A `+` in a query string decodes to a space; `... 01:00` is read as the offset `+01:00` it was.

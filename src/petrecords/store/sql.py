@@ -369,7 +369,12 @@ def _condition(
     table: sa.Table, index: int, columns: tuple[str, ...], operator: Operator, count: int
 ) -> sa.ColumnElement[bool]:
     def value(position: int, column: str) -> sa.BindParameter[Any]:
-        return sa.bindparam(f"c{index}_{position}", type_=table.c[column].type)
+        column_type = table.c[column].type
+        if isinstance(column_type, sa.Integer) and not isinstance(column_type, sa.BigInteger):
+            # A filter's bound may be any safe integer, beyond the 32 bits of such a column on PostgreSQL, whose
+            # driver refuses to send it as one; compared as 64 bits, it simply matches or not.
+            column_type = sa.BigInteger()
+        return sa.bindparam(f"c{index}_{position}", type_=column_type)
 
     first = table.c[columns[0]]
     if operator is Operator.NEVER:
