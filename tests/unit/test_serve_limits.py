@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from petrecords.cli import _connections_per_worker
+from petrecords.serve import _connections_per_worker
 from petrecords.config import Settings
 
 _CHILD = """
 import json, resource
 from petrecords.logs import configure_logging
-from petrecords.cli import _raise_open_file_limit
+from petrecords.serve import _raise_open_file_limit
 configure_logging("INFO")
 in_force = _raise_open_file_limit()
 print(json.dumps({"returned": in_force, "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}))
