@@ -155,6 +155,21 @@ class TestEveryWriteLocksBeforeItWrites:
 
         await assert_waits_without_a_transaction_id(postgres_url, ("pet-vaccination", vaccination["id"]), send, 200)
 
+    @pytest.mark.parametrize("write", ["transfer", "delete"])
+    async def test_the_vaccinations_a_pet_takes_along_show_their_vaccine_as_it_is_when_it_commits(
+        self, client: Client, postgres_url: str, write: str
+    ) -> None:
+        pet, vaccination = await _pet_with_vaccination(client)
+
+        async def send() -> httpx.Response:
+            if write == "delete":
+                return await client.delete(f"/v1/pets/{pet['id']}", headers=auth())
+            transfer = {"name": "Rex", "petType": "Dog", "ownerId": BOB}
+            return await client.put(f"/v1/pets/{pet['id']}", json=transfer, headers=admin())
+
+        # The vaccine, held as by a replace of it: the vaccination's change must not show it as it was before.
+        await assert_waits_without_a_transaction_id(postgres_url, ("vaccines", vaccination["vaccineId"]), send, 200)
+
     async def test_a_vaccine_deletion(self, client: Client, postgres_url: str) -> None:
         vaccine = (await create_vaccine(client)).json()
 
