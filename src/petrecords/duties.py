@@ -80,6 +80,11 @@ def message_id(change: Change) -> str:
     return f"{change.resource}:{change.record_id}:{change.version}"
 
 
+async def _unlogged(_error: Exception) -> None:
+    """nats-py would log each error of a connection with its traceback; the publisher says once, with a warning,
+    that publishing paused, and once that it goes on."""
+
+
 class Publisher:
     """Publishes every committed change to NATS JetStream, at least once, in commit order, from the change
     log: a write never waits for NATS, and NATS being away delays messages without losing any.
@@ -140,6 +145,7 @@ class Publisher:
             allow_reconnect=False,
             max_reconnect_attempts=0,
             name="petrecords",
+            error_cb=_unlogged,
         )
         try:
             stream = connection.jetstream(timeout=self.TIMEOUT_SECONDS)

@@ -198,6 +198,7 @@ def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(datab
             _wait_until_published(restarted, broker.url)
             log = _read_log(restarted)
             messages, info = asyncio.run(_read_stream(broker.url, len(log)))
+        logs = server.output(full=True) + restarted.output(full=True)
 
     up, down = _p99(load.latencies["nats up"]), _p99(load.latencies["nats down"])
     print(
@@ -210,6 +211,10 @@ def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(datab
         assert message.headers["Nats-Msg-Id"] == f"{change['resource']}:{change['id']}:{change['version']}"
         assert json.loads(message.data) == change
     assert info.config.duplicate_window == 300
+    # The outage is told once, as a warning, and its end once; no error and no traceback.
+    assert logs.count("publishing changes to NATS paused") >= 1
+    assert "Traceback" not in logs
+    assert '"level":"error"' not in logs
     # A NATS outage never slows a write (generously: the machine is shared, and a p99 of a few hundred writes
     # moves with it).
     assert down < max(0.5, 4 * up), (up, down)
