@@ -80,18 +80,35 @@ def message_id(change: Change) -> str:
     return f"{change.resource}:{change.record_id}:{change.version}"
 
 
+async def _unlogged(_error: Exception) -> None:
+    """nats-py would log each error of a connection with its traceback; the publisher says once, with a warning,
+    that publishing paused, and once that it goes on."""
+
+
 class Publisher:
     """Publishes every committed change to NATS JetStream, at least once, in commit order, from the change
-    log: a write never waits for NATS, and NATS being away delays messages without losing any. The cursor of
-    the last change JetStream acknowledged is kept in the database, so that a publisher that dies (or loses
-    its lease) is taken over from there; what it sent after that cursor is sent again and dropped by
-    JetStream's duplicate window, by `Nats-Msg-Id`."""
+    log: a write never waits for NATS, and NATS being away delays messages without losing any.
+
+    One instance publishes at a time, the holder of a lease in the database, renewed while it publishes and
+    taken over by another instance within LEASE_SECONDS of the holder's death. The cursor of the last change
+    JetStream acknowledged is kept in the database after every batch; a publish that fails or times out ends
+    the connection before the cursor moves, and the batch is sent again. What was sent twice is dropped by
+    JetStream by its `Nats-Msg-Id`, within the stream's duplicate window; and a publisher that starts (after
+    a reconnection, a takeover or a restart, however long after) first looks at the stream's last message and
+    goes on after that change, so that what an earlier publisher sent before it could move the cursor is not
+    sent again at all."""
 
     LEASE = "nats-publisher"
     LEASE_SECONDS = 10.0
+    RENEW_SECONDS = 3.0
+    """How often the holder renews its lease; others try to take it as often."""
     POLL_SECONDS = 0.2
     BATCH = 200
     STREAM = "PETRECORDS"
+    DUPLICATE_WINDOW_SECONDS = 300.0
+    """The window of the stream this service creates: sends repeated by overlapping publishers (a holder that
+    stalled past its lease and its successor) come within seconds of each other."""
+    TIMEOUT_SECONDS = 2.0
     RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
     def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
@@ -101,6 +118,11 @@ class Publisher:
         self._store = store
         self._instance = instance
         self._failures = 0
+        self._lease_until = 0
+        """Until when (epoch milliseconds) this instance holds the lease, as far as it knows."""
+        self._next_lease_attempt = 0
+        self._last_in_stream: str | None = None
+        """The message id of the stream's last message, when this publisher has not yet gone past it."""
 
     async def run(self) -> None:
         while True:
@@ -110,15 +132,27 @@ class Publisher:
                 self._failures += 1
                 if self._failures == 1:
                     log.warning("publishing changes to NATS paused: %s", type(exc).__name__)
+            except Exception:
+                # A bug must not end publishing for the life of the process: it is logged and tried again.
+                self._failures += 1
+                log.exception("publishing changes to NATS failed")
             await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
 
     async def _publish_while_connected(self) -> None:
         connection = await nats.connect(
-            self._url, connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=0, name="petrecords"
+            self._url,
+            connect_timeout=self.TIMEOUT_SECONDS,
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            name="petrecords",
+            error_cb=_unlogged,
         )
         try:
-            stream = connection.jetstream(timeout=2)
+            stream = connection.jetstream(timeout=self.TIMEOUT_SECONDS)
             await self._ensure_stream(stream)
+            # Another publisher may have sent more than its cursor says since this one last looked: the lease is
+            # taken as anew, which looks at the stream's last message.
+            self._lease_until = self._next_lease_attempt = 0
             if self._failures:
                 log.info("publishing changes to NATS again")
             self._failures = 0
@@ -133,31 +167,63 @@ class Publisher:
         try:
             await stream.stream_info(self.STREAM)
         except nats.js.errors.NotFoundError:
-            await stream.add_stream(name=self.STREAM, subjects=["petrecords.>"])
+            await stream.add_stream(
+                name=self.STREAM, subjects=["petrecords.>"], duplicate_window=self.DUPLICATE_WINDOW_SECONDS
+            )
+
+    async def _hold_lease(self, store: Store, stream: Any) -> bool:
+        """Whether this instance holds the lease, renewing it (or trying to take it) every RENEW_SECONDS."""
+        now = now_ms()
+        if now < self._next_lease_attempt:
+            return now < self._lease_until
+        self._next_lease_attempt = now + int(self.RENEW_SECONDS * 1000)
+        held = now < self._lease_until
+        until = now + int(self.LEASE_SECONDS * 1000)
+        async with store.transaction(write=True) as tx:
+            taken = await tx.take_lease(self.LEASE, holder=self._instance, now_ms=now, until_ms=until)
+        if taken and not held:
+            self._last_in_stream = await self._last_message_id(stream)
+        self._lease_until = until if taken else 0
+        return taken
+
+    async def _last_message_id(self, stream: Any) -> str | None:
+        info = await stream.stream_info(self.STREAM)
+        if not info.state.last_seq:
+            return None
+        try:
+            message = await stream.get_msg(self.STREAM, seq=info.state.last_seq)
+        except nats.js.errors.NotFoundError:
+            return None  # removed meanwhile (the stream's limits): the duplicate window has to do
+        headers = message.headers or {}
+        found = headers.get("Nats-Msg-Id")
+        return found if isinstance(found, str) else None
 
     async def publish_once(self, stream: Any) -> bool:
         """Publish the next changes, if this instance holds the lease; whether there were any."""
         store = self._store()
-        if store is None:
+        if store is None or not await self._hold_lease(store, stream):
             return False
-        now = now_ms()
-        async with store.transaction(write=True) as tx:
-            until = now + int(self.LEASE_SECONDS * 1000)
-            if not await tx.take_lease(self.LEASE, holder=self._instance, now_ms=now, until_ms=until):
-                return False
         async with store.transaction(write=False) as tx:
             cursor = await tx.state_cursor(self.LEASE)
             batch = list(await tx.changes_after(cursor, limit=self.BATCH, reader=None, resources=None))
         if not batch:
             return False
-        for change in batch:
+        unsent = batch
+        if self._last_in_stream is not None:
+            # At most one batch can have been sent past the kept cursor: look for its last change in this one.
+            ids = [message_id(change) for change in batch]
+            if self._last_in_stream in ids:
+                unsent = batch[ids.index(self._last_in_stream) + 1 :]
+            self._last_in_stream = None
+        for change in unsent:
             await stream.publish(
                 subject_of(change),
                 msgspec.json.encode(change_wire(change)),
                 headers={"Nats-Msg-Id": message_id(change)},
             )
         async with store.transaction(write=True) as tx:
-            await tx.set_state_cursor(self.LEASE, batch[-1].cursor, holder=self._instance)
+            if not await tx.set_state_cursor(self.LEASE, batch[-1].cursor, holder=self._instance):
+                self._lease_until = 0  # taken over: the new holder goes on from the cursor
         return True
 
 

@@ -106,6 +106,62 @@ class TestFeed:
         assert alice_sees == [("created", "Rex"), ("created", "Rabies"), ("replaced", "Rex")]
         assert bob_sees == [("created", "Bobs own"), ("created", "Rabies"), ("replaced", "Rex"), ("replaced", "Rex II")]
 
+    async def test_vaccinations_that_follow_a_pet_to_its_new_owner(self, client: Client) -> None:
+        pet = await create(client, ALICE, name="Rex")
+        vaccine = (await create_vaccine(client)).json()
+        body = {"petId": pet.json()["id"], "vaccineId": vaccine["id"], "appliedAt": "2026-11-20T10:00:00Z"}
+        given = await client.post("/v1/pet-vaccination", json=body, headers=auth(ALICE))
+        assert given.status_code == 201, given.text
+        await client.put(
+            pet.headers["location"], json={"name": "Rex", "petType": "Dog", "ownerId": BOB}, headers=admin()
+        )
+        await client.put(given.headers["location"], json={**body, "notes": "Bob's now"}, headers=auth(BOB))
+
+        alice_sees = summary(await read_all(client, ALICE))
+        bob_sees = summary(await read_all(client, BOB))
+
+        # Alice: her pet and its vaccination until they went, and the moves that took them; Bob: from the moves on.
+        assert alice_sees == [
+            ("pets", "created", 1),
+            ("vaccines", "created", 1),
+            ("pet-vaccination", "created", 1),
+            ("pets", "replaced", 2),
+            ("pet-vaccination", "replaced", 2),
+        ]
+        assert bob_sees == [
+            ("vaccines", "created", 1),
+            ("pets", "replaced", 2),
+            ("pet-vaccination", "replaced", 2),
+            ("pet-vaccination", "replaced", 3),
+        ]
+
+    async def test_deletions_are_seen_by_the_owner_only_and_the_catalogues_by_everyone(self, client: Client) -> None:
+        pet = await create(client, ALICE, name="Rex")
+        vaccine = await create_vaccine(client)
+        body = {"petId": pet.json()["id"], "vaccineId": vaccine.json()["id"], "appliedAt": "2026-11-20T10:00:00Z"}
+        assert (await client.post("/v1/pet-vaccination", json=body, headers=auth(ALICE))).status_code == 201
+        await client.delete(pet.headers["location"], headers=auth(ALICE))
+        spare = await create_vaccine(client, name="Spare")
+        await client.put(
+            spare.headers["location"], json={"name": "Spare", "petType": "Dog", "duration": 9}, headers=admin()
+        )
+        await client.delete(spare.headers["location"], headers=admin())
+
+        alice_sees = summary(await read_all(client, ALICE))
+        bob_sees = summary(await read_all(client, BOB))
+
+        catalogue = [("vaccines", "created", 1), ("vaccines", "replaced", 2), ("vaccines", "deleted", 3)]
+        assert alice_sees == [
+            ("pets", "created", 1),
+            ("vaccines", "created", 1),
+            ("pet-vaccination", "created", 1),
+            ("pet-vaccination", "deleted", 2),
+            ("pets", "deleted", 2),
+            *catalogue,
+        ]
+        assert bob_sees == [("vaccines", "created", 1), *catalogue]
+        assert summary(await read_all(client, BOB, resource="pets,pet-vaccination")) == []
+
     async def test_by_resource(self, client: Client) -> None:
         await create(client, ALICE)
         await create_vaccine(client)

@@ -112,6 +112,52 @@ class TestHistory:
         assert_error(await client.get(f"{location}/history?{query}", headers=auth()), 400, 994)
 
 
+class TestWhoMayReadAHistory:
+    async def test_an_earlier_owner_may_not_once_the_pet_was_deleted_by_the_next(self, client: Client) -> None:
+        location = (await create(client, ALICE)).headers["location"]
+        await client.put(location, json={"name": "Rex", "petType": "Dog", "ownerId": BOB}, headers=admin())
+        await client.delete(location, headers=auth(BOB))
+
+        missing = await client.get(f"/v1/pets/{MISSING_ID}/history", headers=auth(ALICE))
+        assert assert_error(await client.get(f"{location}/history", headers=auth(ALICE)), 404, 995) == assert_error(
+            missing, 404, 995
+        )
+        assert [item["action"] for item in (await history(client, location, BOB))["items"]] == [
+            "created",
+            "replaced",
+            "deleted",
+        ]
+        assert (await history(client, location, ADMIN))["totalCount"] == 3
+
+    async def test_someone_elses_vaccination_answers_like_a_missing_one(self, client: Client) -> None:
+        pet = (await create(client, ALICE)).json()
+        vaccine = (await create_vaccine(client)).json()
+        body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": "2026-11-20T10:00:00Z"}
+        location = (await client.post("/v1/pet-vaccination", json=body, headers=auth(ALICE))).headers["location"]
+
+        theirs = await client.get(f"{location}/history", headers=auth(BOB))
+        missing = await client.get(f"/v1/pet-vaccination/{MISSING_ID}/history", headers=auth(BOB))
+        malformed = await client.get("/v1/pet-vaccination/nope/history", headers=auth(BOB))
+
+        assert assert_error(theirs, 404, 995) == assert_error(missing, 404, 995) == assert_error(malformed, 404, 995)
+        assert (await history(client, location, ALICE))["totalCount"] == 1
+
+    async def test_a_deleted_vaccine_stays_everyones(self, client: Client) -> None:
+        vaccine = await create_vaccine(client)
+        location = vaccine.headers["location"]
+        await client.put(location, json={"name": "Rabies", "petType": "Dog", "duration": 30}, headers=admin())
+        await client.delete(location, headers=admin())
+
+        for user in (ALICE, BOB, ADMIN):
+            items = (await history(client, location, user))["items"]
+            assert [(item["action"], item["record"]["duration"]) for item in items] == [
+                ("created", 365),
+                ("replaced", 30),
+                ("deleted", 30),
+            ]
+        assert_error(await client.get(f"/v1/vaccines/{MISSING_ID}/history", headers=auth(BOB)), 404, 995)
+
+
 class TestVaccinationHistory:
     async def test_it_follows_its_pet_and_ends_with_it(self, client: Client) -> None:
         pet = (await create(client, ALICE)).json()

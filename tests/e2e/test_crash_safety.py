@@ -6,6 +6,11 @@ Idempotency-Key), replace (with If-Match) and delete (with If-Match) records, an
 process group at a random moment while they do. A write answered with a 2xx must survive; a write whose
 answer never came may or may not have happened, but only as a whole: its create is found exactly once by
 repeating it with the same key, its replace is there completely or not at all.
+
+The change log is checked against the same knowledge after every restart: a reader that resumes from the last
+cursor it was handed before the crash receives every new change once, and then each record's changes are
+exactly its writes, acknowledged or found to have happened, in order, versions 1, 2, … with the bodies the
+clients were given, and nothing else; its history says the same, ending with the record as stored.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ class Tracked:
     etag: str | None = None
     deleted: bool = False
     pending: Pending | None = None
+    writes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every write of it known to have happened, in order: (action, the record as its change must show it)."""
+    history_checked: int = 0
+    """How many of `writes` its history was last seen to hold."""
 
     def request_body(self, version: int, pet_type: str) -> dict[str, Any]:
         return {"name": f"{self.label} v{version}", "petType": pet_type}
@@ -71,6 +80,9 @@ class Load:
     unanswered: dict[str, int] = field(default_factory=dict)
     """How the unanswered writes turned out, e.g. "replace happened": 3."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    """The change log, as a reader that keeps its cursor across the crashes received it."""
+    cursor: str | None = None
 
     def acknowledge(self) -> None:
         with self.lock:
@@ -134,6 +146,7 @@ def _settle(tracked: Tracked, response: httpx.Response) -> None:
     assert tracked.pending is not None
     if tracked.pending.kind == "delete":
         tracked.deleted = True
+        tracked.writes.append(("deleted", response.json()))
     else:
         if tracked.pending.kind == "replace":
             tracked.version += 1
@@ -141,6 +154,7 @@ def _settle(tracked: Tracked, response: httpx.Response) -> None:
         tracked.etag = response.headers["ETag"]
         assert tracked.record is not None
         assert tracked.record["name"] == f"{tracked.label} v{tracked.version}"
+        tracked.writes.append(("created" if tracked.pending.kind == "create" else "replaced", tracked.record))
     tracked.pending = None
 
 
@@ -191,6 +205,7 @@ def _verify(server: Server, token: str, load: Load) -> int:
             elif pending.kind == "delete":
                 if found is None:
                     tracked.deleted = True
+                    tracked.writes.append(("deleted", tracked.record))
                 else:
                     assert found == tracked.record, f"acknowledged {tracked.record}, found {found}"
             else:
@@ -209,6 +224,7 @@ def _verify(server: Server, token: str, load: Load) -> int:
                     tracked.version += 1
                     tracked.record = found
                     tracked.etag = None
+                    tracked.writes.append(("replaced", found))
             tracked.pending = None
             if not tracked.deleted:
                 fetched = http.get(f"/v1/pets/{tracked.record['id']}")
@@ -221,7 +237,56 @@ def _verify(server: Server, token: str, load: Load) -> int:
         expected = {tracked.record["id"] for tracked in tracked_records if tracked.record and not tracked.deleted}
         now_stored = {item["id"] for item in _list_all(http)}
         assert now_stored == expected, f"unexpected: {now_stored - expected}, missing: {expected - now_stored}"
+        _verify_changes(http, load, tracked_records)
         return len(now_stored)
+
+
+def _position(cursor: str) -> tuple[int, int]:
+    """A cursor's place in the log (opaque to clients; the test knows its form to compare two)."""
+    xid, _, serial = cursor.partition("-")
+    return int(xid, 16), int(serial, 16)
+
+
+def _read_new_changes(http: httpx.Client, load: Load) -> None:
+    """Follow the feed from the last cursor handed out, before the crash too, to its end."""
+    while True:
+        params = {"limit": "1000", **({"after": load.cursor} if load.cursor else {})}
+        response = http.get("/v1/changes", params=params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        previous = _position(load.cursor) if load.cursor else (-1, -1)
+        assert _position(page["nextCursor"]) >= previous
+        for change in page["items"]:
+            assert _position(change["cursor"]) > previous, "a change behind a cursor already handed out"
+            previous = _position(change["cursor"])
+        load.changes.extend(page["items"])
+        load.cursor = page["nextCursor"]
+        if not page["items"]:
+            return
+
+
+def _verify_changes(http: httpx.Client, load: Load, tracked_records: list[Tracked]) -> None:
+    """Each record's changes are its writes that happened, each once, in order, with the bodies the clients
+    were given (a deletion: the record as it was); no change for anything else. Every record written since the
+    last restart has the same history, whose last change is the record as stored (or as it was, if deleted)."""
+    _read_new_changes(http, load)
+    by_record: dict[str, list[dict[str, Any]]] = {}
+    for change in load.changes:
+        by_record.setdefault(change["id"], []).append(change)
+    written = {tracked.writes[0][1]["id"]: tracked for tracked in tracked_records if tracked.writes}
+    assert set(by_record) == set(written), f"changes of records never written: {set(by_record) - set(written)}"
+    for record_id, tracked in written.items():
+        changes = by_record[record_id]
+        assert [change["version"] for change in changes] == list(range(1, len(changes) + 1)), changes
+        assert [(change["action"], change["record"]) for change in changes] == tracked.writes, tracked.label
+        if tracked.history_checked == len(tracked.writes):
+            continue
+        response = http.get(f"/v1/pets/{record_id}/history", params={"pageSize": "100"})
+        assert response.status_code == 200, response.text
+        assert response.json()["items"] == changes
+        last = changes[-1]["record"]
+        assert last == tracked.record, "the last change is not the record as stored"
+        tracked.history_checked = len(tracked.writes)
 
 
 def _happened(tracked: Tracked, found: dict[str, Any] | None) -> bool:
@@ -307,7 +372,8 @@ def _crash_cycles(data_dir: Path, database_url: str | None) -> None:
     assert totals[0] == 0
     assert totals[-1] > 0
     print(
-        f"acknowledged writes: {load.acknowledged}; records after each restart: {totals}; unanswered: {load.unanswered}"
+        f"acknowledged writes: {load.acknowledged}; changes: {len(load.changes)}; records after each restart: "
+        f"{totals}; unanswered: {load.unanswered}"
     )
 
 

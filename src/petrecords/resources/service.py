@@ -272,8 +272,30 @@ async def _hold_followers(
             # Looked up again once held: one may have gone, or moved to another record, meanwhile.
             now = await tx.get(dependent.resource.collection, row["id"])
             if now is not None and now[dependent.column] == record_id:
-                held.append((dependent.resource, now))
+                held.append(
+                    (
+                        dependent.resource,
+                        await _hold_references(tx=tx, resources=resources, row=now, of=dependent.resource),
+                    )
+                )
     return held
+
+
+async def _hold_references(*, tx: Transaction, resources: ResourceSet, row: Row, of: Resource) -> Row:
+    """A held record, read again once the records it refers to are held (shared) too: the records it embeds are
+    then as they are when the write commits, and its change shows them so.
+
+    These locks come after the record's own, against the rank order. That cannot deadlock: the writers of a
+    referenced record, once they hold it, wait only for the records that follow it or go with it (this one's
+    other references are neither), or for nothing (a vaccine's replace or restricted delete)."""
+    locks = _reference_locks(resources, of, row)
+    if not locks:
+        return row
+    await tx.lock(locks)
+    again = await tx.get(of.collection, row["id"])
+    if again is None:
+        raise RuntimeError("a record held by this transaction went")
+    return again
 
 
 async def _follow(*, tx: Transaction, resource: Resource, row: Row, owner: str, by: str) -> None:
@@ -349,6 +371,7 @@ async def _hold_dependents(
         for one in found:
             now = await tx.get(collection, one["id"])
             if now is not None and now[dependent.column] == row["id"]:
+                now = await _hold_references(tx=tx, resources=resources, row=now, of=dependent.resource)
                 doomed.extend(await _hold_dependents(tx=tx, resources=resources, resource=dependent.resource, row=now))
     doomed.append((resource, row))
     return doomed

@@ -44,6 +44,7 @@ from petrecords.store.sql import (
     Statement,
     change_insert,
     count_upsert,
+    idempotency_upsert,
     state_upserts,
 )
 
@@ -57,6 +58,26 @@ _TRY_LOCK = sa.select(sa.func.pg_try_advisory_xact_lock(sa.bindparam("key", type
 def _as_bigint(value: sa.ColumnElement[object]) -> sa.ColumnElement[int]:
     """An xid8 as a bigint (through its text: PostgreSQL has no direct cast)."""
     return sa.cast(sa.cast(value, sa.Text()), sa.BigInteger())
+
+
+# The first transaction id that a write of this database still in flight may hold: the oldest of the ids the
+# statement's snapshot holds in progress, or, with none in progress, the first id not yet assigned. The
+# snapshot's own xmin would do, but it counts the transactions of every database of the server: a long write
+# in another database (a batch job, a migration, a session left idle in a transaction) would stall the feed
+# here for as long as it lasts. An id is left out only when the server's activity shows it held by a session
+# of another database; an id that has ended since the snapshot was taken is not shown, and so still counts,
+# which can only hold the horizon back, never move it past a write of ours. Activity gives 32-bit ids, which
+# identify a transaction in progress without ambiguity (the server keeps them within 2^31 of each other).
+_HORIZON = sa.literal_column(
+    """coalesce(
+  (SELECT min(running::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) AS running
+   WHERE NOT EXISTS (
+     SELECT 1 FROM pg_stat_get_activity(NULL) AS activity
+     WHERE activity.backend_xid::text::bigint = (running::text::bigint & 4294967295)
+       AND activity.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
+  pg_snapshot_xmax(pg_current_snapshot())::text::bigint)""",
+    sa.BigInteger(),
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -128,11 +149,12 @@ async def _keep_session(_connection: Any) -> None:
 class PostgresTransaction(SqlTransaction):
     counter_slots = 8
     change_count = count_upsert(postgresql.insert)
+    idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
     # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the
-    # later has the greater id. A reader never passes the oldest transaction still in flight (the snapshot's
-    # xmin), so no change can later appear behind a cursor it has handed out.
-    horizon = _as_bigint(sa.func.pg_snapshot_xmin(sa.func.pg_current_snapshot()))
+    # later has the greater id. A reader never passes the oldest transaction of this database still in flight
+    # (see _HORIZON), so no change can later appear behind a cursor it has handed out.
+    horizon = _HORIZON
     change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
     state_upserts = state_upserts(postgresql.insert)
 

@@ -153,8 +153,6 @@ SELECT_IDEMPOTENT_RESPONSE = sa.select(
     idempotency_keys.c.etag,
     idempotency_keys.c.expires_at,
 ).where(_IDEMPOTENCY_KEY_IS)
-DELETE_IDEMPOTENCY_KEY = sa.delete(idempotency_keys).where(_IDEMPOTENCY_KEY_IS)
-INSERT_IDEMPOTENCY_KEY = sa.insert(idempotency_keys).values(_values_of(idempotency_keys))
 _EXPIRED_IDEMPOTENCY_KEYS = (
     sa.select(idempotency_keys.c.caller, idempotency_keys.c.key)
     .where(idempotency_keys.c.expires_at <= sa.bindparam("now_ms"))
@@ -166,6 +164,16 @@ PURGE_EXPIRED_IDEMPOTENCY_KEYS = sa.delete(idempotency_keys).where(
 
 # Alembic's own table, which tables.py does not describe.
 SCHEMA_VERSION = sa.select(sa.column("version_num", sa.String())).select_from(sa.table("alembic_version"))
+
+
+def idempotency_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
+    """Keep a response for a key, over an expired one kept before, with the dialect's INSERT … ON CONFLICT."""
+    statement = insert(idempotency_keys).values(_values_of(idempotency_keys))
+    upsert: sa.Insert = statement.on_conflict_do_update(
+        index_elements=[idempotency_keys.c.caller, idempotency_keys.c.key],
+        set_={column.name: statement.excluded[column.name] for column in idempotency_keys.c if not column.primary_key},
+    )
+    return upsert
 
 
 def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
@@ -544,6 +552,8 @@ class SqlTransaction(Transaction):
     """Rows over which the every-owner counts are spread (see tables.record_counts)."""
     change_count: sa.Insert
     """The dialect's `count_upsert`."""
+    idempotency_insert: sa.Insert
+    """The dialect's `idempotency_upsert`."""
 
     def __init__(self, *, write: bool) -> None:
         self.write = write
@@ -754,7 +764,8 @@ class SqlTransaction(Transaction):
             return None
         resource, request_hash, status, body, location, etag, expires_at = rows[0]
         if expires_at <= now_ms:
-            await self.execute(DELETE_IDEMPOTENCY_KEY, held)
+            # Free again, and replaced when the new response is kept. Not deleted here: that would be a write
+            # before the request has taken the locks of what it writes (see Transaction.lock).
             return None
         return StoredResponse(
             resource=resource, request_hash=request_hash, status=status, body=bytes(body), location=location, etag=etag
@@ -764,7 +775,7 @@ class SqlTransaction(Transaction):
         self, caller: str, key: str, response: StoredResponse, *, expires_at_ms: int
     ) -> None:
         await self.execute(
-            INSERT_IDEMPOTENCY_KEY,
+            self.idempotency_insert,
             {
                 "caller": caller,
                 "key": key,

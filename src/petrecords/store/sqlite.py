@@ -53,6 +53,7 @@ from petrecords.store.sql import (
     Statement,
     change_insert,
     count_upsert,
+    idempotency_upsert,
     state_upserts,
 )
 
@@ -165,6 +166,7 @@ class _Database:
 
 class SqliteTransaction(SqlTransaction):
     change_count = count_upsert(sqlite_dialect.insert)
+    idempotency_insert = idempotency_upsert(sqlite_dialect.insert)
     # One writer at a time: the order of the log's positions is the order of the commits, and no write in
     # flight can come to precede a committed one.
     horizon = sa.literal(2**62, sa.BigInteger())

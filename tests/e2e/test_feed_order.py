@@ -1,0 +1,541 @@
+"""The change feed under concurrent writers (contract section 11): a reader that resumes from its last cursor
+sees every change exactly once, in commit order, whatever the number of instances and writers.
+
+Two `petrecords serve` instances on one PostgreSQL database (and one instance of two workers on SQLite) take
+writes from many concurrent clients: pets created, renamed with If-Match, given to another owner (which moves
+their vaccinations) and deleted (which takes their vaccinations along); vaccinations given, revised and
+deleted; vaccines of the shared catalogue created, revised and deleted. Meanwhile an administrator and a
+non-admin poll GET /v1/changes?after=… through both instances without pause. Once the writers stop, the
+administrator's sequence must be the whole log, each change once, its cursors only ever moving forward; every
+acknowledged write in it exactly once, with the body the client was given; every record's versions 1, 2, …
+in order; and the log, replayed in that order, must never refer to a record that is not there or show a
+vaccination with another owner than its pet's or another vaccine than the catalogue's, and must end in what
+the database holds. The non-admin's sequence must be exactly the changes they may see, in the same order; and
+a read from the start afterwards must give full pages until the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.servers import Server, running_servers
+from tests.support import throwaway_postgres
+
+pytestmark = pytest.mark.slow
+
+ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
+ADMIN = "admin@example.com --admin"
+OWNERS = (ALICE, BOB, CAROL)
+PET_TYPES = ("Dog", "Cat")
+WRITERS = 10
+WRITE_SECONDS = 10.0
+LIVE_PETS = 50
+"""Few enough that writers often meet on one pet."""
+READ_LIMITS = (1, 2, 5, 20, 100, 1000)
+SETTINGS = {"PETRECORDS_RATE_LIMIT": "0"}
+APPLIED = "2026-11-20T10:00:00.000Z"
+RESOURCES = ("pets", "vaccines", "pet-vaccination")
+PATHS = {"pets": "/v1/pets", "vaccines": "/v1/vaccines", "pet-vaccination": "/v1/pet-vaccination"}
+CATCH_UP_SECONDS = 30.0
+
+
+def position(cursor: str) -> tuple[int, int]:
+    """A cursor's place in the log. Cursors are opaque to clients; the test knows their form to compare them."""
+    xid, _, serial = cursor.partition("-")
+    return int(xid, 16), int(serial, 16)
+
+
+def canonical(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True)
+
+
+@dataclass
+class Writes:
+    """What the writers were told, and the records they know of (to pick what to write next)."""
+
+    servers: list[Server]
+    pets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vaccinations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vaccines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    etags: dict[str, str] = field(default_factory=dict)
+    acknowledged: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    """(resource, action, id, the body of the 2xx)."""
+    statuses: collections.Counter[str] = field(default_factory=collections.Counter)
+    unexpected: list[str] = field(default_factory=list)
+    serial: int = 0
+
+    def name(self, prefix: str) -> str:
+        self.serial += 1
+        return f"{prefix}{self.serial}"
+
+    def headers(self, user: str, etag: str | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.servers[0].tokens[user]}"}
+        if etag is not None:
+            headers["If-Match"] = etag
+        return headers
+
+
+async def _send(
+    writes: Writes,
+    http: httpx.AsyncClient,
+    operation: str,
+    method: str,
+    path: str,
+    user: str,
+    *,
+    allowed: tuple[int, ...],
+    body: dict[str, Any] | None = None,
+    etag: str | None = None,
+) -> dict[str, Any] | None:
+    """Send one write; the record it answered with when it succeeded, None when it lost a race."""
+    response = await http.request(method, path, json=body, headers=writes.headers(user, etag))
+    writes.statuses[f"{operation} {response.status_code}"] += 1
+    if response.status_code not in allowed:
+        writes.unexpected.append(f"{operation}: {method} {path} {response.status_code} {response.text}")
+        return None
+    if not response.is_success:
+        return None
+    record: dict[str, Any] = response.json()
+    resource = next(name for name, prefix in PATHS.items() if path.startswith(prefix))
+    action = {"POST": "created", "PUT": "replaced", "DELETE": "deleted"}[method]
+    writes.acknowledged.append((resource, action, record["id"], record))
+    if "ETag" in response.headers:
+        writes.etags[record["id"]] = response.headers["ETag"]
+    return record
+
+
+async def _write_once(writes: Writes, http: httpx.AsyncClient, rng: random.Random) -> None:
+    draw = rng.random()
+    pets = list(writes.pets.values())
+    vaccinations = list(writes.vaccinations.values())
+    if not pets or (draw < 0.2 and len(pets) < LIVE_PETS):
+        owner = rng.choice(OWNERS)
+        by_admin = rng.random() < 0.3
+        body = {
+            "name": writes.name("pet "),
+            "petType": rng.choice(PET_TYPES),
+            **({"ownerId": owner} if by_admin else {}),
+        }
+        pet = await _send(
+            writes, http, "create pet", "POST", "/v1/pets", ADMIN if by_admin else owner, allowed=(201,), body=body
+        )
+        if pet is not None:
+            writes.pets[pet["id"]] = pet
+        return
+    pet = rng.choice(pets)
+    path = f"/v1/pets/{pet['id']}"
+    if draw < 0.35:
+        body = {"name": writes.name("pet "), "petType": pet["petType"]}
+        user = rng.choice((pet["ownerId"], ADMIN))
+        replaced = await _send(
+            writes,
+            http,
+            "rename pet",
+            "PUT",
+            path,
+            user,
+            allowed=(200, 404, 412),
+            body=body,
+            etag=writes.etags.get(pet["id"]),
+        )
+        if replaced is not None:
+            writes.pets[pet["id"]] = replaced
+    elif draw < 0.45:
+        owner = rng.choice([one for one in OWNERS if one != pet["ownerId"]])
+        body = {"name": writes.name("pet "), "petType": pet["petType"], "ownerId": owner}
+        moved = await _send(
+            writes,
+            http,
+            "transfer pet",
+            "PUT",
+            path,
+            ADMIN,
+            allowed=(200, 404, 412),
+            body=body,
+            etag=writes.etags.get(pet["id"]),
+        )
+        if moved is not None:
+            writes.pets[pet["id"]] = moved
+    elif draw < 0.5:
+        gone = await _send(
+            writes,
+            http,
+            "delete pet",
+            "DELETE",
+            path,
+            rng.choice((pet["ownerId"], ADMIN)),
+            allowed=(200, 404, 412),
+            etag=writes.etags.get(pet["id"]),
+        )
+        if gone is not None:
+            writes.pets.pop(pet["id"], None)
+    elif draw < 0.72:
+        vaccines = [one for one in writes.vaccines.values() if one["petType"] == pet["petType"]]
+        if not vaccines:
+            return
+        body = {
+            "petId": pet["id"],
+            "vaccineId": rng.choice(vaccines)["id"],
+            "appliedAt": APPLIED,
+            "notes": writes.name("dose "),
+        }
+        # The pet may have moved or gone meanwhile (400 naming petId), or its vaccine gone (400 naming vaccineId).
+        given = await _send(
+            writes,
+            http,
+            "vaccinate",
+            "POST",
+            "/v1/pet-vaccination",
+            rng.choice((pet["ownerId"], ADMIN)),
+            allowed=(201, 400),
+            body=body,
+        )
+        if given is not None:
+            writes.vaccinations[given["id"]] = given
+    elif draw < 0.82 and vaccinations:
+        vaccination = rng.choice(vaccinations)
+        body = {
+            "petId": vaccination["petId"],
+            "vaccineId": vaccination["vaccineId"],
+            "appliedAt": APPLIED,
+            "notes": writes.name("dose "),
+        }
+        revised = await _send(
+            writes,
+            http,
+            "revise vaccination",
+            "PUT",
+            f"/v1/pet-vaccination/{vaccination['id']}",
+            ADMIN,
+            allowed=(200, 400, 404, 412),
+            body=body,
+            etag=writes.etags.get(vaccination["id"]),
+        )
+        if revised is not None:
+            writes.vaccinations[vaccination["id"]] = revised
+    elif draw < 0.88 and vaccinations:
+        vaccination = rng.choice(vaccinations)
+        gone = await _send(
+            writes,
+            http,
+            "delete vaccination",
+            "DELETE",
+            f"/v1/pet-vaccination/{vaccination['id']}",
+            rng.choice((vaccination["ownerId"], ADMIN)),
+            allowed=(200, 404, 412),
+            etag=writes.etags.get(vaccination["id"]),
+        )
+        if gone is not None:
+            writes.vaccinations.pop(vaccination["id"], None)
+    else:
+        await _write_catalogue(writes, http, rng)
+
+
+async def _write_catalogue(writes: Writes, http: httpx.AsyncClient, rng: random.Random) -> None:
+    draw = rng.random()
+    vaccines = list(writes.vaccines.values())
+    if draw < 0.3 or len(vaccines) < 4:
+        body = {"name": writes.name("vaccine "), "petType": rng.choice(PET_TYPES), "duration": rng.randint(30, 730)}
+        made = await _send(writes, http, "create vaccine", "POST", "/v1/vaccines", ADMIN, allowed=(201,), body=body)
+        if made is not None:
+            writes.vaccines[made["id"]] = made
+        return
+    vaccine = rng.choice(vaccines)
+    path = f"/v1/vaccines/{vaccine['id']}"
+    if draw < 0.8:
+        body = {"name": writes.name("vaccine "), "petType": vaccine["petType"], "duration": rng.randint(30, 730)}
+        revised = await _send(
+            writes,
+            http,
+            "revise vaccine",
+            "PUT",
+            path,
+            ADMIN,
+            allowed=(200, 404, 412),
+            body=body,
+            etag=writes.etags.get(vaccine["id"]),
+        )
+        if revised is not None:
+            writes.vaccines[vaccine["id"]] = revised
+    else:
+        # Refused (409) while a vaccination uses it.
+        gone = await _send(
+            writes,
+            http,
+            "delete vaccine",
+            "DELETE",
+            path,
+            ADMIN,
+            allowed=(200, 404, 409, 412),
+            etag=writes.etags.get(vaccine["id"]),
+        )
+        if gone is not None:
+            writes.vaccines.pop(vaccine["id"], None)
+
+
+async def _writer(writes: Writes, clients: list[httpx.AsyncClient], seed: int, until: float) -> None:
+    rng = random.Random(seed)
+    while time.monotonic() < until and not writes.unexpected:
+        await _write_once(writes, rng.choice(clients), rng)
+
+
+@dataclass
+class Reading:
+    """What one polling reader received, page after page."""
+
+    user: str
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    pages: int = 0
+    short_pages: int = 0
+    """Pages with fewer changes than asked for, while the writers wrote: the feed never serves a change before
+    every write that may precede it has ended."""
+
+
+async def _read(
+    reading: Reading, clients: list[httpx.AsyncClient], token: str, writers_done: asyncio.Event, seed: int
+) -> None:
+    """Poll the feed without pause from the oldest change on, through any instance, until a page asked for after
+    the writers stopped is empty."""
+    rng = random.Random(seed)
+    cursor: str | None = None
+    while True:
+        finishing = writers_done.is_set()
+        limit = rng.choice(READ_LIMITS)
+        params = {"limit": str(limit), **({"after": cursor} if cursor is not None else {})}
+        response = await rng.choice(clients).get(
+            "/v1/changes", params=params, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 200, response.text
+        page = response.json()
+        items, next_cursor = page["items"], page["nextCursor"]
+        reading.pages += 1
+        reading.short_pages += len(items) < limit
+        assert len(items) <= limit
+        previous = position(cursor) if cursor is not None else (-1, -1)
+        assert position(next_cursor) >= previous, f"the cursor went back from {cursor} to {next_cursor}"
+        for item in items:
+            assert position(item["cursor"]) > previous, f"{item['cursor']} came after {previous}"
+            previous = position(item["cursor"])
+        if items:
+            assert next_cursor == items[-1]["cursor"]
+        reading.changes.extend(items)
+        cursor = next_cursor
+        if finishing and not items:
+            return
+
+
+async def _list_everything(http: httpx.AsyncClient, token: str, resource: str) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    page_index = 1
+    while True:
+        response = await http.get(
+            PATHS[resource],
+            params={"pageSize": "100", "pageIndex": str(page_index)},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.status_code == 200, response.text
+        page = response.json()
+        records.update((record["id"], record) for record in page["items"])
+        if not page["hasNextPage"]:
+            return records
+        page_index += 1
+
+
+async def _read_from_the_start(http: httpx.AsyncClient, token: str, limit: int) -> list[dict[str, Any]]:
+    """Every change the caller may see, `limit` at a time: every page full but the last, then an empty one."""
+    changes: list[dict[str, Any]] = []
+    cursor: str | None = None
+    sizes: list[int] = []
+    while True:
+        params = {"limit": str(limit), **({"after": cursor} if cursor is not None else {})}
+        response = await http.get("/v1/changes", params=params, headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200, response.text
+        page = response.json()
+        sizes.append(len(page["items"]))
+        if not page["items"]:
+            assert page["nextCursor"] == (cursor or page["nextCursor"])
+            break
+        changes.extend(page["items"])
+        cursor = page["nextCursor"]
+    # A page holds `limit` changes whenever at least that many visible changes follow its cursor.
+    assert all(size == limit for size in sizes[:-2]), sizes
+    return changes
+
+
+def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any] | None]]:
+    """The records the log ends with, each change checked against the records before it in commit order; and,
+    for each change, the record as it was before it."""
+    records: dict[str, dict[str, dict[str, Any]]] = {resource: {} for resource in RESOURCES}
+    versions: dict[tuple[str, str], int] = {}
+    before: list[dict[str, Any] | None] = []
+    for change in log:
+        resource, record_id, action, record = change["resource"], change["id"], change["action"], change["record"]
+        key = (resource, record_id)
+        assert change["version"] == versions.get(key, 0) + 1, f"version out of order or missing before {change}"
+        versions[key] = change["version"]
+        previous = records[resource].get(record_id)
+        before.append(previous)
+        assert (previous is None) == (action == "created"), change
+        assert record["id"] == record_id
+        if action == "deleted":
+            assert previous is not None
+            assert record == _as_now(records, resource, previous), f"a deletion shows another record: {change}"
+            del records[resource][record_id]
+        else:
+            records[resource][record_id] = record
+        if resource == "pet-vaccination" and action != "deleted":
+            pet = records["pets"].get(record["petId"])
+            assert pet is not None, f"a vaccination of a pet not there (yet, or any more): {change}"
+            assert record["ownerId"] == pet["ownerId"], f"a vaccination with another owner than its pet's: {change}"
+            assert record["vaccine"] == records["vaccines"].get(record["vaccineId"]), f"a stale vaccine: {change}"
+        if action == "deleted" and resource != "pet-vaccination":
+            column = "petId" if resource == "pets" else "vaccineId"
+            left = [one for one in records["pet-vaccination"].values() if one[column] == record_id]
+            assert not left, f"{resource} deleted while vaccinations refer to it: {change}, {left}"
+    return records, before
+
+
+def _as_now(records: dict[str, dict[str, dict[str, Any]]], resource: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A record as its last change shows it, with the records it embeds as they are now: a vaccine's replace
+    is a change of the vaccine alone, and a vaccination shows its vaccine as it is when it is read."""
+    if resource != "pet-vaccination":
+        return record
+    return {**record, "vaccine": records["vaccines"].get(record["vaccineId"])}
+
+
+def _sees(user: str, change: dict[str, Any], before: dict[str, Any] | None) -> bool:
+    """What a non-admin may see of a change: one of the catalogue, or of a record they owned before or after it."""
+    if change["resource"] == "vaccines":
+        return True
+    return change["record"]["ownerId"] == user or (before is not None and before["ownerId"] == user)
+
+
+@contextlib.contextmanager
+def _cluster(database: str, tmp_path: Path) -> Iterator[list[Server]]:
+    users = [*OWNERS, ADMIN]
+    with contextlib.ExitStack() as stack:
+        if database == "postgresql":
+            url = stack.enter_context(throwaway_postgres())
+            servers = stack.enter_context(
+                running_servers(2, tmp_path / "data", database_url=url, workers=1, users=users, settings=SETTINGS)
+            )
+        else:
+            servers = stack.enter_context(
+                running_servers(1, tmp_path / "data", workers=2, users=users, settings=SETTINGS)
+            )
+        yield servers
+
+
+@dataclass
+class Run:
+    """What the clients did and saw."""
+
+    writes: Writes
+    admin: Reading
+    bob: Reading
+    log: list[dict[str, Any]]
+    bobs_log: list[dict[str, Any]]
+    stored: dict[str, dict[str, dict[str, Any]]]
+    histories: dict[tuple[str, str], dict[str, Any]]
+
+
+async def _exercise(servers: list[Server], rng: random.Random) -> Run:
+    """Write through every instance while two readers poll; then read everything afresh."""
+    writes = Writes(servers)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=server.url, timeout=30.0)) for server in servers
+        ]
+        admin_token, bob_token = servers[0].tokens[ADMIN], servers[0].tokens[BOB]
+        writers_done = asyncio.Event()
+        admin, bob = Reading(ADMIN), Reading(BOB)
+        readers = [
+            asyncio.create_task(_read(admin, clients, admin_token, writers_done, rng.randrange(2**32))),
+            asyncio.create_task(_read(bob, clients, bob_token, writers_done, rng.randrange(2**32))),
+        ]
+        until = time.monotonic() + WRITE_SECONDS
+        await asyncio.gather(
+            *(_writer(writes, clients, rng.randrange(2**32), until) for _ in range(WRITERS)),
+        )
+        writers_done.set()
+        await asyncio.wait_for(asyncio.gather(*readers), CATCH_UP_SECONDS)
+        assert not writes.unexpected, writes.unexpected[:5]
+
+        log = await _read_from_the_start(clients[0], admin_token, limit=7)
+        bobs_log = await _read_from_the_start(clients[-1], bob_token, limit=5)
+        stored = {resource: await _list_everything(clients[-1], admin_token, resource) for resource in RESOURCES}
+        history_sample = rng.sample(log, min(30, len(log)))
+        histories = {
+            (change["resource"], change["id"]): (
+                await clients[0].get(
+                    f"{PATHS[change['resource']]}/{change['id']}/history",
+                    params={"pageSize": "100"},
+                    headers={"Authorization": f"Bearer {admin_token}"},
+                )
+            ).json()
+            for change in history_sample
+        }
+    return Run(writes, admin, bob, log, bobs_log, stored, histories)
+
+
+@pytest.mark.parametrize("database", ["postgresql", "sqlite"])
+def test_a_polling_reader_sees_every_change_once_in_commit_order(database: str, tmp_path: Path) -> None:
+    seed = random.randrange(2**32)
+    print(f"feed-order seed {seed}")
+    started = time.monotonic()
+    with _cluster(database, tmp_path) as servers:
+        run = asyncio.run(_exercise(servers, random.Random(seed)))
+    writes, admin, bob, log = run.writes, run.admin, run.bob, run.log
+
+    # The reader that polled while the writers wrote has the whole log, each change once, in the same order.
+    assert [change["cursor"] for change in admin.changes] == [change["cursor"] for change in log]
+    assert admin.changes == log
+    assert len({change["cursor"] for change in log}) == len(log)
+    assert len({(change["resource"], change["id"], change["version"]) for change in log}) == len(log)
+
+    # Every acknowledged write is in it exactly once, as the client was told.
+    kept = collections.Counter(
+        (change["resource"], change["action"], change["id"], canonical(change["record"])) for change in log
+    )
+    for resource, action, record_id, body in writes.acknowledged:
+        # Twice only when two writes left the record alike, a vaccination given back to the owner it had (its
+        # pet went to someone else and back): each has a version of its own, and no version is there twice.
+        assert kept[(resource, action, record_id, canonical(body))] == 1 or action == "replaced", (action, body)
+        assert kept[(resource, action, record_id, canonical(body))] >= 1, (resource, action, body)
+
+    # Replayed in its order, the log is consistent at every step and ends in what the database holds.
+    records, before = _replay(log)
+    assert {
+        resource: {record_id: _as_now(records, resource, record) for record_id, record in kept.items()}
+        for resource, kept in records.items()
+    } == run.stored
+
+    # The non-admin saw exactly the changes they may see, in the same order, while polling and afterwards.
+    visible = [change for change, previous in zip(log, before, strict=True) if _sees(BOB, change, previous)]
+    assert bob.changes == visible
+    assert run.bobs_log == visible
+
+    # A record's history is its changes, oldest first.
+    for (resource, record_id), history in run.histories.items():
+        assert history["items"] == [one for one in log if (one["resource"], one["id"]) == (resource, record_id)]
+
+    acknowledged = collections.Counter(f"{resource} {action}" for resource, action, _, _ in writes.acknowledged)
+    print(
+        f"{database}: {len(log)} changes ({len(writes.acknowledged)} acknowledged writes: {dict(acknowledged)}); "
+        f"bob sees {len(visible)}; admin polled {admin.pages} pages ({admin.short_pages} short), bob {bob.pages}; "
+        f"statuses {dict(writes.statuses)}; {time.monotonic() - started:.1f} s"
+    )
+    assert len(log) > 200
+    assert {action for _, action, _, _ in writes.acknowledged} == {"created", "replaced", "deleted"}
