@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from petrecords.serve import _connections_per_worker
 from petrecords.config import Settings
+from petrecords.serve import _connections_per_worker
 
 _CHILD = """
 import json, resource
