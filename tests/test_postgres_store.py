@@ -16,7 +16,7 @@ from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
-from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey
+from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _compiled
 from tests.support import PET_RECORDS, of_types, pet_row, until, wipe
 
@@ -107,7 +107,11 @@ class TestPool:
         async with store.transaction(write=False) as first, store.transaction(write=True) as second:
             await first.count(PET_RECORDS, ())
             await second.insert(PET_RECORDS, _pet())
+            before_a_read = store.pool_figures()
+            await second.count(PET_RECORDS, ())
             during = store.pool_figures()
+        # A write waits for the transaction's next read, or its end, to go with what follows it.
+        assert before_a_read == {"size": 2, "checked_out": 1, "overflow": 0, "idle": 0}
         assert during == {"size": 2, "checked_out": 2, "overflow": 0, "idle": 0}
         assert store.pool_figures() == {"size": 2, "checked_out": 0, "overflow": 0, "idle": 2}
 
@@ -136,6 +140,64 @@ class TestPool:
             assert await tx.get(PET_RECORDS, kept["id"]) == kept
             assert await tx.get(PET_RECORDS, dropped["id"]) is None
             assert await tx.count(PET_RECORDS, of_types("Dog")) == 1
+
+
+class TestDeferredWrites:
+    async def test_writes_combined_into_one_statement_run_in_the_order_made(self, store: PostgresStore) -> None:
+        pets = [_pet(f"Pet {index}") for index in range(5)]
+        async with store.transaction(write=True) as tx:
+            for pet in pets:
+                await tx.insert(PET_RECORDS, pet)
+                await tx.record_change(_created(pet))
+        async with store.transaction(write=False) as tx:
+            logged = await tx.changes_after((0, 0), limit=10, reader=None, resources=None)
+            assert await tx.count(PET_RECORDS, ()) == 5
+        # In the order of their cursors, as the feed reads them: one transaction's, in the order made.
+        assert [change.record_id for change in logged] == [pet["id"] for pet in pets]
+        assert len({change.cursor[0] for change in logged}) == 1
+
+    async def test_a_read_sees_the_writes_made_before_it(self, store: PostgresStore) -> None:
+        pet = _pet()
+        async with store.transaction(write=True) as tx:
+            await tx.insert(PET_RECORDS, pet)
+            assert await tx.get(PET_RECORDS, pet["id"]) == pet
+
+    async def test_many_rows_and_parameters_split_into_several_statements(self, store: PostgresStore) -> None:
+        pets = [_pet(f"Pet {index}") for index in range(3000)]
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, pets[:1000])
+            for pet in pets[1000:]:
+                await tx.insert(PET_RECORDS, pet)
+        async with store.transaction(write=False) as tx:
+            assert await tx.count(PET_RECORDS, ()) == 3000
+
+    async def test_a_failed_combined_write_keeps_nothing(self, store: PostgresStore) -> None:
+        pet = _pet()
+
+        async def insert_twice() -> None:
+            async with store.transaction(write=True) as tx:
+                await tx.insert(PET_RECORDS, pet)
+                await tx.insert(PET_RECORDS, pet)
+
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await insert_twice()
+        async with store.transaction(write=False) as tx:
+            assert await tx.count(PET_RECORDS, ()) == 0
+            assert await tx.get(PET_RECORDS, pet["id"]) is None
+
+
+def _created(pet: Row) -> NewChange:
+    return NewChange(
+        resource="pets",
+        record_id=pet["id"],
+        action="created",
+        version=1,
+        at=1,
+        by=pet["created_by"],
+        owner_before=None,
+        owner_after=pet["owner_id"],
+        record=b"{}",
+    )
 
 
 class TestBrokenConnection:

@@ -230,15 +230,18 @@ class Publisher:
 class Duties:
     """The background duties of one process, started with the app and stopped with it."""
 
+    TASK_NAME = "petrecords duty"
+    """The start of the names of their tasks."""
+
     def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
-        self._jobs: list[Callable[[], Any]] = [Retention(settings, store, instance=instance).run]
+        self._jobs: dict[str, Callable[[], Any]] = {"retention": Retention(settings, store, instance=instance).run}
         if settings.nats_url:
-            self._jobs.append(Publisher(settings, store, instance=instance).run)
+            self._jobs["publisher"] = Publisher(settings, store, instance=instance).run
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(job()) for job in self._jobs]
+        self._tasks = [loop.create_task(job(), name=f"{self.TASK_NAME}: {name}") for name, job in self._jobs.items()]
 
     async def stop(self) -> None:
         for task in self._tasks:

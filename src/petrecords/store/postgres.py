@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import re
 import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -121,6 +122,69 @@ def _arguments(compiled: Compiled, values: dict[str, Any]) -> list[Any]:
     return [values[name] for name in names]
 
 
+_PARAMETER = re.compile(r"\$(\d+)")
+_COMBINED_PARAMETERS = 32767
+"""The most parameters one statement may have (the protocol counts them in 16 bits, signed)."""
+_ROWS_ALONE = 64
+"""A write with more rows than this goes alone, as one prepared statement run for each row."""
+
+
+@functools.lru_cache(maxsize=256)
+def _combinable(sql: str) -> bool:
+    """Whether a write can be part of a combined statement: one with no literal (whose text could hold `$n`)
+    and no subquery (which would see the rows as they were before the statement, not after the writes
+    combined ahead of it)."""
+    return "'" not in sql and "SELECT" not in sql
+
+
+@functools.lru_cache(maxsize=1024)
+def _renumbered(sql: str, offset: int) -> str:
+    return _PARAMETER.sub(lambda number: f"${int(number[1]) + offset}", sql) if offset else sql
+
+
+def _with(parts: Sequence[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    # PostgreSQL runs the data-modifying statements of a WITH that the main query does not read from last to
+    # first: listed backwards, they run in the order they were made (tests/test_postgres_store.py shows it).
+    statements = ", ".join(f"w{index} AS ({sql})" for index, sql in enumerate(reversed(parts)))
+    return f"WITH {statements} SELECT 1"
+
+
+Batch = tuple[str, Sequence[Any], bool]
+"""A statement, its arguments, and whether they are one list of arguments per run (else one run)."""
+
+
+def _batches(deferred: Sequence[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]]) -> list[Batch]:
+    """Deferred writes as few statements as possible, in their order: consecutive writes are combined into
+    one statement, each a part of its WITH."""
+    batches: list[Batch] = []
+    parts: list[str] = []
+    arguments: list[Any] = []
+
+    def close() -> None:
+        if parts:
+            batches.append((_with(parts), list(arguments), False))
+            parts.clear()
+            arguments.clear()
+
+    for statement, rows in deferred:
+        compiled = _compiled(statement)
+        listed = [rows] if isinstance(rows, dict) else rows
+        if len(listed) > _ROWS_ALONE or not _combinable(compiled[0]):
+            close()
+            batches.append((compiled[0], [_arguments(compiled, row) for row in listed], True))
+            continue
+        for row in listed:
+            values = _arguments(compiled, row)
+            if len(arguments) + len(values) > _COMBINED_PARAMETERS:
+                close()
+            parts.append(_renumbered(compiled[0], len(arguments)))
+            arguments.extend(values)
+    close()
+    return batches
+
+
 def _terminate(connection: Any) -> None:
     """Close a pooled connection at once, which gives it back to the pool (that opens a new one when needed)."""
     with contextlib.suppress(asyncpg.InterfaceError):  # it is closed already, and back in the pool
@@ -148,6 +212,7 @@ async def _keep_session(_connection: Any) -> None:
 
 class PostgresTransaction(SqlTransaction):
     counter_slots = 8
+    defers_writes = True
     change_count = count_upsert(postgresql.insert)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
@@ -162,23 +227,26 @@ class PostgresTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self._connection: Any = None
-        self._transaction: Any = None
+        self._transaction: bool | None = None
         self.page_anchors = store.page_anchors
 
     async def data_version(self) -> Hashable:
         return int((await self.fetch((WRITES_VERSION, {})))[0][0])
 
-    async def _begin(self) -> None:
+    async def _begin(self, *, then: str = "") -> None:
+        """Take a connection, and for a write begin its transaction, with the statements of `then` (which take
+        no parameters) in the same round trip."""
         connection = await self._store.acquire()
         if self.write:
-            transaction = connection.transaction()
             try:
-                await transaction.start()
+                await connection.execute(f"BEGIN; {then}" if then else "BEGIN")
             except BaseException as exc:
                 _discard_if_broken(connection, exc)
+                if _usable(connection) and connection.is_in_transaction():
+                    _terminate(connection)
                 await self._store.release(connection)
                 raise_translated(exc)
-            self._transaction = transaction
+            self._transaction = True
         self._connection = connection
 
     async def _end(self, *, commit: bool) -> None:
@@ -188,10 +256,12 @@ class PostgresTransaction(SqlTransaction):
             if transaction is None:
                 pass
             elif commit:
-                await transaction.commit()
+                # COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
+                if await connection.execute("COMMIT") != "COMMIT":
+                    raise RuntimeError("a write transaction was rolled back at its commit")
             elif _usable(connection):
                 try:
-                    await transaction.rollback()
+                    await connection.execute("ROLLBACK")
                 except DATABASE_ERRORS:
                     # A failed rollback changes nothing for the client: the error that led to it is the answer.
                     # The connection, in an unknown state, is not reused; the server ends the transaction when
@@ -210,6 +280,11 @@ class PostgresTransaction(SqlTransaction):
         return self._connection
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        if self._deferred:
+            await self._write_deferred(last=False)
+        return await self._fetch(statement)
+
+    async def _fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         compiled = _compiled(statement[0])
         arguments = _arguments(compiled, statement[1])
         connection = await self._open()
@@ -222,15 +297,39 @@ class PostgresTransaction(SqlTransaction):
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         compiled = _compiled(statement)
-        connection = self._connection
+        if isinstance(rows, dict):
+            await self._send(self._connection, (compiled[0], _arguments(compiled, rows), False))
+        else:
+            await self._send(self._connection, (compiled[0], [_arguments(compiled, row) for row in rows], True))
+
+    @staticmethod
+    async def _send(connection: Any, batch: Batch) -> None:
+        sql, arguments, many = batch
         try:
-            if isinstance(rows, dict):
-                await connection.execute(compiled[0], *_arguments(compiled, rows))
+            if many:
+                await connection.executemany(sql, arguments)
             else:
-                await connection.executemany(compiled[0], [_arguments(compiled, row) for row in rows])
+                await connection.execute(sql, *arguments)
         except BaseException as exc:
             _discard_if_broken(connection, exc)
             raise
+
+    async def _write_deferred(self, *, last: bool) -> None:
+        """The deferred writes in as few round trips as their size allows (see `_batches`). A transaction that
+        has read nothing and ends with one such statement needs no BEGIN and COMMIT: on its own, the statement
+        is a transaction. (Its writes hold no lock it could have taken before them.)"""
+        deferred, self._deferred = self._deferred, []
+        batches = _batches(deferred)
+        alone = last and not self.begun and len(batches) == 1 and not batches[0][2]
+        connection = await self._store.acquire() if alone else await self._open()
+        try:
+            for batch in batches:
+                await self._send(connection, batch)
+        except DATABASE_ERRORS as exc:
+            raise_translated(exc)
+        finally:
+            if alone:
+                await self._store.release(connection)
 
     async def lock(self, locks: Sequence[Lock]) -> None:
         if not locks:
@@ -240,8 +339,19 @@ class PostgresTransaction(SqlTransaction):
         ordered = sorted(
             {one for one in locks if not one.shared or (one.rank, one.resource, one.record_id) not in exclusive}
         )
+        if not self.begun:
+            # BEGIN and the locks in one round trip: a simple query may hold several statements, but no
+            # parameters, and the keys are integers of our own.
+            take = ", ".join(
+                f"pg_advisory_xact_lock{'_shared' if one.shared else ''}({lock_key(one.resource, one.record_id):d})"
+                for one in ordered
+            )
+            await self._begin(then=f"SELECT {take}")
+            self.begun = True
+            return
+        # Writes deferred so far wait until the locks are held: they give the transaction its id.
         values = {f"key_{index}": lock_key(one.resource, one.record_id) for index, one in enumerate(ordered)}
-        await self.fetch((_take_locks(tuple(one.shared for one in ordered)), values))
+        await self._fetch((_take_locks(tuple(one.shared for one in ordered)), values))
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so

@@ -555,28 +555,41 @@ class SqlTransaction(Transaction):
     idempotency_insert: sa.Insert
     """The dialect's `idempotency_upsert`."""
 
+    defers_writes = False
+    """Whether writes wait for the transaction's next read or its commit, to go to the database together
+    (see `_write_deferred`); else each runs when it is made."""
+
     def __init__(self, *, write: bool) -> None:
         self.write = write
         self.begun = False
         self._count_changes: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._counted: set[tuple[str, str, str]] = set()
+        self._deferred: list[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]] = []
 
     async def __aenter__(self) -> SqlTransaction:
         return self
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if not self.begun:
-            return
         commit = exc_type is None
         try:
             if commit and self._counted:
                 await self._write_counts()
+            if commit and self._deferred:
+                await self._write_deferred(last=True)
         except BaseException:
             commit = False
             raise
         finally:
-            self.begun = False
-            await self._end(commit=commit)
+            self._deferred.clear()
+            if self.begun:
+                self.begun = False
+                await self._end(commit=commit)
+
+    async def _write_deferred(self, *, last: bool) -> None:
+        """Run the deferred writes, in the order they were made. `last`: nothing follows them but the commit."""
+        deferred, self._deferred = self._deferred, []
+        for statement, rows in deferred:
+            await self._execute_now(statement, rows)
 
     @abc.abstractmethod
     async def _begin(self) -> None: ...
@@ -593,6 +606,12 @@ class SqlTransaction(Transaction):
         """Run a statement that returns no rows, once (with the given parameters), or once per row of them."""
 
     async def execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        if self.defers_writes:
+            self._deferred.append((statement, rows))
+        else:
+            await self._execute_now(statement, rows)
+
+    async def _execute_now(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         if not self.begun:
             await self._begin()
             self.begun = True
