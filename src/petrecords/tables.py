@@ -36,8 +36,9 @@ def audit_columns() -> list[sa.Column[Any]]:
 
 # How many records of each resource each owner has in each partition (a pet type, say), kept in the transaction
 # of every write, so that the total of a list filtered by nothing but owner and partition costs a few rows
-# instead of a scan. The scope ALL_OWNERS counts everyone's. Rows of that scope are spread over a few slots, so
-# that concurrent writers on PostgreSQL do not all queue on one row lock. Every write transaction also counts
+# instead of a scan. The scope ALL_OWNERS counts everyone's. Each count is spread over a few rows (slots), so that
+# concurrent writers on PostgreSQL, of one owner's records or anyone's, do not all queue on one row lock until
+# their commits; a count is the sum of its slots. Every write transaction also counts
 # itself in one ALL_OWNERS row: the sum of `writes` changes with every write, which is what tells PostgreSQL
 # instances that what they remember about the data (store/pages.py) is out of date.
 ALL_OWNERS = ""

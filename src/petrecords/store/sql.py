@@ -549,7 +549,7 @@ class SqlTransaction(Transaction):
 
     page_anchors: PageAnchors
     counter_slots = 1
-    """Rows over which the every-owner counts are spread (see tables.record_counts)."""
+    """Rows over which each kept count is spread (see tables.record_counts)."""
     change_count: sa.Insert
     """The dialect's `count_upsert`."""
     idempotency_insert: sa.Insert
@@ -665,7 +665,7 @@ class SqlTransaction(Transaction):
                 "resource": resource,
                 "scope": scope,
                 "partition": partition,
-                "slot": slot if scope == ALL_OWNERS else 0,
+                "slot": slot,
                 "count": self._count_changes[(resource, scope, partition)],
                 "writes": 0,
             }
