@@ -23,7 +23,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords.store.postgres import lock_key
+from petrecords.resources import feed
+from petrecords.store.postgres import PostgresTransaction, lock_key
 from tests.api.test_changes_feed import read_all, read_feed, summary
 from tests.api.test_vaccines import admin, create_vaccine
 from tests.support import ALICE, BOB, POSTGRES_ADMIN_URL, auth, create, run_sql
@@ -193,8 +194,9 @@ async def write_in_flight(database_url: str) -> AsyncIterator[None]:
 
 class TestWritesInFlight:
     async def test_one_of_this_database_holds_back_what_committed_after_it_began(
-        self, client: Client, postgres_url: str
+        self, client: Client, postgres_url: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        monkeypatch.setattr(feed, "HELD_BACK_WAIT_SECONDS", 0.0)  # the page as one read finds it
         await create(client, ALICE, name="before")
         handed_out = (await read_feed(client))["nextCursor"]
         async with write_in_flight(postgres_url):
@@ -206,6 +208,45 @@ class TestWritesInFlight:
         assert while_in_flight == {"items": [], "nextCursor": handed_out}
         assert [item["record"]["name"] for item in after_it_ended["items"]] == ["after"]
 
+    async def test_a_page_waits_for_what_it_holds_back(
+        self, client: Client, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        reads = _watch_feed_reads(monkeypatch)
+        await create(client, ALICE, name="before")
+        handed_out = (await read_feed(client))["nextCursor"]
+        in_flight, outcome = threading.Event(), []
+
+        async def hold_until_a_read_waits() -> None:
+            async with write_in_flight(postgres_url):
+                in_flight.set()
+                outcome.append(reads.held_back.wait(WAIT_SECONDS))
+
+        # The test client blocks this event loop while the app answers: the write in flight has a thread.
+        holder = threading.Thread(target=asyncio.run, args=(hold_until_a_read_waits(),))
+        holder.start()
+        try:
+            assert in_flight.wait(WAIT_SECONDS)
+            await create(client, ALICE, name="after")
+            page = await read_feed(client, after=handed_out)
+        finally:
+            holder.join()
+        # The page was read while the write was in flight, found "after" held back, and waited for the write
+        # to end: "an empty page means the caller has every committed change".
+        assert outcome == [True]
+        assert [item["record"]["name"] for item in page["items"]] == ["after"]
+
+    async def test_a_whole_page_does_not_wait(
+        self, client: Client, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await create(client, ALICE, name="before")
+        handed_out = (await read_feed(client))["nextCursor"]
+        reads = _watch_feed_reads(monkeypatch)
+        async with write_in_flight(postgres_url):
+            assert (await read_feed(client, after=handed_out))["items"] == []
+        # Nothing committed after the cursor: nothing held back, nothing to wait for.
+        assert reads.count == 1
+        assert not reads.held_back.is_set()
+
     async def test_one_of_another_database_holds_back_nothing(self, client: Client, postgres_url: str) -> None:
         assert postgres_url.rsplit("/", 1)[1] != POSTGRES_ADMIN_URL.rsplit("/", 1)[1]
         async with write_in_flight(POSTGRES_ADMIN_URL):
@@ -214,3 +255,25 @@ class TestWritesInFlight:
 
             assert summary(await read_all(client)) == [("pets", "created", 1), ("vaccines", "created", 1)]
             assert len(await read_all(client, BOB)) == 1
+
+
+class _FeedReads:
+    def __init__(self) -> None:
+        self.count = 0
+        self.held_back = threading.Event()
+
+
+def _watch_feed_reads(monkeypatch: pytest.MonkeyPatch) -> _FeedReads:
+    """Counts the feed's reads, and notes one that found changes held back (the app may run in another thread)."""
+    reads = _FeedReads()
+    changes_page = PostgresTransaction.changes_page
+
+    async def watched(self: PostgresTransaction, *args: Any, **kwargs: Any) -> Any:
+        found, whole = await changes_page(self, *args, **kwargs)
+        reads.count += 1
+        if not whole:
+            reads.held_back.set()
+        return found, whole
+
+    monkeypatch.setattr(PostgresTransaction, "changes_page", watched)
+    return reads

@@ -161,17 +161,35 @@ async def start_of(tx: Transaction, after: Cursor | None) -> Cursor:
     return after
 
 
-async def feed_page(*, tx: Transaction, caller: Caller, request: FeedRequest) -> dict[str, Any]:
-    cursor = request.after if request.after is not None else await tx.purged_through()
-    items = await tx.changes_after(
-        cursor, limit=request.limit, reader=None if caller.is_admin else caller.email, resources=request.resources
-    )
-    # Looked at after the read, not before: on PostgreSQL each statement of a read has a snapshot of its own,
-    # and changes that retention removed in between would be skipped without a word.
-    if request.after is not None:
-        await start_of(tx, request.after)
-    next_cursor = items[-1].cursor if items else cursor
-    return {"items": [change_wire(change) for change in items], "nextCursor": encode_cursor(next_cursor)}
+HELD_BACK_WAIT_SECONDS = 2.0
+"""How long a page shorter than asked for waits for changes held back behind a write still in flight (which
+takes milliseconds) before it is answered as it is."""
+HELD_BACK_POLL_SECONDS = (0.002, 0.1)
+"""The first pause before such a page is read again, and the longest: each pause doubles the one before."""
+
+
+async def feed_page(*, store: Store, caller: Caller, request: FeedRequest) -> dict[str, Any]:
+    """A page of the feed. Short only when no more changes have committed after it: a page that changes held
+    back behind a write in flight would leave short is read again, each time in a new transaction (holding no
+    connection in between), until they have come or HELD_BACK_WAIT_SECONDS have passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HELD_BACK_WAIT_SECONDS
+    pause, longest = HELD_BACK_POLL_SECONDS
+    reader = None if caller.is_admin else caller.email
+    while True:
+        async with store.transaction(write=False) as tx:
+            cursor = request.after if request.after is not None else await tx.purged_through()
+            limit, resources = request.limit, request.resources
+            items, whole = await tx.changes_page(cursor, limit=limit, reader=reader, resources=resources)
+            # Looked at after the read, not before: on PostgreSQL each statement of a read has a snapshot of its
+            # own, and changes that retention removed in between would be skipped without a word.
+            if request.after is not None:
+                await start_of(tx, request.after)
+        if whole or len(items) == request.limit or loop.time() >= deadline:
+            next_cursor = items[-1].cursor if items else cursor
+            return {"items": [change_wire(change) for change in items], "nextCursor": encode_cursor(next_cursor)}
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, longest)
 
 
 # --- live ------------------------------------------------------------------------------------------

@@ -346,11 +346,11 @@ def feed_routes(resources: ResourceSet) -> Router:
         feed = parse_feed_query(query_pairs(request.scope["query_string"]), resources)
         caller = request.user
         reader = None if caller.is_admin else caller.email
+        if "text/event-stream" not in request.headers.get("accept", ""):
+            page = await feed_page(store=_store(request), caller=caller, request=feed)
+            return Response(content=msgspec.json.encode(page), media_type=JSON)
         # A transaction of its own, ended before a live stream starts: a stream holds no connection.
         async with _store(request).transaction(write=False) as tx:
-            if "text/event-stream" not in request.headers.get("accept", ""):
-                page = await feed_page(tx=tx, caller=caller, request=feed)
-                return Response(content=msgspec.json.encode(page), media_type=JSON)
             last_event_id = request.headers.get("Last-Event-ID")
             already: frozenset[Cursor] = frozenset()
             if last_event_id is not None:

@@ -193,6 +193,14 @@ class Transaction(abc.ABC):
         records and of records `reader` owned before or after the write. Never a change that a transaction still
         in flight could come to precede."""
 
+    async def changes_page(
+        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+    ) -> tuple[Sequence[Change], bool]:
+        """`changes_after`, and whether it is whole: False when changes after `cursor` have committed but are
+        held back behind a transaction still in flight, so that a read from the same place will soon find more.
+        Where nothing is ever held back (one writer), always True."""
+        return await self.changes_after(cursor, limit=limit, reader=reader, resources=resources), True
+
     @abc.abstractmethod
     async def head_cursor(self) -> Cursor:
         """The cursor after which the changes committed from now on will come (and, on PostgreSQL, a few

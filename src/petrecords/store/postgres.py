@@ -35,19 +35,24 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn
 from petrecords.errors import IdempotencyInProgress
-from petrecords.store.base import Lock
+from petrecords.store.base import Change, Cursor, Lock
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
+    AFTER_CURSOR,
     WRITES_VERSION,
     SqlStore,
     SqlTransaction,
     Statement,
     change_insert,
+    change_of,
+    changes_after_select,
+    changes_values,
     count_upsert,
     idempotency_upsert,
     state_upserts,
 )
+from petrecords.tables import changes
 
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
@@ -79,6 +84,22 @@ _HORIZON = sa.literal_column(
   pg_snapshot_xmax(pg_current_snapshot())::text::bigint)""",
     sa.BigInteger(),
 )
+
+
+@functools.lru_cache(maxsize=64)
+def _changes_page(*, by_reader: bool, resources: int | None) -> sa.Select[Any]:
+    """The changes after a cursor as `changes_after_select` reads them, each row after a first column that says
+    whether changes after the cursor have committed at or past the horizon (held back); one row with that
+    column alone when there are none before it. One statement, one snapshot, one horizon."""
+    horizon = sa.select(_HORIZON.label("first")).cte("horizon")
+    first = sa.select(horizon.c.first).scalar_subquery()
+    page = changes_after_select(first, by_reader=by_reader, resources=resources).subquery("page")
+    held_back = sa.select(sa.exists().where(AFTER_CURSOR, changes.c.xid >= first).label("held_back")).subquery()
+    return (
+        sa.select(held_back.c.held_back, *page.c)
+        .select_from(held_back.outerjoin(page, sa.true()))
+        .order_by(page.c.xid, page.c.position)
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -352,6 +373,14 @@ class PostgresTransaction(SqlTransaction):
         # Writes deferred so far wait until the locks are held: they give the transaction its id.
         values = {f"key_{index}": lock_key(one.resource, one.record_id) for index, one in enumerate(ordered)}
         await self._fetch((_take_locks(tuple(one.shared for one in ordered)), values))
+
+    async def changes_page(
+        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+    ) -> tuple[Sequence[Change], bool]:
+        statement = _changes_page(by_reader=reader is not None, resources=None if resources is None else len(resources))
+        rows = await self.fetch((statement, changes_values(cursor, limit, reader, resources)))
+        found = [change_of(tuple(row)[1:]) for row in rows if row[1] is not None]
+        return found, not rows[0][0]
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so

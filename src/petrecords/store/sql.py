@@ -216,7 +216,7 @@ CHANGE_COLUMNS = (
     changes.c.record,
 )
 _change_cursor = sa.tuple_(changes.c.xid, changes.c.position)
-_AFTER = _change_cursor > sa.tuple_(
+AFTER_CURSOR = _change_cursor > sa.tuple_(
     sa.bindparam("after_xid", type_=sa.BigInteger()), sa.bindparam("after_position", type_=sa.BigInteger())
 )
 _OF_RECORD = (changes.c.resource == sa.bindparam("resource")) & (
@@ -248,7 +248,7 @@ def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, res
     found without reading the others."""
 
     def branch(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
-        where = [_AFTER, changes.c.xid < horizon, *conditions]
+        where = [AFTER_CURSOR, changes.c.xid < horizon, *conditions]
         if resources is not None:
             where.append(changes.c.resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
         return (
@@ -272,6 +272,15 @@ def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, res
     return sa.select(*union.c).order_by(union.c.xid, union.c.position).limit(sa.bindparam("limit"))
 
 
+def changes_values(cursor: Cursor, limit: int, reader: str | None, resources: tuple[str, ...] | None) -> dict[str, Any]:
+    """The values of the parameters of `changes_after_select`."""
+    values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
+    if reader is not None:
+        values["reader"] = reader
+    values.update({f"resource_{i}": name for i, name in enumerate(resources or ())})
+    return values
+
+
 def head_select(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
     return (
         sa.select(changes.c.xid, changes.c.position)
@@ -292,7 +301,7 @@ def oldest_changes_select(horizon: sa.ColumnElement[int]) -> sa.Select[Any]:
 
 COMMITTED_AFTER = (
     sa.select(changes.c.xid, changes.c.position)
-    .where(_AFTER)
+    .where(AFTER_CURSOR)
     .order_by(changes.c.xid, changes.c.position)
     .limit(sa.bindparam("limit"))
 )
@@ -732,10 +741,7 @@ class SqlTransaction(Transaction):
         statement = _changes_after(
             self.horizon, by_reader=reader is not None, resources=None if resources is None else len(resources)
         )
-        values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
-        if reader is not None:
-            values["reader"] = reader
-        values.update({f"resource_{i}": name for i, name in enumerate(resources or ())})
+        values = changes_values(cursor, limit, reader, resources)
         return [change_of(row) for row in await self.fetch((statement, values))]
 
     async def head_cursor(self) -> Cursor:
