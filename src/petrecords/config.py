@@ -45,6 +45,15 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     db_statement_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    db_pooler: Literal["none", "session", "transaction"] = Field(
+        default="none", description="what sits between the service and PostgreSQL: nothing, or PgBouncer in that mode"
+    )
+    database_read_urls: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="postgresql://… of streaming replicas that may answer reads, comma-separated"
+    )
+    database_read_max_lag_seconds: float = Field(
+        default=5.0, gt=0, le=3600, description="a replica further behind the primary than this answers no read"
+    )
     sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=60000)
 
     auth_mode: Literal["local", "jwks"] = "local"
@@ -88,7 +97,9 @@ class Settings(BaseSettings):
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", mode="before")(_split_commas)
+    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
+        _split_commas
+    )
 
     @field_validator("pet_types")
     @classmethod

@@ -13,6 +13,15 @@ A connection that broke, or whose state is unknown (a client-side timeout, a can
 terminated at once; the pool opens a new one when one is next needed, as it does for a connection that
 the other end closed while it sat in the pool. The server's own errors (its statement timeout, a lock it
 could not take) leave the connection usable.
+
+Behind PgBouncer in transaction pooling (PETRECORDS_DB_POOLER=transaction) a client connection has no
+session of its own: each transaction may run on another server connection. Nothing the store relies on
+outlives a transaction there (advisory locks are transaction-scoped, the change feed's horizon is read in
+the statement that uses it, statements are prepared unnamed), and the statement timeout is set per
+transaction: `SET LOCAL` in the round trip of `BEGIN` for a write; a read, which runs without a
+transaction, is bounded by the client, whose cancel request PgBouncer passes on to the server connection
+running it. Such a connection is not terminated, which would leave the statement running on the server,
+but recovered in the background once the cancel has been answered (or terminated if it is not).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from petrecords.config import Settings
-from petrecords.db import postgres_connect_args, postgres_dsn
+from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import IdempotencyInProgress
 from petrecords.store.base import Lock
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
@@ -113,10 +122,18 @@ def _usable(connection: Any) -> bool:
         return False
 
 
-def _discard_if_broken(connection: Any, exc: BaseException) -> None:
-    """Terminate `connection` unless `exc` is the server's own error, which leaves it usable."""
-    if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
-        _terminate(connection)
+def _broken(exc: BaseException) -> bool:
+    """Whether a connection that raised `exc` may be in an unknown state: anything but the server's own errors."""
+    return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError)
+
+
+def _cut_short(exc: BaseException) -> bool:
+    """Whether `exc` cut a statement short on the client's side: asyncpg then sends the server a cancel request."""
+    return isinstance(exc, TimeoutError | asyncio.CancelledError)
+
+
+async def _set_statement_timeout(connection: Any, *, milliseconds: int) -> None:
+    await connection.execute(f"SET statement_timeout = {milliseconds}")
 
 
 async def _keep_session(_connection: Any) -> None:
@@ -140,46 +157,57 @@ class PostgresTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self._connection: Any = None
-        self._transaction: Any = None
+        self._open_transaction = False
+        self._recover = False
+        """The connection was cut short and is recovered in the background (see PostgresStore.recover)."""
         self.page_anchors = store.page_anchors
 
     async def data_version(self) -> Hashable:
         return int((await self.fetch((WRITES_VERSION, {})))[0][0])
 
+    def _after_error(self, connection: Any, exc: BaseException) -> None:
+        if not _broken(exc):
+            return
+        if self._store.recovers_cut_short and _cut_short(exc):
+            self._recover = True
+        else:
+            _terminate(connection)
+
     async def _begin(self) -> None:
         connection = await self._store.acquire()
         if self.write:
-            transaction = connection.transaction()
             try:
-                await transaction.start()
+                await connection.execute(self._store.begin_statement)
             except BaseException as exc:
-                _discard_if_broken(connection, exc)
-                await self._store.release(connection)
+                self._after_error(connection, exc)
+                recover, self._recover = self._recover, False
+                await self._store.give_back(connection, recover=recover)
                 raise_translated(exc)
-            self._transaction = transaction
+            self._open_transaction = True
         self._connection = connection
 
     async def _end(self, *, commit: bool) -> None:
-        connection, transaction = self._connection, self._transaction
-        self._connection = self._transaction = None
+        connection, in_transaction = self._connection, self._open_transaction
+        self._connection, self._open_transaction = None, False
         try:
-            if transaction is None:
+            if not in_transaction or self._recover:
                 pass
             elif commit:
-                await transaction.commit()
+                await connection.execute("COMMIT")
             elif _usable(connection):
                 try:
-                    await transaction.rollback()
+                    await connection.execute("ROLLBACK")
                 except DATABASE_ERRORS:
                     # A failed rollback changes nothing for the client: the error that led to it is the answer.
                     # The connection, in an unknown state, is not reused; the server ends the transaction when
                     # it goes.
                     _terminate(connection)
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
+            self._after_error(connection, exc)
             raise_translated(exc)
         finally:
-            await self._store.release(connection)
+            recover, self._recover = self._recover, False
+            await self._store.give_back(connection, recover=recover)
 
     async def _open(self) -> Any:
         if not self.begun:
@@ -191,10 +219,12 @@ class PostgresTransaction(SqlTransaction):
         compiled = _compiled(statement[0])
         arguments = _arguments(compiled, statement[1])
         connection = await self._open()
+        # A read outside a transaction has no statement timeout on the server behind a transaction pooler.
+        timeout = None if self._open_transaction else self._store.read_timeout
         try:
-            rows: list[Any] = await connection.fetch(compiled[0], *arguments)
+            rows: list[Any] = await connection.fetch(compiled[0], *arguments, timeout=timeout)
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
+            self._after_error(connection, exc)
             raise_translated(exc)
         return rows
 
@@ -207,7 +237,7 @@ class PostgresTransaction(SqlTransaction):
             else:
                 await connection.executemany(compiled[0], [_arguments(compiled, row) for row in rows])
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
+            self._after_error(connection, exc)
             raise
 
     async def lock(self, locks: Sequence[Lock]) -> None:
@@ -234,10 +264,24 @@ class PostgresTransaction(SqlTransaction):
 class PostgresStore(SqlStore):
     dialect = "postgresql"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, url: str | None = None) -> None:
         super().__init__()
-        self._dsn = postgres_dsn(settings.resolved_database_url)
+        self._dsn = postgres_dsn(url or settings.resolved_database_url)
         self._connect_args = postgres_connect_args(settings)
+        timeout_ms = statement_timeout_ms(settings)
+        pooler = settings.db_pooler
+        self.begin_statement = "BEGIN"
+        if pooler == "transaction":
+            # In the round trip of BEGIN: a simple query may hold several statements.
+            self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
+        self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
+        """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
+        self.recovers_cut_short = pooler == "transaction"
+        """Whether a connection cut short is recovered rather than terminated: only the client's cancel request
+        can end its statement on the server, where nothing else bounds it."""
+        # In session pooling a client connection keeps one server connection throughout, until it is closed.
+        self._init = functools.partial(_set_statement_timeout, milliseconds=timeout_ms) if pooler == "session" else None
+        self._recovering: set[asyncio.Task[None]] = set()
         self._size = settings.db_pool_size
         self._wait_seconds = settings.db_connect_timeout_seconds
         """The longest wait for a connection: for a pooled one to come free, or for a new one to be set up."""
@@ -255,7 +299,12 @@ class PostgresStore(SqlStore):
         async with self._pool_lock:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=0, max_size=self._size, reset=_keep_session, **self._connect_args
+                    self._dsn,
+                    min_size=0,
+                    max_size=self._size,
+                    reset=_keep_session,
+                    init=self._init,
+                    **self._connect_args,
                 )
         return self._pool
 
@@ -287,11 +336,36 @@ class PostgresStore(SqlStore):
         finally:
             self._checked_out -= 1
 
+    async def give_back(self, connection: Any, *, recover: bool) -> None:
+        if not recover:
+            await self.release(connection)
+            return
+        task = asyncio.get_running_loop().create_task(self.recover(connection))
+        self._recovering.add(task)
+        task.add_done_callback(self._recovering.discard)
+
+    async def recover(self, connection: Any) -> None:
+        """Give back a connection whose statement was cut short, once the server has answered asyncpg's cancel
+        request (the next statement waits for that), with no transaction left open on it; terminated instead
+        when that does not happen within the connect timeout."""
+        try:
+            async with asyncio.timeout(self._wait_seconds):
+                await connection.execute("ROLLBACK")
+        except Exception:  # whatever went wrong, the connection is not reused
+            _terminate(connection)
+        except BaseException:
+            _terminate(connection)
+            raise
+        finally:
+            await self.release(connection)
+
     def pool_figures(self) -> dict[str, int]:
         idle = 0 if self._pool is None else self._pool.get_idle_size()
         return {"size": self._size, "checked_out": self._checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
+        if self._recovering:
+            await asyncio.wait(self._recovering)
         if self._pool is None:
             return
         try:
