@@ -8,7 +8,7 @@ with their ratios across sizes.
 
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
-       [--json results.json]
+       [--json results.json] [--setting PETRECORDS_NAME=VALUE …]
 """
 
 from __future__ import annotations
@@ -296,7 +296,8 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
             serve += ["--threads", str(args.threads)]
-            with process([str(part) for part in serve], env, work_dir / "serve.log") as server:
+            serve_env = {**env, **dict(setting.split("=", 1) for setting in args.setting)}
+            with process([str(part) for part in serve], serve_env, work_dir / "serve.log") as server:
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
                 for name in scenarios:
@@ -391,6 +392,13 @@ def main() -> None:
         help="vaccinations seeded at every size; auto: as many as pets when a vaccination scenario runs, else none",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="PETRECORDS_NAME=VALUE",
+        help="a setting of the measured server (not of the ceilings), e.g. PETRECORDS_DB_POOLER=transaction",
+    )
     parser.add_argument(
         "--configs",
         help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",

@@ -117,6 +117,19 @@ class Settings(BaseSettings):
             raise ValueError("default_page_size must not exceed max_page_size")
         return self
 
+    @model_validator(mode="after")
+    def _read_replicas_have_what_they_need(self) -> Settings:
+        if not self.database_read_urls:
+            return self
+        if not (self.database_url or "").startswith(("postgresql://", "postgresql+", "postgres://")):
+            raise ValueError("PETRECORDS_DATABASE_READ_URLS needs a PostgreSQL PETRECORDS_DATABASE_URL (the primary)")
+        if not self.redis_url:
+            raise ValueError(
+                "PETRECORDS_DATABASE_READ_URLS needs PETRECORDS_REDIS_URL: every instance keeps there where each "
+                "caller's reads must start, so that a caller reads its own writes through any instance"
+            )
+        return self
+
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'petrecords.sqlite3').resolve()}"

@@ -60,13 +60,16 @@ def _store(request: Request[Any, Any, Any]) -> Store:
     return store
 
 
-async def provide_read_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
-    async with _store(request).transaction(write=False) as tx:
+async def provide_read_tx(request: ApiRequest) -> AsyncIterator[Transaction]:
+    # A conditional read compares the version a client holds with the current one: a replica's may be older
+    # than one the client read elsewhere, and its 200 would take the client back. The primary answers those.
+    caller = None if "if-none-match" in request.headers else request.user.email
+    async with _store(request).transaction(write=False, caller=caller) as tx:
         yield tx
 
 
-async def provide_write_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
-    async with _store(request).transaction(write=True) as tx:
+async def provide_write_tx(request: ApiRequest) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=True, caller=request.user.email) as tx:
         yield tx
 
 

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import logging
 import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -46,6 +47,7 @@ from petrecords.errors import IdempotencyInProgress
 from petrecords.store.base import Lock
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
+from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import (
     WRITES_VERSION,
     SqlStore,
@@ -56,6 +58,7 @@ from petrecords.store.sql import (
     state_upserts,
 )
 
+log = logging.getLogger("petrecords.replicas")
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
 # LIKE escape character) are standard-conforming, their backslashes not doubled.
@@ -153,9 +156,12 @@ class PostgresTransaction(SqlTransaction):
     change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
     state_upserts = state_upserts(postgresql.insert)
 
-    def __init__(self, store: PostgresStore, *, write: bool) -> None:
+    def __init__(self, store: PostgresStore, *, write: bool, caller: str | None = None) -> None:
         super().__init__(write=write)
         self._store = store
+        self._caller = caller
+        self._source = store
+        """The store whose connection this transaction holds: the primary's, or a replica's."""
         self._connection: Any = None
         self._open_transaction = False
         self._recover = False
@@ -174,6 +180,13 @@ class PostgresTransaction(SqlTransaction):
             _terminate(connection)
 
     async def _begin(self) -> None:
+        replicas = self._store.replicas
+        if not self.write and self._caller is not None and replicas is not None:
+            chosen = await replicas.acquire(self._caller)
+            if chosen is not None:
+                self._source, self._connection = chosen
+                return
+        self._source = self._store
         connection = await self._store.acquire()
         if self.write:
             try:
@@ -194,6 +207,8 @@ class PostgresTransaction(SqlTransaction):
                 pass
             elif commit:
                 await connection.execute("COMMIT")
+                if self._caller is not None and self._store.replicas is not None:
+                    await self._store.replicas.committed(self._caller, connection)
             elif _usable(connection):
                 try:
                     await connection.execute("ROLLBACK")
@@ -207,7 +222,7 @@ class PostgresTransaction(SqlTransaction):
             raise_translated(exc)
         finally:
             recover, self._recover = self._recover, False
-            await self._store.give_back(connection, recover=recover)
+            await self._source.give_back(connection, recover=recover)
 
     async def _open(self) -> Any:
         if not self.begun:
@@ -220,13 +235,27 @@ class PostgresTransaction(SqlTransaction):
         arguments = _arguments(compiled, statement[1])
         connection = await self._open()
         # A read outside a transaction has no statement timeout on the server behind a transaction pooler.
-        timeout = None if self._open_transaction else self._store.read_timeout
+        timeout = None if self._open_transaction else self._source.read_timeout
         try:
             rows: list[Any] = await connection.fetch(compiled[0], *arguments, timeout=timeout)
         except BaseException as exc:
             self._after_error(connection, exc)
-            raise_translated(exc)
+            if self._source is self._store or not isinstance(exc, DATABASE_ERRORS):
+                raise_translated(exc)
+            return await self._again_on_the_primary(statement, exc)
         return rows
+
+    async def _again_on_the_primary(self, statement: Statement, exc: BaseException) -> Sequence[Sequence[Any]]:
+        """A replica failed a read (it went away, or cancelled the statement in a conflict with its recovery):
+        the primary answers it, and the rest of the transaction. It has everything the replica had."""
+        replica, connection = self._source, self._connection
+        log.warning("a read replica failed a read, reading from the primary: %s", type(exc).__name__)
+        if self._store.replicas is not None:
+            self._store.replicas.failed(replica)
+        recover, self._recover = self._recover, False
+        await replica.give_back(connection, recover=recover)
+        self._source, self._connection = self._store, await self._store.acquire()
+        return await self.fetch(statement)
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         compiled = _compiled(statement)
@@ -283,6 +312,10 @@ class PostgresStore(SqlStore):
         self._init = functools.partial(_set_statement_timeout, milliseconds=timeout_ms) if pooler == "session" else None
         self._recovering: set[asyncio.Task[None]] = set()
         self._size = settings.db_pool_size
+        self.replicas: ReadReplicas | None = None
+        if url is None and settings.database_read_urls:
+            replicas = [PostgresStore(settings, url=replica_url) for replica_url in settings.database_read_urls]
+            self.replicas = ReadReplicas(settings, self, replicas)
         self._wait_seconds = settings.db_connect_timeout_seconds
         """The longest wait for a connection: for a pooled one to come free, or for a new one to be set up."""
         self._pool: Any = None
@@ -290,8 +323,8 @@ class PostgresStore(SqlStore):
         self._checked_out = 0
         self.page_anchors = PageAnchors()
 
-    def transaction(self, *, write: bool) -> PostgresTransaction:
-        return PostgresTransaction(self, write=write)
+    def transaction(self, *, write: bool, caller: str | None = None) -> PostgresTransaction:
+        return PostgresTransaction(self, write=write, caller=caller)
 
     async def _open_pool(self) -> Any:
         # On first use: the pool belongs to the event loop of the process's server worker. It opens
@@ -364,6 +397,8 @@ class PostgresStore(SqlStore):
         return {"size": self._size, "checked_out": self._checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
         if self._recovering:
             await asyncio.wait(self._recovering)
         if self._pool is None:

@@ -783,7 +783,7 @@ class SqlStore(Store):
         return bool(rows) and rows[0][0] == self.head
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool) -> SqlTransaction: ...
+    def transaction(self, *, write: bool, caller: str | None = None) -> SqlTransaction: ...
 
 
 PURGED = "changes-purged"

@@ -470,7 +470,7 @@ class SqliteStore(SqlStore):
                 return False
         return await super().schema_is_current()
 
-    def transaction(self, *, write: bool) -> SqliteTransaction:
+    def transaction(self, *, write: bool, caller: str | None = None) -> SqliteTransaction:
         return SqliteTransaction(self, write=write)
 
     def pool_figures(self) -> dict[str, int]:
