@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     idle_timeout_seconds: float = Field(default=5.0, ge=0.1, le=3600)
     max_connections_per_worker: int = Field(default=10000, ge=16)
     idempotency_ttl_seconds: int = Field(default=86400, ge=86400)
+    shutdown_drain_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=300,
+        description="on SIGTERM, keep serving this long with /readyz answering 503, before refusing connections",
+    )
 
     rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")
     redis_url: str | None = None

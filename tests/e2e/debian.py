@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -100,10 +100,18 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], *, what: str, log
 
 
 @contextlib.contextmanager
-def background(command: Sequence[str], *, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def background(
+    command: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """A process with its output in `log`, in a session of its own; SIGTERM and then SIGKILL on the way out."""
     with log.open("ab") as sink:
-        process = subprocess.Popen(list(command), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            list(command),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
     try:
         yield process
     finally:
