@@ -205,8 +205,10 @@ class ReadReplicas:
         no replica may answer (the primary does)."""
         self._start()
         floor = self._floor()
-        if floor is None:
-            return None
+        if floor is None or not any(
+            replica.replayed is not None and replica.replayed >= floor for replica in self._replicas
+        ):
+            return None  # known to be behind or away, all of them: not worth asking Redis
         position = await self._positions.required(caller)
         if position is None:
             return None
