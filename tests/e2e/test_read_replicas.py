@@ -16,6 +16,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -37,7 +38,7 @@ from tests.support import SECRET, token
 pytestmark = pytest.mark.slow
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-APPLY_DELAY_SECONDS = 3
+APPLY_DELAY_SECONDS = 6
 WAIT_SECONDS = 30.0
 
 
@@ -64,10 +65,12 @@ def _stop(data: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+def clusters() -> Iterator[Clusters]:
     if not (POSTGRES_BIN / "initdb").exists():
         unavailable(f"PostgreSQL's programs are not in {POSTGRES_BIN}")
-    base = tmp_path_factory.mktemp("clusters")
+    # Not under pytest's own temporary directories: those of other runs by the same user are cleaned up by
+    # each new run, and the postgres user must be able to reach this one.
+    base = Path(tempfile.mkdtemp(prefix="petrecords-clusters-"))
     primary, replica = base / "primary", base / "replica"
     hand_to_postgres(base)
     primary_port, replica_port = free_port(), free_port()

@@ -160,6 +160,7 @@ class PostgresTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self._caller = caller
+        self._replica_allowed = caller is not None and not write
         self._source = store
         """The store whose connection this transaction holds: the primary's, or a replica's."""
         self._connection: Any = None
@@ -181,7 +182,7 @@ class PostgresTransaction(SqlTransaction):
 
     async def _begin(self) -> None:
         replicas = self._store.replicas
-        if not self.write and self._caller is not None and replicas is not None:
+        if self._replica_allowed and self._caller is not None and replicas is not None:
             chosen = await replicas.acquire(self._caller)
             if chosen is not None:
                 self._source, self._connection = chosen
@@ -202,13 +203,15 @@ class PostgresTransaction(SqlTransaction):
     async def _end(self, *, commit: bool) -> None:
         connection, in_transaction = self._connection, self._open_transaction
         self._connection, self._open_transaction = None, False
+        replicas, committed, position = self._store.replicas, False, None
         try:
             if not in_transaction or self._recover:
                 pass
             elif commit:
                 await connection.execute("COMMIT")
-                if self._caller is not None and self._store.replicas is not None:
-                    await self._store.replicas.committed(self._caller, connection)
+                committed = True
+                if self._caller is not None and replicas is not None:
+                    position = await replicas.position_after_commit(connection)
             elif _usable(connection):
                 try:
                     await connection.execute("ROLLBACK")
@@ -223,6 +226,9 @@ class PostgresTransaction(SqlTransaction):
         finally:
             recover, self._recover = self._recover, False
             await self._source.give_back(connection, recover=recover)
+        if committed and self._caller is not None and replicas is not None:
+            # With the connection back in the pool: this may wait, when Redis does not answer.
+            await replicas.wrote(self._caller, position)
 
     async def _open(self) -> Any:
         if not self.begun:
@@ -254,7 +260,8 @@ class PostgresTransaction(SqlTransaction):
             self._store.replicas.failed(replica)
         recover, self._recover = self._recover, False
         await replica.give_back(connection, recover=recover)
-        self._source, self._connection = self._store, await self._store.acquire()
+        # Holding nothing now: the statement begins the transaction again, on the primary.
+        self._connection, self._source, self._replica_allowed, self.begun = None, self._store, False, False
         return await self.fetch(statement)
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:

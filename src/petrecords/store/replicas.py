@@ -243,29 +243,26 @@ class ReadReplicas:
             if replica.store is store:
                 replica.replayed = None
 
-    async def committed(self, caller: str, connection: Any) -> None:
-        """After a write of `caller`'s committed on `connection` (never failing: the write is done)."""
+    async def position_after_commit(self, connection: Any) -> int | None:
+        """The primary's position once a write committed on `connection`: at or past the end of its commit
+        record, since COMMIT has returned. None when it cannot be had (the write is done all the same)."""
         try:
-            # Asked after COMMIT returned: at or past the end of its commit record.
-            position = _position(await connection.fetchval(PRIMARY_POSITION))
+            return _position(await connection.fetchval(PRIMARY_POSITION))
         except DATABASE_ERRORS:
             connection.terminate()
-            position = None
-        if position is None:
-            # Where it lies is unknown; once the bound has passed, every floor is past it.
-            await asyncio.sleep(self._max_lag + 2 * POLL_SECONDS)
-            return
-        await self.wrote(caller, position)
+            return None
 
-    async def wrote(self, caller: str, position: int) -> None:
-        """Record that `caller`'s reads must see `position`; when that cannot be recorded, wait until every
-        replica has replayed it or the bound has passed (after which the floor is past it)."""
+    async def wrote(self, caller: str, position: int | None) -> None:
+        """Record that `caller`'s reads must see `position`. When that cannot be recorded, wait until every
+        replica has replayed it, or until the bound has passed, after which every floor is past it."""
         self._start()
-        if await self._positions.record(caller, position):
+        if position is not None and await self._positions.record(caller, position):
             return
-        deadline = time.monotonic() + self._max_lag + POLL_SECONDS
+        deadline = time.monotonic() + self._max_lag + 2 * POLL_SECONDS
         while time.monotonic() < deadline:
-            if all(replica.replayed is not None and replica.replayed >= position for replica in self._replicas):
+            if position is not None and all(
+                replica.replayed is not None and replica.replayed >= position for replica in self._replicas
+            ):
                 return
             await asyncio.sleep(POLL_SECONDS / 2)
 
