@@ -8,7 +8,7 @@ with their ratios across sizes.
 
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
-       [--json results.json]
+       [--json results.json] [--setting PETRECORDS_NAME=VALUE …] [--serve-through-port PGBOUNCER_PORT]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -298,7 +299,13 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
             serve += ["--threads", str(args.threads)]
-            with process([str(part) for part in serve], env, work_dir / "serve.log") as server:
+            serve_env = {**env, **dict(setting.split("=", 1) for setting in args.setting)}
+            if args.serve_through_port:
+                # The measured server reaches the same database through a pooler on that port (PgBouncer).
+                parsed = urllib.parse.urlsplit(url)
+                netloc = f"{parsed.username}@{parsed.hostname}:{args.serve_through_port}"
+                serve_env["PETRECORDS_DATABASE_URL"] = parsed._replace(netloc=netloc).geturl()
+            with process([str(part) for part in serve], serve_env, work_dir / "serve.log") as server:
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
                 for name in scenarios:
@@ -393,6 +400,19 @@ def main() -> None:
         help="vaccinations seeded at every size; auto: as many as pets when a vaccination scenario runs, else none",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--serve-through-port",
+        type=int,
+        help="PostgreSQL: the measured server connects through this port on the same host (a PgBouncer for every "
+        "database) instead of directly; seeding and the ceilings connect directly",
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="PETRECORDS_NAME=VALUE",
+        help="a setting of the measured server (not of the ceilings), e.g. PETRECORDS_DB_POOLER=transaction",
+    )
     parser.add_argument(
         "--configs",
         help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",

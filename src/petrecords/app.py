@@ -103,6 +103,7 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
         debug=False,
     )
     app.state.settings = settings
+    app.state.stopping_file = stopping_file
     app.state.pet_types = pet_types
     app.state.store = None
     app.state.rate_limiter = rate_limiter

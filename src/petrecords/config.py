@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     db_statement_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    db_pooler: Literal["none", "session", "transaction"] = Field(
+        default="none", description="what sits between the service and PostgreSQL: nothing, or PgBouncer in that mode"
+    )
+    database_read_urls: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="postgresql://… of streaming replicas that may answer reads, comma-separated"
+    )
+    database_read_max_lag_seconds: float = Field(
+        default=5.0, gt=0, le=3600, description="a replica further behind the primary than this answers no read"
+    )
     sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=60000)
 
     auth_mode: Literal["local", "jwks"] = "local"
@@ -77,6 +86,12 @@ class Settings(BaseSettings):
     idle_timeout_seconds: float = Field(default=5.0, ge=0.1, le=3600)
     max_connections_per_worker: int = Field(default=10000, ge=16)
     idempotency_ttl_seconds: int = Field(default=86400, ge=86400)
+    shutdown_drain_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=300,
+        description="on SIGTERM, keep serving this long with /readyz answering 503, before refusing connections",
+    )
 
     rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")
     redis_url: str | None = None
@@ -93,7 +108,9 @@ class Settings(BaseSettings):
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", mode="before")(_split_commas)
+    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
+        _split_commas
+    )
 
     @field_validator("pet_types")
     @classmethod
@@ -109,6 +126,19 @@ class Settings(BaseSettings):
     def _page_sizes_agree(self) -> Settings:
         if self.default_page_size > self.max_page_size:
             raise ValueError("default_page_size must not exceed max_page_size")
+        return self
+
+    @model_validator(mode="after")
+    def _read_replicas_have_what_they_need(self) -> Settings:
+        if not self.database_read_urls:
+            return self
+        if not (self.database_url or "").startswith(("postgresql://", "postgresql+", "postgres://")):
+            raise ValueError("PETRECORDS_DATABASE_READ_URLS needs a PostgreSQL PETRECORDS_DATABASE_URL (the primary)")
+        if not self.redis_url:
+            raise ValueError(
+                "PETRECORDS_DATABASE_READ_URLS needs PETRECORDS_REDIS_URL: every instance keeps there where each "
+                "caller's reads must start, so that a caller reads its own writes through any instance"
+            )
         return self
 
     @property

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import functools
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,33 +111,58 @@ def postgres_dsn(url: str) -> str:
     return async_postgres_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def statement_timeout_ms(settings: Settings) -> int:
+    return int(settings.db_statement_timeout_seconds * 1000)
+
+
 def postgres_connect_args(settings: Settings) -> dict[str, Any]:
     """asyncpg's arguments for every new connection. Every wait on the database is bounded: for a new
     connection to be set up (the connect timeout), for a statement (the server cancels it after the
     statement timeout; the client gives up a little later, for when the server or the network has gone
-    silent). Callers that pool connections bound the wait for a free one by the connect timeout too."""
-    statement_timeout_ms = int(settings.db_statement_timeout_seconds * 1000)
-    return {
+    silent). Callers that pool connections bound the wait for a free one by the connect timeout too.
+
+    Behind PgBouncer, a startup parameter that it does not track is refused ("unsupported startup
+    parameter"): application_name and standard_conforming_strings are tracked, statement_timeout is not, so
+    there the statement timeout is set otherwise (see PostgresStore). In transaction pooling, consecutive
+    transactions of one client connection run on different server connections, so a statement prepared under
+    a name in one is missing (or another one) in the next: asyncpg then prepares every statement unnamed, in the
+    same round trips as it runs it."""
+    server_settings = {
+        "application_name": "petrecords",
+        # The server's default since 9.1, pinned because the store's compiled SQL relies on it.
+        "standard_conforming_strings": "on",
+    }
+    if settings.db_pooler == "none":
+        server_settings["statement_timeout"] = str(statement_timeout_ms(settings))
+    args: dict[str, Any] = {
         "timeout": settings.db_connect_timeout_seconds,
         "command_timeout": settings.db_statement_timeout_seconds + CLIENT_TIMEOUT_GRACE_SECONDS,
-        "server_settings": {
-            "statement_timeout": str(statement_timeout_ms),
-            "application_name": "petrecords",
-            # The server's default since 9.1, pinned because the store's compiled SQL relies on it.
-            "standard_conforming_strings": "on",
-        },
+        "server_settings": server_settings,
     }
+    if settings.db_pooler == "transaction":
+        args["statement_cache_size"] = 0
+    return args
+
+
+def _unique_statement_name() -> str:
+    return f"__petrecords_{uuid.uuid4().hex}__"
 
 
 def create_postgres_engine(settings: Settings) -> AsyncEngine:
     """A SQLAlchemy engine over asyncpg, for migrations: with the store's connection settings and bounds."""
+    connect_args = postgres_connect_args(settings)
+    if settings.db_pooler == "transaction":
+        # SQLAlchemy prepares each statement under a name, numbered per client connection: behind a transaction
+        # pooler two clients' numbers would meet on one server connection. Names of their own never do.
+        connect_args["prepared_statement_cache_size"] = 0
+        connect_args["prepared_statement_name_func"] = _unique_statement_name
     engine = create_async_engine(
         async_postgres_url(settings.resolved_database_url),
         pool_size=settings.db_pool_size,
         max_overflow=0,
         pool_timeout=settings.db_connect_timeout_seconds,
         pool_recycle=1800,
-        connect_args=postgres_connect_args(settings),
+        connect_args=connect_args,
     )
 
     @sa.event.listens_for(engine.sync_engine, "checkout")
@@ -241,6 +267,8 @@ async def _migrate_postgres(settings: Settings, revision: str, *, downgrade: boo
     try:
         async with engine.connect() as connection:
             # Held to the end of the transaction that also carries the DDL: PostgreSQL DDL is transactional.
+            # Behind a pooler the connection has no statement timeout of its own; this transaction gets one.
+            await connection.execute(sa.text(f"SET LOCAL statement_timeout = {statement_timeout_ms(settings)}"))
             await connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             await connection.run_sync(_run_alembic, revision, downgrade=downgrade)
             await connection.commit()

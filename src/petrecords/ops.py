@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import swagger_ui
-from litestar import Response, get
+from litestar import Request, Response, get
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
@@ -49,7 +50,11 @@ def healthz() -> Response[bytes]:
 
 
 @get(["/readyz", "/health"])
-async def readyz(store: NamedDependency[Store]) -> Response[bytes]:
+async def readyz(request: Request[Any, Any, Any], store: NamedDependency[Store]) -> Response[bytes]:
+    stopping: Path | None = request.app.state.stopping_file
+    if stopping is not None and stopping.exists():  # noqa: ASYNC240 - one stat costs less than a hop to a thread
+        # Shutting down: a load balancer takes this instance out while it still answers what it gets.
+        return service_error_response(DatabaseUnavailable("Not ready: the instance is shutting down."))
     if await store.schema_is_current():
         return Response(content=b'{"status":"ready"}', media_type="application/json")
     return service_error_response(

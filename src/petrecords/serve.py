@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import resource
 import shutil
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +96,22 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
     connections = _connections_per_worker(settings, open_files)
 
+    drain_seconds = settings.shutdown_drain_seconds
+
     class DrainingServer(Server):  # type: ignore[misc,valid-type]
         def signal_handler_interrupt(self, *args: Any, **kwargs: Any) -> None:
+            first = not stopping.exists()
             stopping.touch()
-            super().signal_handler_interrupt(*args, **kwargs)
+            stop = functools.partial(super().signal_handler_interrupt, *args, **kwargs)
+            if first and drain_seconds:
+                # Serve on while /readyz answers 503, so that a load balancer stops sending requests here before
+                # connections are refused; a second signal stops at once.
+                log.info("shutting down in %g s; not ready meanwhile", drain_seconds)
+                timer = threading.Timer(drain_seconds, stop)
+                timer.daemon = True
+                timer.start()
+                return
+            stop()
 
     try:
         DrainingServer(

@@ -178,3 +178,33 @@ class TestSlowClientBounds:
         monkeypatch.setenv(name, value)
         with pytest.raises(pydantic.ValidationError):
             _settings()
+
+
+class TestDeploymentSettings:
+    def test_defaults_are_a_direct_connection_without_replicas_or_drain(self) -> None:
+        settings = _settings()
+        assert settings.db_pooler == "none"
+        assert settings.database_read_urls == ()
+        assert settings.shutdown_drain_seconds == 0
+
+    def test_read_urls_are_comma_separated(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_DATABASE_URL", "postgresql://primary/db")
+        monkeypatch.setenv("PETRECORDS_REDIS_URL", "redis://127.0.0.1:6379/0")
+        monkeypatch.setenv("PETRECORDS_DATABASE_READ_URLS", "postgresql://one/db, postgresql://two/db")
+        monkeypatch.setenv("PETRECORDS_DB_POOLER", "transaction")
+        settings = _settings()
+        assert settings.database_read_urls == ("postgresql://one/db", "postgresql://two/db")
+        assert settings.db_pooler == "transaction"
+
+    def test_replicas_need_redis_and_a_postgresql_primary(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_DATABASE_READ_URLS", "postgresql://one/db")
+        with pytest.raises(pydantic.ValidationError, match="PostgreSQL PETRECORDS_DATABASE_URL"):
+            _settings()
+        monkeypatch.setenv("PETRECORDS_DATABASE_URL", "postgresql://primary/db")
+        with pytest.raises(pydantic.ValidationError, match="PETRECORDS_REDIS_URL"):
+            _settings()
+
+    def test_an_unknown_pooler_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_DB_POOLER", "statement")
+        with pytest.raises(pydantic.ValidationError):
+            _settings()

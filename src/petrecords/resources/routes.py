@@ -63,13 +63,16 @@ def _store(request: Request[Any, Any, Any]) -> Store:
     return store
 
 
-async def provide_read_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
-    async with _store(request).transaction(write=False) as tx:
+async def provide_read_tx(request: ApiRequest) -> AsyncIterator[Transaction]:
+    # A conditional read compares the version a client holds with the current one: a replica's may be older
+    # than one the client read elsewhere, and its 200 would take the client back. The primary answers those.
+    caller = None if "if-none-match" in request.headers else request.user.email
+    async with _store(request).transaction(write=False, caller=caller) as tx:
         yield tx
 
 
-async def provide_write_tx(request: Request[Any, Any, Any]) -> AsyncIterator[Transaction]:
-    async with _store(request).transaction(write=True) as tx:
+async def provide_write_tx(request: ApiRequest) -> AsyncIterator[Transaction]:
+    async with _store(request).transaction(write=True, caller=request.user.email) as tx:
         yield tx
 
 
@@ -147,7 +150,9 @@ class RecordLookups:
             scope["user"] = caller = await admit(scope, verifier=state.verifier, limiter=state.rate_limiter)
             if_none_match = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"if-none-match"), None)
             store: Store = state.store
-            async with store.transaction(write=False, single=True) as tx:
+            # As provide_read_tx: a conditional read is the primary's.
+            reader = None if if_none_match is not None else caller.email
+            async with store.transaction(write=False, single=True, caller=reader) as tx:
                 lookup = await look_up(
                     tx=tx, caller=caller, resource=resource, record_id=record_id, if_none_match=if_none_match
                 )

@@ -250,9 +250,12 @@ class Store(abc.ABC):
     dialect: str
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool, single: bool = False) -> Transaction:
-        """A transaction; `single`: a read of one statement, which needs no BEGIN and COMMIT around it where a
-        statement alone sees one state of the data."""
+    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> Transaction:
+        """A transaction that reads, or (with `write`) writes. `single`: a read of one statement, which needs no
+        BEGIN and COMMIT around it where a statement alone sees one state of the data. With `caller`, it serves
+        that caller's request: a read may then be answered by a read replica that has every write that caller
+        was answered for, and a write tells the replicas' readers where that caller's reads must start. Without
+        it a read is answered by the primary."""
 
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...

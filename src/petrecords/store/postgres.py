@@ -13,6 +13,15 @@ A connection that broke, or whose state is unknown (a client-side timeout, a can
 terminated at once; the pool opens a new one when one is next needed, as it does for a connection that
 the other end closed while it sat in the pool. The server's own errors (its statement timeout, a lock it
 could not take) leave the connection usable.
+
+Behind PgBouncer in transaction pooling (PETRECORDS_DB_POOLER=transaction) a client connection has no
+session of its own: each transaction may run on another server connection. Nothing the store relies on
+outlives a transaction there (advisory locks are transaction-scoped, the change feed's horizon is read in
+the statement that uses it, statements are prepared unnamed), and the statement timeout is set per
+transaction: `SET LOCAL` in the round trip of `BEGIN` for a write; a read, which runs without a
+transaction, is bounded by the client, whose cancel request PgBouncer passes on to the server connection
+running it. Such a connection is not terminated, which would leave the statement running on the server,
+but recovered in the background once the cancel has been answered (or terminated if it is not).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import logging
 import re
 import uuid
 from collections.abc import Hashable, Sequence
@@ -33,11 +43,12 @@ from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from petrecords.config import Settings
-from petrecords.db import postgres_connect_args, postgres_dsn
+from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import IdempotencyInProgress
 from petrecords.store.base import Change, Cursor, Lock
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
+from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import (
     AFTER_CURSOR,
     WRITES_VERSION,
@@ -54,6 +65,7 @@ from petrecords.store.sql import (
 )
 from petrecords.tables import changes
 
+log = logging.getLogger("petrecords.replicas")
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
 # LIKE escape character) are standard-conforming, their backslashes not doubled.
@@ -219,10 +231,18 @@ def _usable(connection: Any) -> bool:
         return False
 
 
-def _discard_if_broken(connection: Any, exc: BaseException) -> None:
-    """Terminate `connection` unless `exc` is the server's own error, which leaves it usable."""
-    if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
-        _terminate(connection)
+def _broken(exc: BaseException) -> bool:
+    """Whether a connection that raised `exc` may be in an unknown state: anything but the server's own errors."""
+    return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError)
+
+
+def _cut_short(exc: BaseException) -> bool:
+    """Whether `exc` cut a statement short on the client's side: asyncpg then sends the server a cancel request."""
+    return isinstance(exc, TimeoutError | asyncio.CancelledError)
+
+
+async def _set_statement_timeout(connection: Any, *, milliseconds: int) -> None:
+    await connection.execute(f"SET statement_timeout = {milliseconds}")
 
 
 async def _keep_session(_connection: Any) -> None:
@@ -244,42 +264,69 @@ class PostgresTransaction(SqlTransaction):
     change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
     state_upserts = state_upserts(postgresql.insert)
 
-    def __init__(self, store: PostgresStore, *, write: bool) -> None:
+    def __init__(self, store: PostgresStore, *, write: bool, caller: str | None = None) -> None:
         super().__init__(write=write)
         self._store = store
+        self._caller = caller
+        self._replica_allowed = caller is not None and not write
+        self._source = store
+        """The store whose connection this transaction holds: the primary's, or a replica's."""
         self._connection: Any = None
-        self._transaction: bool | None = None
+        self._open_transaction = False
+        self._recover = False
+        """The connection was cut short and is recovered in the background (see PostgresStore.recover)."""
         self.page_anchors = store.page_anchors
 
     async def data_version(self) -> Hashable:
         return int((await self.fetch((WRITES_VERSION, {})))[0][0])
 
+    def _after_error(self, connection: Any, exc: BaseException) -> None:
+        if not _broken(exc):
+            return
+        if self._store.recovers_cut_short and _cut_short(exc):
+            self._recover = True
+        else:
+            _terminate(connection)
+
     async def _begin(self, *, then: str = "") -> None:
-        """Take a connection, and for a write begin its transaction, with the statements of `then` (which take
-        no parameters) in the same round trip."""
+        """Take a connection (a replica's, for a read that may have one), and for a write begin its transaction,
+        with the statements of `then` (which take no parameters) in the same round trip."""
+        replicas = self._store.replicas
+        if self._replica_allowed and self._caller is not None and replicas is not None:
+            chosen = await replicas.acquire(self._caller)
+            if chosen is not None:
+                self._source, self._connection = chosen
+                return
+        self._source = self._store
         connection = await self._store.acquire()
         if self.write:
+            begin = self._store.begin_statement
             try:
-                await connection.execute(f"BEGIN; {then}" if then else "BEGIN")
+                await connection.execute(f"{begin}; {then}" if then else begin)
             except BaseException as exc:
-                _discard_if_broken(connection, exc)
-                if _usable(connection) and connection.is_in_transaction():
-                    _terminate(connection)
-                await self._store.release(connection)
+                self._after_error(connection, exc)
+                if not self._recover and _usable(connection) and connection.is_in_transaction():
+                    _terminate(connection)  # BEGIN ran, what followed failed: nothing of it is to be kept
+                recover, self._recover = self._recover, False
+                await self._store.give_back(connection, recover=recover)
                 raise_translated(exc)
-            self._transaction = True
+            self._open_transaction = True
         self._connection = connection
 
     async def _end(self, *, commit: bool) -> None:
-        connection, transaction = self._connection, self._transaction
-        self._connection = self._transaction = None
+        connection, in_transaction = self._connection, self._open_transaction
+        self._connection, self._open_transaction = None, False
+        replicas, committed, position = self._store.replicas, False, None
         try:
-            if transaction is None:
+            if not in_transaction or self._recover:
                 pass
             elif commit:
                 # COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
                 if await connection.execute("COMMIT") != "COMMIT":
                     raise RuntimeError("a write transaction was rolled back at its commit")
+                committed = True
+                if self._caller is not None and replicas is not None:
+                    position = await replicas.position_after_commit(connection)
             elif _usable(connection):
                 try:
                     await connection.execute("ROLLBACK")
@@ -289,10 +336,14 @@ class PostgresTransaction(SqlTransaction):
                     # it goes.
                     _terminate(connection)
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
+            self._after_error(connection, exc)
             raise_translated(exc)
         finally:
-            await self._store.release(connection)
+            recover, self._recover = self._recover, False
+            await self._source.give_back(connection, recover=recover)
+        if committed and self._caller is not None and replicas is not None:
+            # With the connection back in the pool: this may wait, when Redis does not answer.
+            await replicas.wrote(self._caller, position)
 
     async def _open(self) -> Any:
         if not self.begun:
@@ -309,12 +360,29 @@ class PostgresTransaction(SqlTransaction):
         compiled = _compiled(statement[0])
         arguments = _arguments(compiled, statement[1])
         connection = await self._open()
+        # A read outside a transaction has no statement timeout on the server behind a transaction pooler.
+        timeout = None if self._open_transaction else self._source.read_timeout
         try:
-            rows: list[Any] = await connection.fetch(compiled[0], *arguments)
+            rows: list[Any] = await connection.fetch(compiled[0], *arguments, timeout=timeout)
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
-            raise_translated(exc)
+            self._after_error(connection, exc)
+            if self._source is self._store or not isinstance(exc, DATABASE_ERRORS):
+                raise_translated(exc)
+            return await self._again_on_the_primary(statement, exc)
         return rows
+
+    async def _again_on_the_primary(self, statement: Statement, exc: BaseException) -> Sequence[Sequence[Any]]:
+        """A replica failed a read (it went away, or cancelled the statement in a conflict with its recovery):
+        the primary answers it, and the rest of the transaction. It has everything the replica had."""
+        replica, connection = self._source, self._connection
+        log.warning("a read replica failed a read, reading from the primary: %s", type(exc).__name__)
+        if self._store.replicas is not None:
+            self._store.replicas.failed(replica)
+        recover, self._recover = self._recover, False
+        await replica.give_back(connection, recover=recover)
+        # Holding nothing now: the statement begins the transaction again, on the primary.
+        self._connection, self._source, self._replica_allowed, self.begun = None, self._store, False, False
+        return await self.fetch(statement)
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         compiled = _compiled(statement)
@@ -323,8 +391,7 @@ class PostgresTransaction(SqlTransaction):
         else:
             await self._send(self._connection, (compiled[0], [_arguments(compiled, row) for row in rows], True))
 
-    @staticmethod
-    async def _send(connection: Any, batch: Batch) -> None:
+    async def _send(self, connection: Any, batch: Batch) -> None:
         sql, arguments, many = batch
         try:
             if many:
@@ -332,7 +399,7 @@ class PostgresTransaction(SqlTransaction):
             else:
                 await connection.execute(sql, *arguments)
         except BaseException as exc:
-            _discard_if_broken(connection, exc)
+            self._after_error(connection, exc)
             raise
 
     async def _write_deferred(self, *, last: bool) -> None:
@@ -341,16 +408,28 @@ class PostgresTransaction(SqlTransaction):
         is a transaction. (Its writes hold no lock it could have taken before them.)"""
         deferred, self._deferred = self._deferred, []
         batches = _batches(deferred)
-        alone = last and not self.begun and len(batches) == 1 and not batches[0][2]
-        connection = await self._store.acquire() if alone else await self._open()
+        alone = last and not self.begun and len(batches) == 1 and not batches[0][2] and self._store.writes_alone
+        if not alone:
+            connection = await self._open()
+            try:
+                for batch in batches:
+                    await self._send(connection, batch)
+            except DATABASE_ERRORS as exc:
+                raise_translated(exc)
+            return
+        connection = await self._store.acquire()
+        replicas, position = self._store.replicas, None
         try:
-            for batch in batches:
-                await self._send(connection, batch)
+            await self._send(connection, batches[0])
+            if self._caller is not None and replicas is not None:
+                position = await replicas.position_after_commit(connection)
         except DATABASE_ERRORS as exc:
             raise_translated(exc)
         finally:
-            if alone:
-                await self._store.release(connection)
+            recover, self._recover = self._recover, False
+            await self._store.give_back(connection, recover=recover)
+        if self._caller is not None and replicas is not None:
+            await replicas.wrote(self._caller, position)
 
     async def lock(self, locks: Sequence[Lock]) -> None:
         if not locks:
@@ -395,11 +474,32 @@ class PostgresTransaction(SqlTransaction):
 class PostgresStore(SqlStore):
     dialect = "postgresql"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, url: str | None = None) -> None:
         super().__init__()
-        self._dsn = postgres_dsn(settings.resolved_database_url)
+        self._dsn = postgres_dsn(url or settings.resolved_database_url)
         self._connect_args = postgres_connect_args(settings)
+        timeout_ms = statement_timeout_ms(settings)
+        pooler = settings.db_pooler
+        self.begin_statement = "BEGIN"
+        if pooler == "transaction":
+            # In the round trip of BEGIN: a simple query may hold several statements.
+            self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
+        self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
+        """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
+        self.writes_alone = pooler != "transaction"
+        """Whether writes that read nothing may run as one statement outside BEGIN and COMMIT: not where the
+        statement timeout holds only inside a transaction (SET LOCAL)."""
+        self.recovers_cut_short = pooler == "transaction"
+        """Whether a connection cut short is recovered rather than terminated: only the client's cancel request
+        can end its statement on the server, where nothing else bounds it."""
+        # In session pooling a client connection keeps one server connection throughout, until it is closed.
+        self._init = functools.partial(_set_statement_timeout, milliseconds=timeout_ms) if pooler == "session" else None
+        self._recovering: set[asyncio.Task[None]] = set()
         self._size = settings.db_pool_size
+        self.replicas: ReadReplicas | None = None
+        if url is None and settings.database_read_urls:
+            replicas = [PostgresStore(settings, url=replica_url) for replica_url in settings.database_read_urls]
+            self.replicas = ReadReplicas(settings, self, replicas)
         self._wait_seconds = settings.db_connect_timeout_seconds
         """The longest wait for a connection: for a pooled one to come free, or for a new one to be set up."""
         self._pool: Any = None
@@ -407,9 +507,9 @@ class PostgresStore(SqlStore):
         self._checked_out = 0
         self.page_anchors = PageAnchors()
 
-    def transaction(self, *, write: bool, single: bool = False) -> PostgresTransaction:
+    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> PostgresTransaction:
         # Reads run without BEGIN and COMMIT anyway (see the module's docstring).
-        return PostgresTransaction(self, write=write)
+        return PostgresTransaction(self, write=write, caller=caller)
 
     async def _open_pool(self) -> Any:
         # On first use: the pool belongs to the event loop of the process's server worker. It opens
@@ -417,7 +517,12 @@ class PostgresStore(SqlStore):
         async with self._pool_lock:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=0, max_size=self._size, reset=_keep_session, **self._connect_args
+                    self._dsn,
+                    min_size=0,
+                    max_size=self._size,
+                    reset=_keep_session,
+                    init=self._init,
+                    **self._connect_args,
                 )
         return self._pool
 
@@ -449,11 +554,38 @@ class PostgresStore(SqlStore):
         finally:
             self._checked_out -= 1
 
+    async def give_back(self, connection: Any, *, recover: bool) -> None:
+        if not recover:
+            await self.release(connection)
+            return
+        task = asyncio.get_running_loop().create_task(self.recover(connection))
+        self._recovering.add(task)
+        task.add_done_callback(self._recovering.discard)
+
+    async def recover(self, connection: Any) -> None:
+        """Give back a connection whose statement was cut short, once the server has answered asyncpg's cancel
+        request (the next statement waits for that), with no transaction left open on it; terminated instead
+        when that does not happen within the connect timeout."""
+        try:
+            async with asyncio.timeout(self._wait_seconds):
+                await connection.execute("ROLLBACK")
+        except Exception:  # whatever went wrong, the connection is not reused
+            _terminate(connection)
+        except BaseException:
+            _terminate(connection)
+            raise
+        finally:
+            await self.release(connection)
+
     def pool_figures(self) -> dict[str, int]:
         idle = 0 if self._pool is None else self._pool.get_idle_size()
         return {"size": self._size, "checked_out": self._checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
+        if self._recovering:
+            await asyncio.wait(self._recovering)
         if self._pool is None:
             return
         try:

@@ -834,7 +834,7 @@ class SqlStore(Store):
         return bool(rows) and rows[0][0] == self.head
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool, single: bool = False) -> SqlTransaction: ...
+    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqlTransaction: ...
 
 
 PURGED = "changes-purged"

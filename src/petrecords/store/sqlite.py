@@ -478,7 +478,7 @@ class SqliteStore(SqlStore):
                 return False
         return await super().schema_is_current()
 
-    def transaction(self, *, write: bool, single: bool = False) -> SqliteTransaction:
+    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqliteTransaction:
         return SqliteTransaction(self, write=write, single=single and not write)
 
     def pool_figures(self) -> dict[str, int]:

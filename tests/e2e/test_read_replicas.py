@@ -1,0 +1,253 @@
+"""Reads from a real PostgreSQL streaming replica, made by the test on this machine.
+
+A private primary cluster (initdb, on a free port: the shared server allows no replication connections) and a
+replica of it (pg_basebackup -X stream -R, a second `postgres` on another port) whose replay is held back
+by `recovery_min_apply_delay`. Two instances of the service (two apps, each with its own pools and sampler,
+sharing one Redis) serve callers who must always read their own writes through either instance, while a
+caller who wrote nothing is answered by the lagging replica (its answers are stale: the replica is in use).
+With a bound below the replica's lag, the replica answers nothing staler than the bound; stopped, it is
+skipped without an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.app import create_app
+from petrecords.config import Settings
+from petrecords.db import migrate
+from tests.e2e.debian import POSTGRES_BIN, as_postgres, hand_to_postgres, unavailable
+from tests.e2e.servers import free_port
+from tests.support import SECRET, token
+
+pytestmark = pytest.mark.slow
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+APPLY_DELAY_SECONDS = 6
+WAIT_SECONDS = 30.0
+
+
+@dataclass
+class Clusters:
+    primary_url: str
+    replica_url: str
+    replica_dir: Path
+
+
+def _run(command: list[str], *, what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def _pg_ctl(data: Path, *action: str) -> list[str]:
+    return [*as_postgres(), str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), *action]
+
+
+def _stop(data: Path) -> None:
+    if (data / "postmaster.pid").exists():
+        subprocess.run(_pg_ctl(data, "-m", "immediate", "-w", "stop"), capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[Clusters]:
+    if not (POSTGRES_BIN / "initdb").exists():
+        unavailable(f"PostgreSQL's programs are not in {POSTGRES_BIN}")
+    # Not under pytest's own temporary directories: those of other runs by the same user are cleaned up by
+    # each new run, and the postgres user must be able to reach this one.
+    base = Path(tempfile.mkdtemp(prefix="petrecords-clusters-"))
+    primary, replica = base / "primary", base / "replica"
+    hand_to_postgres(base)
+    primary_port, replica_port = free_port(), free_port()
+    try:
+        initdb = [str(POSTGRES_BIN / "initdb"), "-D", str(primary), "-U", "postgres", "--auth=trust", "--no-sync"]
+        _run([*as_postgres(), *initdb, "-E", "UTF8"], what="initdb")
+        # initdb's pg_hba.conf with --auth=trust lets local replication connections in already.
+        with (primary / "postgresql.conf").open("a") as config:
+            config.write(
+                f"port = {primary_port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{base}'\n"
+                "wal_level = replica\nmax_wal_senders = 4\nwal_keep_size = '256MB'\nmax_connections = 40\n"
+                "shared_buffers = '32MB'\nfsync = off\n"
+            )
+        _run(_pg_ctl(primary, "-w", "-t", "60", "start"), what="starting the primary")
+        source = ["-h", "127.0.0.1", "-p", str(primary_port), "-U", "postgres"]
+        copy = ["-D", str(replica), "-X", "stream", "-R", "-c", "fast", "--no-sync"]
+        _run([*as_postgres(), str(POSTGRES_BIN / "pg_basebackup"), *source, *copy], what="pg_basebackup")
+        with (replica / "postgresql.conf").open("a") as config:
+            config.write(
+                f"port = {replica_port}\nrecovery_min_apply_delay = '{APPLY_DELAY_SECONDS}s'\nhot_standby = on\n"
+            )
+        _run(_pg_ctl(replica, "-w", "-t", "60", "start"), what="starting the replica")
+        yield Clusters(
+            primary_url=f"postgresql://postgres@127.0.0.1:{primary_port}/postgres",
+            replica_url=f"postgresql://postgres@127.0.0.1:{replica_port}/postgres",
+            replica_dir=replica,
+        )
+    finally:
+        _stop(replica)
+        _stop(primary)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _redis_is_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _settings(clusters: Clusters, data_dir: Path, *, max_lag: float) -> Settings:
+    return Settings(
+        database_url=clusters.primary_url,
+        database_read_urls=(clusters.replica_url,),
+        database_read_max_lag_seconds=max_lag,
+        redis_url=REDIS_URL,
+        db_pool_size=4,
+        data_dir=data_dir,
+        auth_secret=SECRET,
+        rate_limit=0,
+        access_log=False,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _instances(settings: Settings, count: int = 2) -> AsyncIterator[list[AsyncTestClient[Any]]]:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for _ in range(count):
+            client: AsyncTestClient[Any] = AsyncTestClient(app=create_app(settings))  # type: ignore[arg-type]
+            clients.append(await stack.enter_async_context(client))
+        yield clients
+
+
+def _someone(role: str) -> str:
+    # Callers of this run alone: positions kept in the shared Redis outlive it.
+    return f"{role}-{uuid.uuid4().hex[:12]}@example.com"
+
+
+def _auth(user: str, *, admin: bool = False) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(user, admin=admin)}"}
+
+
+async def _on_replica(clusters: Clusters, pet_id: str) -> bool:
+    connection = await asyncpg.connect(clusters.replica_url, timeout=5)
+    try:
+        return bool(await connection.fetchval("SELECT count(*) FROM pets WHERE id = $1", uuid.UUID(pet_id)))
+    finally:
+        await connection.close()
+
+
+@pytest.fixture(scope="module")
+def migrated(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Clusters:
+    if not _redis_is_up():
+        unavailable("Redis at 127.0.0.1:6379 is required for read replicas")
+    migrate(Settings(database_url=clusters.primary_url, data_dir=tmp_path_factory.mktemp("migrate")))
+    return clusters
+
+
+async def test_callers_read_their_own_writes_while_the_replica_lags(migrated: Clusters, tmp_path: Path) -> None:
+    alice, bystander = _someone("alice"), _someone("admin")
+    async with _instances(_settings(migrated, tmp_path, max_lag=10)) as (first, second):
+        # The replica is in use: a caller who wrote nothing reads someone's new record from it, stale. (On a
+        # Redis that has never held positions, that starts once the bound has passed on its clock.)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            created = await first.post("/v1/pets", json={"name": "Probe", "petType": "Dog"}, headers=_auth(alice))
+            assert created.status_code == 201, created.text
+            seen = await second.get(f"/v1/pets/{created.json()['id']}", headers=_auth(bystander, admin=True))
+            if seen.status_code == 404:
+                break
+            assert seen.status_code == 200, seen.text
+            assert time.monotonic() < deadline, "the replica never answered a read"
+            await asyncio.sleep(0.1)
+
+        for round_number in range(8):
+            writer, reader = (first, second) if round_number % 2 else (second, first)
+            created = await writer.post(
+                "/v1/pets", json={"name": f"Mine {round_number}", "petType": "Cat"}, headers=_auth(alice)
+            )
+            assert created.status_code == 201, created.text
+            pet_id, etag = created.json()["id"], created.headers["ETag"]
+            assert not await _on_replica(migrated, pet_id)  # the replica has not applied it yet
+
+            got = await reader.get(f"/v1/pets/{pet_id}", headers=_auth(alice))
+            assert got.status_code == 200, got.text
+            assert (got.json(), got.headers["ETag"]) == (created.json(), etag)
+            listed = await reader.get("/v1/pets?pageSize=100&sort=-createdAt", headers=_auth(alice))
+            assert pet_id in [item["id"] for item in listed.json()["items"]]
+            assert listed.json()["totalCount"] == len(listed.json()["items"])
+
+            replaced = await reader.put(
+                f"/v1/pets/{pet_id}",
+                json={"name": f"Renamed {round_number}", "petType": "Cat"},
+                headers={**_auth(alice), "If-Match": etag},
+            )
+            assert replaced.status_code == 200, replaced.text
+            again = await writer.get(f"/v1/pets/{pet_id}", headers=_auth(alice))
+            assert again.json()["name"] == f"Renamed {round_number}"
+            assert again.headers["ETag"] == replaced.headers["ETag"]
+            history = await writer.get(f"/v1/pets/{pet_id}/history", headers=_auth(alice))
+            assert [item["version"] for item in history.json()["items"]] == [1, 2]
+            # A conditional read is the primary's: the version the caller holds is the current one.
+            unchanged = await reader.get(
+                f"/v1/pets/{pet_id}", headers={**_auth(alice), "If-None-Match": replaced.headers["ETag"]}
+            )
+            assert unchanged.status_code == 304
+
+        # Meanwhile the bystander, who wrote nothing, is still answered by the replica, behind.
+        stale = await second.get(f"/v1/pets/{pet_id}", headers=_auth(bystander, admin=True))
+        assert stale.status_code == 404
+
+
+async def test_a_replica_further_behind_than_the_bound_answers_nothing(migrated: Clusters, tmp_path: Path) -> None:
+    alice, bystander = _someone("alice"), _someone("admin")
+    max_lag = 1.0
+    async with _instances(_settings(migrated, tmp_path, max_lag=max_lag), count=1) as (client,):
+        for _ in range(3):
+            created = await client.post("/v1/pets", json={"name": "Fresh", "petType": "Dog"}, headers=_auth(alice))
+            assert created.status_code == 201, created.text
+            answered = time.monotonic()
+            pet_id = created.json()["id"]
+            # The staleness bound is a time: once it (and a poll) has passed since the answer, nobody reads anything
+            # older, though the replica has still not applied it.
+            await asyncio.sleep(max(0.0, answered + max_lag + 0.5 - time.monotonic()))
+            assert not await _on_replica(migrated, pet_id)
+            seen = await client.get(f"/v1/pets/{pet_id}", headers=_auth(bystander, admin=True))
+            assert seen.status_code == 200, seen.text
+
+
+async def test_a_stopped_replica_is_skipped(migrated: Clusters, tmp_path: Path) -> None:
+    alice, bystander = _someone("alice"), _someone("admin")
+    async with _instances(_settings(migrated, tmp_path, max_lag=10)) as (first, second):
+        created = await first.post("/v1/pets", json={"name": "Before", "petType": "Dog"}, headers=_auth(alice))
+        assert created.status_code == 201
+        # Read through both instances, so that they hold connections to the replica, then stop it.
+        for client in (first, second):
+            assert (await client.get("/v1/pets", headers=_auth(bystander, admin=True))).status_code == 200
+        _run(_pg_ctl(migrated.replica_dir, "-m", "fast", "-w", "stop"), what="stopping the replica")
+        try:
+            for client in (first, second, first, second):
+                started = time.monotonic()
+                listed = await client.get("/v1/pets", headers=_auth(bystander, admin=True))
+                assert listed.status_code == 200, listed.text
+                got = await client.get(f"/v1/pets/{created.json()['id']}", headers=_auth(alice))
+                assert got.status_code == 200, got.text
+                assert time.monotonic() - started < 5
+        finally:
+            _run(_pg_ctl(migrated.replica_dir, "-w", "-t", "60", "start"), what="starting the replica again")
