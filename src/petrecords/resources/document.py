@@ -475,6 +475,11 @@ def resource_paths(
                     "server refuses it before the service sees it, so this answer has no body and none of the "
                     "usual headers."
                 },
+                "431": {
+                    "description": "The request head is over 80 KiB (always when over 160 KiB), as a target of "
+                    "thousands of ids with its headers can be. The HTTP server refuses it before the service sees "
+                    "it, so this answer has no body and none of the usual headers."
+                },
             },
         },
     }
