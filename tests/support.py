@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -92,6 +93,24 @@ async def wipe(database_url: str) -> None:
         await pg.execute("TRUNCATE " + ", ".join(f'"{table.name}"' for table in SCHEMA.sorted_tables))
     finally:
         await pg.close()
+
+
+async def fetch_sql(database_url: str, statement: str, *args: Any) -> list[asyncpg.Record]:
+    """The rows of one query run directly on a PostgreSQL database, bypassing the service."""
+    connection = await asyncpg.connect(database_url, timeout=5)
+    try:
+        return list(await connection.fetch(statement, *args))
+    finally:
+        await connection.close()
+
+
+def redis_is_up() -> bool:
+    """Whether the local Redis answers on its port."""
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 async def run_sql(database_url: str, statement: str) -> None:

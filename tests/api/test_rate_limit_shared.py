@@ -11,18 +11,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.config import Settings
-from tests.support import auth
+from tests.support import auth, redis_is_up
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 MakeClient = Callable[[Settings], AsyncTestClient[Any]]
-
-
-def _redis_is_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _closed_port() -> int:
@@ -40,7 +32,7 @@ class TestSharedRateLimit:
     async def test_two_instances_share_one_budget(
         self, make_client: MakeClient, make_settings: Callable[..., Settings]
     ) -> None:
-        if not _redis_is_up():
+        if not redis_is_up():
             pytest.fail("Redis at 127.0.0.1:6379 is required for this test")
         settings = make_settings(rate_limit=3, redis_url=REDIS_URL)
         caller = auth(_someone())

@@ -24,7 +24,7 @@ import pytest
 from petrecords.db import head_revision
 from petrecords.registry import SCHEMA
 from tests.e2e.servers import Server, running_server, running_servers
-from tests.support import throwaway_postgres
+from tests.support import fetch_sql, throwaway_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -55,16 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(servers, database_url)
 
 
-async def _fetch(database_url: str, statement: str, *args: Any) -> list[asyncpg.Record]:
-    connection = await asyncpg.connect(database_url, timeout=5)
-    try:
-        return list(await connection.fetch(statement, *args))
-    finally:
-        await connection.close()
-
-
 def _query(database_url: str, statement: str, *args: Any) -> list[asyncpg.Record]:
-    return asyncio.run(_fetch(database_url, statement, *args))
+    return asyncio.run(fetch_sql(database_url, statement, *args))
 
 
 def _race(cluster: Cluster, send: Callable[[httpx.Client], httpx.Response]) -> list[httpx.Response]:
@@ -271,7 +263,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_cleanly(tmp_path: Path) -> 
         code = server.wait(GRACEFUL_TIMEOUT + 5)
         assert code == 0, f"exit code {code}:\n{server.output()}"
         assert "Traceback" not in server.output(full=True)
-        rows = runner.run(_fetch(database_url, "SELECT name, revision FROM pets WHERE id = $1", pet_id))
+        rows = runner.run(fetch_sql(database_url, "SELECT name, revision FROM pets WHERE id = $1", pet_id))
         assert [(row["name"], row["revision"]) for row in rows] == [("After", 2)]
 
 

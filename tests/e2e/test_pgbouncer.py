@@ -26,7 +26,7 @@ import pytest
 
 from tests.e2e.debian import background, hand_to_postgres, program, wait_for_port
 from tests.e2e.servers import Server, free_port, running_servers
-from tests.support import POSTGRES_ADMIN_URL, throwaway_postgres
+from tests.support import POSTGRES_ADMIN_URL, fetch_sql, throwaway_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -79,14 +79,6 @@ max_client_conn = 200
 def _through(database_url: str, port: int) -> str:
     parsed = urllib.parse.urlsplit(database_url)
     return parsed._replace(netloc=f"{parsed.username}@127.0.0.1:{port}").geturl()
-
-
-async def _fetch(database_url: str, statement: str, *args: Any) -> list[asyncpg.Record]:
-    connection = await asyncpg.connect(database_url, timeout=5)
-    try:
-        return list(await connection.fetch(statement, *args))
-    finally:
-        await connection.close()
 
 
 def _headers(server: Server, **more: str) -> dict[str, str]:
@@ -218,7 +210,7 @@ def test_concurrent_requests_through_pgbouncer(mode: str, tmp_path: Path) -> Non
         assert "Traceback" not in logs, logs
         records = outcome["records"]
         assert len(records) == PETS
-        stored = asyncio.run(_fetch(database_url, "SELECT id, name, revision FROM pets"))
+        stored = asyncio.run(fetch_sql(database_url, "SELECT id, name, revision FROM pets"))
         assert {str(row["id"]): (row["name"], row["revision"]) for row in stored} == {
             pet_id: (f"Replaced {index}", 2) for index, (pet_id, _etag) in enumerate(records)
         }

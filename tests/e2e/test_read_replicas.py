@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -33,7 +32,7 @@ from petrecords.config import Settings
 from petrecords.db import migrate
 from tests.e2e.debian import POSTGRES_BIN, as_postgres, hand_to_postgres, unavailable
 from tests.e2e.servers import free_port
-from tests.support import SECRET, token
+from tests.support import SECRET, redis_is_up, token
 
 pytestmark = pytest.mark.slow
 
@@ -104,14 +103,6 @@ def clusters() -> Iterator[Clusters]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _redis_is_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _settings(clusters: Clusters, data_dir: Path, *, max_lag: float) -> Settings:
     return Settings(
         database_url=clusters.primary_url,
@@ -155,7 +146,7 @@ async def _on_replica(clusters: Clusters, pet_id: str) -> bool:
 
 @pytest.fixture(scope="module")
 def migrated(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Clusters:
-    if not _redis_is_up():
+    if not redis_is_up():
         unavailable("Redis at 127.0.0.1:6379 is required for read replicas")
     migrate(Settings(database_url=clusters.primary_url, data_dir=tmp_path_factory.mktemp("migrate")))
     return clusters
