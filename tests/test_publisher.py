@@ -104,6 +104,28 @@ async def test_a_publish_that_fails_moves_no_cursor(
         await connection.close()
 
 
+async def test_a_lease_taken_while_nats_is_down_is_used_once_it_is_back(
+    store: Store, broker: NatsServer, make_settings: Callable[..., Settings]
+) -> None:
+    publisher = _publisher(make_settings, broker, store, "first")
+    publisher.RENEW_SECONDS = 60  # no second attempt at the lease within the test, but for a failed one
+    connection, stream = await _jetstream(broker)
+    await stream.add_stream(name=Publisher.STREAM, subjects=["petrecords.>"])
+    broker.stop()
+    # The lease is taken, then where the stream ends cannot be read.
+    with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
+        await publisher.publish_once(stream)
+    await connection.close()
+
+    broker.start()
+    connection, stream = await _jetstream(broker)
+    try:
+        assert await publisher.publish_once(stream)
+        assert len(await _message_ids(stream)) == CHANGES
+    finally:
+        await connection.close()
+
+
 async def test_a_takeover_sends_nothing_twice_past_the_duplicate_window(
     store: Store, broker: NatsServer, make_settings: Callable[..., Settings]
 ) -> None:

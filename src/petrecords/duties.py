@@ -176,14 +176,19 @@ class Publisher:
         now = now_ms()
         if now < self._next_lease_attempt:
             return now < self._lease_until
-        self._next_lease_attempt = now + int(self.RENEW_SECONDS * 1000)
         held = now < self._lease_until
         until = now + int(self.LEASE_SECONDS * 1000)
         async with store.transaction(write=True) as tx:
             taken = await tx.take_lease(self.LEASE, holder=self._instance, now_ms=now, until_ms=until)
         if taken and not held:
-            self._last_in_stream = await self._last_message_id(stream)
+            try:
+                self._last_in_stream = await self._last_message_id(stream)
+            except BaseException:
+                # Held, but where the stream ends is not known: the next attempt, at once, finds out.
+                self._lease_until = 0
+                raise
         self._lease_until = until if taken else 0
+        self._next_lease_attempt = now + int(self.RENEW_SECONDS * 1000)
         return taken
 
     async def _last_message_id(self, stream: Any) -> str | None:
