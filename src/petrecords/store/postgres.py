@@ -50,7 +50,8 @@ from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translat
 from petrecords.store.pages import PageAnchors
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import (
-    AFTER_CURSOR,
+    AFTER_POSITION,
+    AFTER_XID,
     WRITES_VERSION,
     SqlStore,
     SqlTransaction,
@@ -106,7 +107,22 @@ def _changes_page(*, by_reader: bool, resources: int | None) -> sa.Select[Any]:
     horizon = sa.select(_HORIZON.label("first")).cte("horizon")
     first = sa.select(horizon.c.first).scalar_subquery()
     page = changes_after_select(first, by_reader=by_reader, resources=resources).subquery("page")
-    held_back = sa.select(sa.exists().where(AFTER_CURSOR, changes.c.xid >= first).label("held_back")).subquery()
+    # The first change after both the cursor and the horizon, as one bound of the (xid, position) index, read in
+    # its order: an index search that stops at the first row. As an EXISTS with two bounds, PostgreSQL scanned
+    # the whole log when nothing was held back (seconds at a million changes).
+    behind = first > AFTER_XID
+    start = sa.tuple_(
+        sa.case((behind, first - 1), else_=AFTER_XID),
+        sa.case((behind, sa.literal(2**63 - 1, sa.BigInteger())), else_=AFTER_POSITION),
+    )
+    first_held = (
+        sa.select(changes.c.xid)
+        .where(sa.tuple_(changes.c.xid, changes.c.position) > start)
+        .order_by(changes.c.xid, changes.c.position)
+        .limit(1)
+        .scalar_subquery()
+    )
+    held_back = sa.select(first_held.is_not(None).label("held_back")).subquery()
     return (
         sa.select(held_back.c.held_back, *page.c)
         .select_from(held_back.outerjoin(page, sa.true()))

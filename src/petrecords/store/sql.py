@@ -216,9 +216,9 @@ CHANGE_COLUMNS = (
     changes.c.record,
 )
 _change_cursor = sa.tuple_(changes.c.xid, changes.c.position)
-AFTER_CURSOR = _change_cursor > sa.tuple_(
-    sa.bindparam("after_xid", type_=sa.BigInteger()), sa.bindparam("after_position", type_=sa.BigInteger())
-)
+AFTER_XID = sa.bindparam("after_xid", type_=sa.BigInteger())
+AFTER_POSITION = sa.bindparam("after_position", type_=sa.BigInteger())
+AFTER_CURSOR = _change_cursor > sa.tuple_(AFTER_XID, AFTER_POSITION)
 _OF_RECORD = (changes.c.resource == sa.bindparam("resource")) & (
     changes.c.record_id == sa.bindparam("record_id", type_=changes.c.record_id.type)
 )
@@ -247,28 +247,35 @@ def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, res
     records they owned before it), each read in order, so that the few changes of one caller among many are
     found without reading the others."""
 
-    def branch(*conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
-        where = [AFTER_CURSOR, changes.c.xid < horizon, *conditions]
+    def branch(owner: tuple[sa.Column[Any], sa.ColumnElement[Any]] | None = None) -> sa.Select[Any]:
+        if owner is None:
+            where = [AFTER_CURSOR, changes.c.xid < horizon]
+            order: tuple[sa.ColumnElement[Any], ...] = (changes.c.xid, changes.c.position)
+        else:
+            # One owner's changes as one range of that owner's index, bounded on its leading column and read in
+            # its order. Written as `owner = value`, PostgreSQL's generic plan of the prepared statement, which
+            # cannot tell a rare owner from a common one, walked the whole (xid, position) index instead.
+            column, value = owner
+            where = [
+                sa.tuple_(column, changes.c.xid, changes.c.position) > sa.tuple_(value, AFTER_XID, AFTER_POSITION),
+                sa.tuple_(column, changes.c.xid) < sa.tuple_(value, horizon),
+            ]
+            order = (column, changes.c.xid, changes.c.position)
         if resources is not None:
             where.append(changes.c.resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
-        return (
-            sa.select(*CHANGE_COLUMNS)
-            .where(*where)
-            .order_by(changes.c.xid, changes.c.position)
-            .limit(sa.bindparam("limit"))
-        )
+        return sa.select(*CHANGE_COLUMNS).where(*where).order_by(*order).limit(sa.bindparam("limit"))
 
     if not by_reader:
         return branch()
     reader: sa.BindParameter[str] = sa.bindparam("reader")
-    branches = [
-        branch(changes.c.owner_after == SHARED),
-        branch(changes.c.owner_after == reader),
-        branch(
-            changes.c.owner_before == reader, sa.or_(changes.c.owner_after.is_(None), changes.c.owner_after != reader)
-        ),
-    ]
-    union = sa.union_all(*(sa.select(*one.subquery().c) for one in branches)).subquery()
+    branches = (
+        branch((changes.c.owner_after, sa.literal(SHARED, changes.c.owner_after.type))),
+        branch((changes.c.owner_after, reader)),
+        branch((changes.c.owner_before, reader)),
+    )
+    # A change of a record the reader owned before and after is in the last two ranges: UNION keeps it once
+    # (filtering it out of the last range instead made PostgreSQL read that range whole, with a sort).
+    union = sa.union(*(sa.select(*one.subquery().c) for one in branches)).subquery()
     return sa.select(*union.c).order_by(union.c.xid, union.c.position).limit(sa.bindparam("limit"))
 
 
