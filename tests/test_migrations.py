@@ -24,6 +24,7 @@ from alembic.migration import MigrationContext
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
 from petrecords.registry import SCHEMA as metadata
+from petrecords.tables import comparison_options
 from tests.support import throwaway_postgres
 
 T = TypeVar("T")
@@ -77,7 +78,12 @@ def _table_names(connection: sa.Connection) -> set[str]:
 def _schema_diff(connection: sa.Connection) -> list[Any]:
     context = MigrationContext.configure(
         connection,
-        opts={"compare_type": True, "compare_server_default": True, "target_metadata": metadata},
+        opts={
+            "compare_type": True,
+            "compare_server_default": True,
+            "target_metadata": metadata,
+            **comparison_options(connection.dialect.name),
+        },
     )
     return list(compare_metadata(context, metadata))
 
