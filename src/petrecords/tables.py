@@ -39,6 +39,9 @@ def trigram_indexed(table: sa.Table, *columns: str) -> None:
             table.c[column],
             postgresql_using="gin",
             postgresql_ops={column: "gin_trgm_ops"},
+            # Each write updates the index at once: a pending list (fastupdate) would be read through by every
+            # search until the next vacuum merged it.
+            postgresql_with={"fastupdate": "off"},
             info={_ONLY_ON: "postgresql"},
         ).ddl_if(dialect="postgresql")
 

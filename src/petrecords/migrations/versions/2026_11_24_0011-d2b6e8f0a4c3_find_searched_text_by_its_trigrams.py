@@ -1,8 +1,9 @@
 """Find the records whose searchable text holds a substring by its trigrams, on both databases.
 
-PostgreSQL: the pg_trgm extension and a GIN index of each searchable column, which LIKE uses by itself. The
-extension is made here when it is missing; a server without it (no contrib package), or a role that may not
-make it, stops the migration with a message that says what to do, and nothing of this revision is applied.
+PostgreSQL: the pg_trgm extension and a GIN index of each searchable column, updated by each write rather
+than through a pending list that every search would read until a vacuum merged it. The extension is made
+here when it is missing; a server without it (no contrib package), or a role that may not make it, stops the
+migration with a message that says what to do, and nothing of this revision is applied.
 
 SQLite: an FTS5 table per resource with the trigram tokenizer (case-sensitive: the columns hold match keys,
 already folded), over the table's own rows by their rowid (external content: no copy of the text), kept in
@@ -79,6 +80,7 @@ def upgrade() -> None:
                     [column],
                     postgresql_using="gin",
                     postgresql_ops={column: "gin_trgm_ops"},
+                    postgresql_with={"fastupdate": "off"},
                 )
         return
     for table, columns in SEARCHABLE.items():
