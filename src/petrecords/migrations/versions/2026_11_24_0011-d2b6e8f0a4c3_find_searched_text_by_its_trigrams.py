@@ -6,9 +6,10 @@ here when it is missing; a server without it (no contrib package), or a role tha
 migration with a message that says what to do, and nothing of this revision is applied.
 
 SQLite: an FTS5 table per resource with the trigram tokenizer (case-sensitive: the columns hold match keys,
-already folded), over the table's own rows by their rowid (external content: no copy of the text), kept in
-step by triggers in the writing statement's own transaction. A later migration that rebuilds one of these
-tables (a batch ALTER copies the rows under new rowids and drops the triggers) must rebuild its index too.
+already folded), over the table's own rows by their rowid (external content: no copy of the text; no column
+sizes, which only ranking reads), kept in step by triggers in the writing statement's own transaction. A later
+migration that rebuilds one of these tables (a batch ALTER copies the rows under new rowids and drops the
+triggers) must rebuild its index too.
 
 Revision ID: d2b6e8f0a4c3
 Revises: c8f4a2d6e0b7
@@ -56,7 +57,7 @@ def _sqlite_search_table(table: str, columns: tuple[str, ...]) -> None:
     changed = " OR ".join(f"old.{column} IS NOT new.{column}" for column in columns)
     op.execute(
         f"CREATE VIRTUAL TABLE {search} USING fts5({listed}, content='{table}', content_rowid='rowid', "
-        "tokenize='trigram case_sensitive 1')"
+        "tokenize='trigram case_sensitive 1', columnsize=0)"
     )
     # The names are this revision's own constants.
     op.execute(f"INSERT INTO {search}({search}) VALUES ('rebuild')")  # noqa: S608
