@@ -51,6 +51,7 @@ SERVICE_SCENARIOS = {
     "get_by_id": "get_by_id",
     "list_page_1": "list_page_1",
     "list_filtered": "list_filtered",
+    "list_search": "list_search",
     "list_middle": "list_middle",
     "pet_vaccinations": "pet_vaccinations",
     "overdue": "overdue",

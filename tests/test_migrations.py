@@ -16,19 +16,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from petrecords.config import Settings
+from petrecords.config import ConfigurationError, Settings
 from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
 from petrecords.registry import SCHEMA as metadata
+from petrecords.tables import comparison_options
 from tests.support import throwaway_postgres
 
 T = TypeVar("T")
 PETRECORDS = Path(sys.executable).parent / "petrecords"
 APP_TABLES = set(metadata.tables)
+BEFORE_TRIGRAMS = "c8f4a2d6e0b7"
+"""The revision before the one that makes the trigram indexes (and, on PostgreSQL, the pg_trgm extension)."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -77,7 +81,12 @@ def _table_names(connection: sa.Connection) -> set[str]:
 def _schema_diff(connection: sa.Connection) -> list[Any]:
     context = MigrationContext.configure(
         connection,
-        opts={"compare_type": True, "compare_server_default": True, "target_metadata": metadata},
+        opts={
+            "compare_type": True,
+            "compare_server_default": True,
+            "target_metadata": metadata,
+            **comparison_options(connection.dialect.name),
+        },
     )
     return list(compare_metadata(context, metadata))
 
@@ -249,3 +258,39 @@ def test_name_key_revision_recomputes_keys_in_normalization_form_c(fresh_url: st
         "Rex": "rex",
         "\u00c9MILE": "\u00e9mile",
     }
+
+
+async def _run_as_superuser(url: str, *statements: str) -> None:
+    connection = await asyncpg.connect(url, timeout=5)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+def test_pg_trgm_missing_and_not_creatable_stops_the_migration_with_what_to_do(tmp_path: Path) -> None:
+    """A role that may not create extensions, in a database without pg_trgm: the trigram revision refuses,
+    naming the extension and the statement an owner of the database would run; nothing of the revision is
+    applied. Once someone who may has created it, the same role migrates to the head."""
+    with throwaway_postgres() as admin_url:
+        role = f"petrecords_migrator_{uuid.uuid4().hex[:8]}"
+        asyncio.run(
+            _run_as_superuser(admin_url, f'CREATE ROLE "{role}" LOGIN', f'ALTER SCHEMA public OWNER TO "{role}"')
+        )
+        try:
+            role_url = sa.make_url(admin_url).set(username=role).render_as_string(hide_password=False)
+            settings = _settings(role_url, tmp_path)
+            migrate(settings, BEFORE_TRIGRAMS)
+
+            with pytest.raises(ConfigurationError, match=r"pg_trgm.*CREATE EXTENSION pg_trgm"):
+                migrate(settings)
+            assert _on_connection(role_url, tmp_path, _current_revision) == BEFORE_TRIGRAMS
+
+            asyncio.run(_run_as_superuser(admin_url, "CREATE EXTENSION pg_trgm"))
+            migrate(settings)
+            assert _on_connection(role_url, tmp_path, _current_revision) == head_revision()
+            assert _on_connection(role_url, tmp_path, _schema_diff) == []
+        finally:
+            asyncio.run(_run_as_superuser(admin_url, f'REASSIGN OWNED BY "{role}" TO CURRENT_USER'))
+            asyncio.run(_run_as_superuser(admin_url, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"'))

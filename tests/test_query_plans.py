@@ -26,7 +26,14 @@ from petrecords.resources.listing import parse_list_query
 from petrecords.resources.service import list_records
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
 from petrecords.store.postgres import _DIALECT, _changes_page
-from petrecords.store.sql import Statement, changes_after_select, changes_values, count_statement, list_statement
+from petrecords.store.sql import (
+    Statement,
+    TrigramSearch,
+    changes_after_select,
+    changes_values,
+    count_statement,
+    list_statement,
+)
 from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
@@ -98,9 +105,10 @@ async def _plan(
             return " | ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {compiled}", params))
         finally:
             connection.close()
-    compiled = statement.compile(
-        dialect=postgresql.dialect(paramstyle="pyformat"), compile_kwargs={"render_postcompile": True}
-    )
+    dialect = postgresql.dialect(paramstyle="pyformat")
+    # As the store compiles: the connections have standard-conforming strings, so the LIKE escape is one `\`.
+    dialect._backslash_escapes = False
+    compiled = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
     params = {**compiled.params, **values}
     names = list(params)
     positional = str(compiled) % {key: f"${index + 1}" for index, key in enumerate(names)}
@@ -326,3 +334,90 @@ async def _fill_the_log(database_url: str) -> None:
         await connection.execute("ANALYZE changes")
     finally:
         await connection.close()
+
+
+def _trigram_search(database_url: str) -> TrigramSearch:
+    return TrigramSearch.FTS5 if database_url.startswith("sqlite") else TrigramSearch.GIN
+
+
+def _searched(pattern: str, *columns: str) -> Condition:
+    return Condition(columns or ("name_key",), Operator.LIKE, (pattern,))
+
+
+SEARCHES = {
+    "pets: owner": (PET_RECORDS, (OWNED, _searched("%rex 12%"))),
+    "pets: admin": (PET_RECORDS, (_searched("%rex 12%"),)),
+    "pets: owner and one type": (PET_RECORDS, (OWNED, DOGS, _searched("%rex 12%"))),
+    "pets: owner, a run between wildcards": (PET_RECORDS, (OWNED, _searched("%r_x 12%ab%"))),
+    "vaccines: name or description": (VACCINES.collection, (_searched("%rabies%", "name_key", "description_key"),)),
+}
+SEARCH_INDEXES = {"pets": "ix_pets_name_key_trigrams", "vaccines": "ix_vaccines_(name|description)_key_trigrams"}
+
+
+SEARCHED_PETS = 3000
+WORDS = ("rex", "tom", "bella", "max", "luna", "coco", "milo", "daisy", "oscar", "ruby")
+
+
+@pytest.fixture
+async def many_pets(database_url: str, settings: Settings) -> None:
+    """Thousands of one owner's pets (a few of others'), with the planner's statistics of them: what a caller
+    with many records searches, where the owner's index holds nearly every row."""
+    await wipe(database_url)
+    rows = [
+        pet_row(f"{WORDS[number % len(WORDS)]} {number}", owner=OWNER if number % 50 else "bob@example.com")
+        for number in range(SEARCHED_PETS)
+    ]
+    store = open_store(settings)
+    try:
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, rows)
+    finally:
+        await store.close()
+    if not database_url.startswith("sqlite"):
+        connection = await asyncpg.connect(database_url)
+        try:
+            await connection.execute("ANALYZE pets")
+        finally:
+            await connection.close()
+
+
+@pytest.mark.usefixtures("many_pets")
+@pytest.mark.parametrize("name", list(SEARCHES))
+@pytest.mark.parametrize("part", ["page", "count"])
+async def test_a_search_of_three_characters_reads_the_trigram_index(database_url: str, name: str, part: str) -> None:
+    """`search` with a literal run of three or more characters reads its candidates from the trigram index
+    (the FTS5 table, first, on SQLite; the GIN index on PostgreSQL), then only those records, by rowid or
+    by their tuple ids on PostgreSQL, with the pattern itself checked on each. The statement's shape fixes
+    that order, whatever the planner estimates a pattern to match."""
+    collection, conditions = SEARCHES[name]
+    search = _trigram_search(database_url)
+    query = PageQuery(conditions=conditions, sort=BY_CREATED, limit=20, offset=0)
+    statement = (
+        list_statement(collection, query, search=search)
+        if part == "page"
+        else count_statement(collection, conditions, search=search)
+    )
+    table = collection.table.name
+    # A table of a few thousand rows, or the few vaccines of a catalogue, PostgreSQL would rather scan.
+    plan = await _plan(database_url, *statement, forbid=("enable_seqscan",))
+    if database_url.startswith("sqlite"):
+        assert plan.startswith(f"SCAN {table}_search VIRTUAL TABLE"), plan
+        assert f"SEARCH {table} USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        return
+    assert re.search(rf"Bitmap Index Scan on {SEARCH_INDEXES[table]}\b", plan), plan
+    # Then by tuple id (or the same bitmap again): never a walk of a B-tree index of the table, filtering.
+    assert not re.search(r"Index (Only )?Scan using", plan), plan
+
+
+@pytest.mark.parametrize("pattern", ["%re%", "%r%", "%re%ab%", "%r_x%"])
+async def test_a_shorter_search_leaves_the_trigram_index_alone(database_url: str, pattern: str) -> None:
+    """With no literal run of three characters there is no trigram to look up: such a search reads the owner's
+    index as before, bounded by the statement timeout (tests/api/test_statement_timeout.py)."""
+    conditions = (OWNED, _searched(pattern))
+    plan = await _plan(
+        database_url,
+        *count_statement(PET_RECORDS, conditions, search=_trigram_search(database_url)),
+        forbid=("enable_seqscan",),
+    )
+    assert "pets_search" not in plan, plan
+    assert "ix_pets_owner_id" in plan, plan

@@ -39,7 +39,11 @@ T = TypeVar("T")
 def open_store(settings: Settings) -> Store:
     url = settings.resolved_database_url
     if is_sqlite(url):
-        return SqliteStore(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+        return SqliteStore(
+            url,
+            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+            statement_timeout_seconds=settings.db_statement_timeout_seconds,
+        )
     return PostgresStore(settings)
 
 

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from petrecords.resources.declaration import Field, Ownership, Resource
 from petrecords.resources.fields import Email, Name, PetType
 from petrecords.resources.filters import AnyOf, Matches, Owner
-from petrecords.tables import Text, audit_columns, metadata
+from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 
 NAME_MAX_LENGTH = 100
 
@@ -31,6 +31,9 @@ pets = sa.Table(
     sa.Index(None, "name_key", "id"),
     sa.Index(None, "owner_id", "name_key", "id"),
 )
+
+# `search` (a substring anywhere in the name) reads its candidates from the name's trigrams.
+trigram_indexed(pets, "name_key")
 
 PETS = Resource(
     name="pets",

@@ -4,6 +4,7 @@ declaration, on this metadata."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +22,59 @@ metadata = sa.MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+
+SEARCHABLE = "searchable"
+"""The key of a table's `info` that names its columns (match keys) that `search` patterns read through a trigram
+index: on PostgreSQL a GIN index (pg_trgm) of each, declared here; on SQLite an FTS5 table with the trigram
+tokenizer, `search_table_name(table)`, which the migrations make and triggers keep in step with the table."""
+
+
+def trigram_indexed(table: sa.Table, *columns: str) -> None:
+    """Declare that substring patterns over `columns` of `table` may be narrowed by a trigram index."""
+    table.info[SEARCHABLE] = columns
+    for column in columns:
+        sa.Index(
+            f"ix_{table.name}_{column}_trigrams",
+            table.c[column],
+            postgresql_using="gin",
+            postgresql_ops={column: "gin_trgm_ops"},
+            # Each write updates the index at once: a pending list (fastupdate) would be read through by every
+            # search until the next vacuum merged it.
+            postgresql_with={"fastupdate": "off"},
+            info={_ONLY_ON: "postgresql"},
+        ).ddl_if(dialect="postgresql")
+
+
+def search_table_name(table_name: str) -> str:
+    """The SQLite FTS5 table that indexes the trigrams of a table's searchable columns."""
+    return f"{table_name}_search"
+
+
+# An FTS5 table's own name, and the names of the tables that SQLite keeps its index in.
+_FTS5_TABLE_SUFFIXES = ("", "_data", "_idx", "_docsize", "_config", "_content")
+_ONLY_ON = "only_on"
+"""The key of an index's `info` that names the one dialect it exists on."""
+
+
+def comparison_options(dialect: str) -> dict[str, Any]:
+    """Alembic's options to compare a database of `dialect` with the schema: its tables, but not the SQLite
+    search tables, which the migrations make and SQLAlchemy cannot describe (a virtual table and its storage);
+    and the indexes that exist on that dialect."""
+    search_tables = {
+        search_table_name(table.name) + suffix
+        for table in metadata.tables.values()
+        if table.info.get(SEARCHABLE)
+        for suffix in _FTS5_TABLE_SUFFIXES
+    }
+
+    def include_name(name: str | None, type_: str, _parents: Mapping[str, str | None]) -> bool:
+        return not (type_ == "table" and name in search_tables)
+
+    def include_object(item: Any, _name: str | None, type_: str, reflected: bool, _compare_to: Any) -> bool:
+        return not (type_ == "index" and not reflected and item.info.get(_ONLY_ON, dialect) != dialect)
+
+    return {"include_name": include_name, "include_object": include_object}
 
 
 def audit_columns() -> list[sa.Column[Any]]:

@@ -8,7 +8,7 @@ from petrecords.resources.declaration import Field, Ownership, Resource, Writers
 from petrecords.resources.fields import Name, PetType, Prose, WholeNumber
 from petrecords.resources.filters import AnyOf, Matches, NumberBound
 from petrecords.store.base import Operator
-from petrecords.tables import Text, audit_columns, metadata
+from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 from petrecords.text import PROSE_CONTROLS
 
 vaccines = sa.Table(
@@ -27,6 +27,9 @@ vaccines = sa.Table(
     sa.Index(None, "name_key", "id"),
     sa.Index(None, "modified_at", "id"),
 )
+
+# `search` covers the name and the description: a record is a candidate when either has the pattern's trigrams.
+trigram_indexed(vaccines, "name_key", "description_key")
 
 VACCINES = Resource(
     name="vaccines",

@@ -3,6 +3,7 @@
 from alembic import context
 
 from petrecords.registry import SCHEMA
+from petrecords.tables import comparison_options
 
 connection = context.config.attributes["connection"]
 context.configure(
@@ -10,6 +11,7 @@ context.configure(
     target_metadata=SCHEMA,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
+    **comparison_options(connection.dialect.name),
 )
 with context.begin_transaction():
     context.run_migrations()

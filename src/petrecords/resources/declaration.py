@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from petrecords.resources.fields import Embedded, Kind, Name, Prose
 from petrecords.resources.filters import Filter
 from petrecords.store.base import Collection, Join
+from petrecords.tables import SEARCHABLE
 
 Values = dict[str, Any]
 """A record as stored: column name -> value (ids as UUIDs, times as epoch milliseconds)."""
@@ -158,6 +159,7 @@ class Resource:
             owner_column=self.ownership.column,
             counted_by=self.counted_by,
             joins=joins,
+            searchable=self.table.info.get(SEARCHABLE, ()),
         )
 
     @property

@@ -39,6 +39,9 @@ class Collection:
     counted_by: str | None = None
     """The column whose values partition the kept counts, besides the owner."""
     joins: tuple[Join, ...] = ()
+    searchable: tuple[str, ...] = ()
+    """The columns that a trigram index covers (see tables.trigram_indexed): a LIKE over exactly these, with a
+    literal run of at least three characters, reads its candidates from that index."""
 
 
 class Operator(enum.Enum):

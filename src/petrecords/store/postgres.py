@@ -56,6 +56,7 @@ from petrecords.store.sql import (
     SqlStore,
     SqlTransaction,
     Statement,
+    TrigramSearch,
     change_insert,
     change_of,
     changes_after_select,
@@ -279,6 +280,7 @@ class PostgresTransaction(SqlTransaction):
     horizon = _HORIZON
     change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
     state_upserts = state_upserts(postgresql.insert)
+    trigram_search = TrigramSearch.GIN
 
     def __init__(self, store: PostgresStore, *, write: bool, caller: str | None = None) -> None:
         super().__init__(write=write)

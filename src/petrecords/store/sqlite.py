@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import os
 import stat
 import time
 import uuid
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
@@ -40,6 +41,7 @@ from petrecords.store.faults import (
     DATABASE_ERRORS,
     LOCKED,
     STORAGE,
+    TIMEOUT,
     VANISHED,
     raise_translated,
     unavailable,
@@ -51,6 +53,7 @@ from petrecords.store.sql import (
     SqlStore,
     SqlTransaction,
     Statement,
+    TrigramSearch,
     change_insert,
     count_upsert,
     idempotency_upsert,
@@ -63,7 +66,10 @@ _FIRST_BUSY_PAUSE_SECONDS = 0.001
 _LAST_BUSY_PAUSE_SECONDS = 0.05
 
 _NAMED = sqlite_dialect.dialect(paramstyle="named")
-_SQLITE_ERROR, _SQLITE_NOTADB = 1, 26
+_SQLITE_ERROR, _SQLITE_INTERRUPT, _SQLITE_NOTADB = 1, 9, 26
+# Virtual machine instructions between two looks at the clock: tens of microseconds of work, so that a
+# statement outlives its deadline by about that much, and a lookup of a few rows never looks at all.
+_PROGRESS_STEPS = 10_000
 
 
 @functools.lru_cache(maxsize=1024)
@@ -105,13 +111,26 @@ def _identity(path: str) -> FileIdentity:
 
 
 class _Connection:
-    """One connection of the store, and the lock that gives it to one transaction at a time."""
+    """One connection of the store, and the lock that gives it to one transaction at a time.
 
-    def __init__(self, engine: sa.Engine) -> None:
+    With `bounded`, a statement still running at its deadline is interrupted (SQLite's progress handler, asked
+    every _PROGRESS_STEPS virtual machine instructions): statements run on the event loop, so one that read a
+    caller's every record would hold up every request of the process, and the connection, until it ended.
+    """
+
+    def __init__(self, engine: sa.Engine, *, bounded: bool = False) -> None:
         self.sqlalchemy = engine.connect()
-        self.driver: Any = self.sqlalchemy.connection.driver_connection
+        driver: Any = self.sqlalchemy.connection.driver_connection
+        self.driver = driver
         self.lock = asyncio.Lock()
         self.closed = False
+        self.deadline = math.inf
+        """When the running statement is interrupted (time.monotonic()); infinity when none runs."""
+        if bounded:
+            driver.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+
+    def _past_deadline(self) -> bool:
+        return time.monotonic() > self.deadline
 
     def close(self) -> None:
         if not self.closed:
@@ -172,6 +191,7 @@ class SqliteTransaction(SqlTransaction):
     horizon = sa.literal(2**62, sa.BigInteger())
     change_insert = change_insert(sa.literal(0, sa.BigInteger()))
     state_upserts = state_upserts(sqlite_dialect.insert)
+    trigram_search = TrigramSearch.FTS5
 
     def __init__(self, store: SqliteStore, *, write: bool, single: bool = False) -> None:
         super().__init__(write=write)
@@ -194,6 +214,7 @@ class SqliteTransaction(SqlTransaction):
     async def data_version(self) -> Hashable:
         # data_version moves when another connection commits: this process's writer, or another process.
         other = (await self._run("PRAGMA data_version", {})).fetchone()[0]
+        self._connection().deadline = math.inf
         return (other, self._store.commits)
 
     async def _begin(self) -> None:
@@ -334,32 +355,49 @@ class SqliteTransaction(SqlTransaction):
             database.release(writer)
 
     async def _run(self, sql: str, parameters: dict[str, Any] | list[dict[str, Any]]) -> sqlite3.Cursor:
-        """One compiled statement on the driver's connection, inside this transaction."""
+        """One compiled statement on the driver's connection, inside this transaction; a read's deadline is
+        set (and stays set until `_done`: its rows are stepped through as they are fetched)."""
         if not self.begun:
             await self._begin()
             self.begun = True
-        connection = self._connection().driver
-        if self.write and not connection.in_transaction:
+        connection = self._connection()
+        driver = connection.driver
+        if self.write and not driver.in_transaction:
             # SQLite rolled the group's transaction back (disk full, I/O error): nothing may run outside it.
             raise DatabaseUnavailable(cause=STORAGE, detail="the write transaction was rolled back")
+        connection.deadline = time.monotonic() + self._store.statement_timeout_seconds
         try:
             if isinstance(parameters, list):
-                return connection.executemany(sql, parameters)
-            return connection.execute(sql, parameters)
+                return driver.executemany(sql, parameters)
+            return driver.execute(sql, parameters)
         except sqlite3.Error as exc:
-            raise_translated(exc)
+            self._failed(connection, exc)
+
+    def _failed(self, connection: _Connection, exc: sqlite3.Error) -> NoReturn:
+        connection.deadline = math.inf
+        if getattr(exc, "sqlite_errorcode", None) == _SQLITE_INTERRUPT and not self.write:
+            timeout = self._store.statement_timeout_seconds
+            raise DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s") from exc
+        raise_translated(exc)
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, values = _driver_values(statement[0], statement[1])
-        rows: list[Sequence[Any]] = (await self._run(sql, values)).fetchall()
+        cursor = await self._run(sql, values)
+        connection = self._connection()
+        try:
+            rows: list[Sequence[Any]] = cursor.fetchall()
+        except sqlite3.Error as exc:
+            self._failed(connection, exc)
+        connection.deadline = math.inf
         return rows
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         if isinstance(rows, dict):
             await self._run(*_driver_values(statement, rows))
-            return
-        sql = _compiled(statement)[0]
-        await self._run(sql, [_driver_values(statement, row)[1] for row in rows])
+        else:
+            sql = _compiled(statement)[0]
+            await self._run(sql, [_driver_values(statement, row)[1] for row in rows])
+        self._connection().deadline = math.inf
 
 
 class SqliteStore(SqlStore):
@@ -376,7 +414,7 @@ class SqliteStore(SqlStore):
 
     dialect = "sqlite"
 
-    def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int, statement_timeout_seconds: float = math.inf) -> None:
         super().__init__()
         path = sqlite_path(url)
         if path is None:
@@ -388,6 +426,8 @@ class SqliteStore(SqlStore):
         # SQLite never waits on its own here: _begin does, without blocking the event loop.
         self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True, create=False)
         self.busy_timeout_seconds = busy_timeout_ms / 1000
+        self.statement_timeout_seconds = statement_timeout_seconds
+        """How long a read's statement may run before it is interrupted and the request answers 503."""
         self._database: _Database | None = None
         self._retired: list[_Database] = []
         """Databases no longer at the path whose connections a transaction still holds."""
@@ -415,7 +455,9 @@ class SqliteStore(SqlStore):
         self._check_schema()
         opened: list[_Connection] = []
         try:
-            opened.append(_Connection(self._engine))
+            # Only reads are interrupted: SQLite rolls back the whole transaction of an interrupted write, which
+            # would be the write group's, every member's work. A write changes a few rows, found by their keys.
+            opened.append(_Connection(self._engine, bounded=math.isfinite(self.statement_timeout_seconds)))
             opened.append(_Connection(self._engine))
             # Both connections have the database in WAL mode now, and so the write-ahead log open.
             files = (_identity(self._path), _identity(self._wal_path))
