@@ -1,14 +1,15 @@
 """The ceiling: a bare ASGI app on the same HTTP server and database driver as the service.
 
-No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON,
-`POST /pets` one single-row insert, committed with the same durability settings as the service.
+No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON.
 With `--litestar`, the lookup is a bare Litestar route instead: the framework's own floor.
 
-`POST /pets/grouped` (SQLite) does a create's whole database work as the service's SQLite writer does it: the
-pet, its change in the change log (the record's JSON) and the two kept counts, in the request's own savepoint
-inside a transaction that the write requests ready at the same moment share, with one COMMIT for all of them,
-answered only once that COMMIT has returned. A write lock held by the other worker is waited for without
-blocking the event loop, as the service waits for it.
+`POST /pets` does a create's whole database work as the service's store does it, with the same durability
+settings: the pet, its change in the change log (the record's JSON) and the two kept counts (every owner's and
+the owner's, by pet type). On SQLite, in the request's own savepoint inside a transaction that the write requests
+ready at the same moment share, with one COMMIT for all of them, answered only once that COMMIT has returned; a
+write lock held by the other worker is waited for without blocking the event loop, as the service waits for it.
+On PostgreSQL, as one statement (each write a part of its WITH) committed on its own, the counts in one of the
+service's eight slots.
 
 The vaccination lists run the service's own two statements for the same request (the count, then page 1
 of 20 with the embedded vaccine joined in), written out here as the store compiles them, in the same
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -113,6 +115,26 @@ COUNT_UPSERT = (
     "writes = (record_counts.writes + excluded.writes)"
 )
 FIRST_BUSY_PAUSE_SECONDS, LAST_BUSY_PAUSE_SECONDS = 0.001, 0.05
+# The same create as the PostgreSQL store sends it: one statement, its parts in the store's order ($1-$9 the pet's
+# COLUMNS, $10 its name key, $11 the record's JSON, $12 the counts' slot).
+_TEXT = 'VARCHAR COLLATE "C"'
+_EVERY_OWNER, _OWNER = "''", f"$6::{_TEXT}"
+_POSTGRES_COUNT = (
+    "INSERT INTO record_counts (resource, scope, partition, slot, count, writes) "
+    f"VALUES ('pets', {{scope}}, $8::{_TEXT}, $12::SMALLINT, 1, {{writes}}) "
+    "ON CONFLICT (resource, scope, partition, slot) DO UPDATE SET count = (record_counts.count + excluded.count), "
+    "writes = (record_counts.writes + excluded.writes)"
+)
+POSTGRES_CREATE = (
+    f"WITH w0 AS ({_POSTGRES_COUNT.format(scope=_OWNER, writes=0)}), "
+    f"w1 AS ({_POSTGRES_COUNT.format(scope=_EVERY_OWNER, writes=1)}), "
+    "w2 AS (INSERT INTO changes (xid, resource, record_id, action, version, at, by, owner_before, owner_after, "
+    "record) VALUES (CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT), 'pets', $1::UUID, 'created', 1, "
+    f"$2::BIGINT, $3::{_TEXT}, NULL, $6::{_TEXT}, $11::BYTEA) RETURNING changes.position), "
+    f"w3 AS (INSERT INTO pets ({COLUMNS}, name_key) VALUES ($1::UUID, $2::BIGINT, $3::{_TEXT}, $4::BIGINT, "
+    f"$5::{_TEXT}, $6::{_TEXT}, $7::{_TEXT}, $8::{_TEXT}, $9::INTEGER, $10::{_TEXT})) SELECT 1"
+)
+POSTGRES_COUNT_SLOTS = 8
 
 
 NOT_FOUND = {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
@@ -154,14 +176,7 @@ class SqliteBackend:
             self.connection.execute("COMMIT")
         return total, rows
 
-    async def insert(self, values: tuple[Any, ...]) -> None:
-        pet_id, *rest = values
-        self.connection.execute(
-            f"INSERT INTO pets ({COLUMNS}, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pet_id.hex, *rest, rest[-3].lower()),
-        )
-
-    async def insert_grouped(self, values: tuple[Any, ...], record: bytes) -> None:
+    async def create(self, values: tuple[Any, ...], record: bytes) -> None:
         pet_id, created_at, created_by, *_, owner, name, pet_type, _revision = values
         group, leads = (self.group, False) if self.group is not None else await self._begin_group()
         self.writer.execute("SAVEPOINT request")
@@ -248,15 +263,9 @@ class PostgresBackend:
             rows = await connection.fetch(page, pet_id)
         return total, rows
 
-    async def insert(self, values: tuple[Any, ...]) -> None:
-        await (await self._pool()).execute(
-            f"INSERT INTO pets ({COLUMNS}, name_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            *values,
-            values[-3].lower(),
-        )
-
-    async def insert_grouped(self, values: tuple[Any, ...], record: bytes) -> None:
-        raise NotImplementedError("PostgreSQL commits each write on its own: its create ceiling is POST /pets")
+    async def create(self, values: tuple[Any, ...], record: bytes) -> None:
+        slot = random.randrange(POSTGRES_COUNT_SLOTS)
+        await (await self._pool()).execute(POSTGRES_CREATE, *values, values[6].lower(), record, slot)
 
     async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
         # The casts the store's statements carry, so that the planner is given the same types.
@@ -333,10 +342,7 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
         pet_id = uuid.uuid4()
         values = (pet_id, now, owner, now, owner, owner, data["name"], data["petType"], 1)
         created = encode(dict(zip(FIELDS, values, strict=True)))
-        if scope["path"] == "/pets/grouped":
-            await backend.insert_grouped(values, created)
-        else:
-            await backend.insert(values)
+        await backend.create(values, created)
         await respond(send, 201, created)
 
     return app
