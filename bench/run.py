@@ -331,6 +331,15 @@ def subscribers(base: str, token: str, count: int) -> Iterator[list[int]]:
         raise SystemExit(f"a change stream failed: {failures[0]!r}")
 
 
+def settle(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """Wait as long as the slowest requests of the run just measured took (its p99, at most wrk's timeout): wrk
+    leaves requests in flight when it stops, and on SQLite their statements hold a worker's event loop, so that
+    they would otherwise weigh on the next scenario's figures."""
+    slowest = max(figures["p99_ms"], figures.get("alongside", {}).get("p99_ms", 0))
+    if not math.isnan(slowest):
+        time.sleep(min(slowest / 1000, args.timeout))
+
+
 def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str]) -> dict[str, Any]:
     """One scenario's figures; with load alongside, those of the scenario's own connections, with the other
     load's under "alongside" and the events the live streams received under "events_per_subscriber"."""
@@ -389,6 +398,7 @@ def run_ceilings(
                 )
                 results[name] = figures
                 print_line(name, figures)
+                settle(args, figures)
     return results
 
 
@@ -476,6 +486,7 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                     figures = run_scenario(args, base, name, wrk_env)
                     results[name] = figures
                     print_line(name, figures)
+                    settle(args, figures)
                     if "alongside" in figures:
                         print_line(f"  + {ALONGSIDE[name].script} alongside", figures["alongside"])
                     if "events_per_subscriber" in figures:
