@@ -186,11 +186,13 @@ def run_wrk(
         check=True,
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
     latencies = {p: float(v) * _UNIT[u] for p, v, u in _LATENCY.findall(output)}
     return {
         "rps": rate,
+        "requests": requests,
         "p50_ms": latencies.get("50", math.nan),
         "p99_ms": latencies.get("99", math.nan),
         "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
@@ -357,12 +359,17 @@ def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[s
             for script, connections in ((SERVICE_SCENARIOS[name], args.connections), (extra.script, extra.connections))
         ]  # fmt: skip
         figures, alongside = (run.result() for run in runs)
-        # Events still on their way when the writes stop are counted too.
-        time.sleep(1)
+        # How long after the writes stopped every stream had every change they made (at most 30 s).
+        made = alongside["requests"] - alongside["non_2xx"]
+        stopped = time.monotonic()
+        while extra.subscribers and min(received) < made and time.monotonic() - stopped < 30:
+            time.sleep(0.05)
+        caught_up = time.monotonic() - stopped
     figures = {**figures, "alongside": alongside}
     if extra.subscribers:
+        figures.update(subscribers=extra.subscribers, changes_made=made, catch_up_seconds=round(caught_up, 2))
         figures["events_per_subscriber"] = statistics.median(received)
-        figures["subscribers"] = extra.subscribers
+        figures["fewest_events"] = min(received)
     return figures
 
 
@@ -490,11 +497,14 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                     if "alongside" in figures:
                         print_line(f"  + {ALONGSIDE[name].script} alongside", figures["alongside"])
                     if "events_per_subscriber" in figures:
+                        caught_up = figures["catch_up_seconds"]
                         print(
-                            f"    {figures['subscribers']} live change streams: "
-                            f"{figures['events_per_subscriber']:.0f} events each (median)",
+                            f"    {figures['subscribers']} live change streams: at least {figures['fewest_events']} "
+                            f"events each, of {figures['changes_made']} creates answered; "
+                            + (f"every stream had them {caught_up} s after the writes stopped" if caught_up < 30
+                               else "not all of them 30 s after the writes stopped"),
                             flush=True,
-                        )
+                        )  # fmt: skip
                 results["worker_rss_mb"] = worker_rss_mb(server.pid)
                 print(f"  worker resident memory: {', '.join(f'{size:.0f} MB' for size in results['worker_rss_mb'])}")
     finally:
