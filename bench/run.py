@@ -114,8 +114,8 @@ class Ceiling:
         self.script = script
         self.bounds = bounds
         self.every_size = every_size
-        """Measured at every dataset size that runs `bounds`, not only the largest: the vaccination lists are
-        stated as a ratio to their ceiling at each size."""
+        """Measured at every dataset size that runs `bounds`, not only the largest, so that each size's ratio is to
+        a ceiling measured at that size in the same run."""
         self.app = app
         """Which app serves it: one of APPS."""
         self.databases = databases
