@@ -1,8 +1,15 @@
 """The ceiling: a bare ASGI app on the same HTTP server and database driver as the service.
 
-No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON,
-`POST /pets` one single-row insert, committed with the same durability settings as the service.
+No framework, no auth, no validation: `GET /pets/{id}` is one primary-key lookup returned as JSON.
 With `--litestar`, the lookup is a bare Litestar route instead: the framework's own floor.
+
+`POST /pets` does a create's whole database work as the service's store does it, with the same durability
+settings: the pet, its change in the change log (the record's JSON) and the two kept counts (every owner's and
+the owner's, by pet type). On SQLite, in the request's own savepoint inside a transaction that the write requests
+ready at the same moment share, with one COMMIT for all of them, answered only once that COMMIT has returned; a
+write lock held by the other worker is waited for without blocking the event loop, as the service waits for it.
+On PostgreSQL, as one statement (each write a part of its WITH) committed on its own, the counts in one of the
+service's eight slots.
 
 The vaccination lists run the service's own two statements for the same request (the count, then page 1
 of 20 with the embedded vaccine joined in), written out here as the store compiles them, in the same
@@ -10,6 +17,9 @@ kind of read transaction, and return the rows as they come with the count:
 `GET /vaccinations/pet/{petId}` is the owner's `?petId=…&sort=appliedAt&order=desc` (the owner is
 `--owner`, as a token would name it), `GET /vaccinations/overdue/{epoch ms}` and
 `GET /vaccinations/overdue-by-due/{epoch ms}` the admin's `?dueTo=…` and `?dueTo=…&sort=dueAt`.
+`GET /vaccines/{id}` is the same primary-key lookup in the vaccine catalogue, and `GET /history/{petId}` a pet's
+history as the service reads it for its owner: the pet (whose owner decides who may read it), the count of its
+changes and their first page, in one read transaction.
 Never imported by the service, and imports nothing of it; `bench/run.py` starts it beside it, on the
 same database.
 
@@ -21,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,8 +49,22 @@ VACCINATION_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified
                       "vaccine_id", "applied_at", "due_at", "notes", "revision")  # fmt: skip
 VACCINE_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified_by", "name", "name_key", "description",
                   "description_key", "pet_type", "duration", "revision")  # fmt: skip
+VACCINE_COLUMNS = ", ".join(VACCINE_FIELDS)
+CHANGE_FIELDS = ("xid", "position", "resource", "record_id", "action", "version", "at", "by", "owner_before",
+                 "owner_after", "record")  # fmt: skip
 PAGE_SIZE = 20
 encode = msgspec.json.encode
+
+
+def _history_sql(placeholders: tuple[str, str]) -> tuple[str, str, str]:
+    """(the pet, the count of its changes, their first page), as the store sends them for a pet's history."""
+    of_record = f"changes.resource = 'pets' AND changes.record_id = {placeholders[1]}"
+    columns = ", ".join(f'changes."{column}"' for column in CHANGE_FIELDS)
+    return (
+        f"SELECT {COLUMNS}, name_key FROM pets WHERE id = {placeholders[0]}",
+        f"SELECT count(*) AS count_1 FROM changes WHERE {of_record}",
+        f"SELECT {columns} FROM changes WHERE {of_record} ORDER BY changes.version LIMIT {PAGE_SIZE} OFFSET 0",
+    )
 
 
 def _vaccination_sql(name: str, placeholders: list[str]) -> tuple[str, str]:
@@ -78,6 +103,40 @@ def _vaccination_item(row: Any) -> dict[str, Any]:
     return item
 
 
+# A create's statements after the pet's insert, as the service's SQLite store sends them: its change, then the
+# kept counts of every owner and of the owner, by pet type, in slot 0.
+CHANGE_INSERT = (
+    'INSERT INTO changes (xid, resource, record_id, action, version, at, "by", owner_before, owner_after, record) '
+    "VALUES (0, 'pets', ?, 'created', 1, ?, ?, NULL, ?, ?)"
+)
+COUNT_UPSERT = (
+    "INSERT INTO record_counts (resource, scope, partition, slot, count, writes) VALUES ('pets', ?, ?, 0, 1, ?) "
+    "ON CONFLICT (resource, scope, partition, slot) DO UPDATE SET count = (record_counts.count + excluded.count), "
+    "writes = (record_counts.writes + excluded.writes)"
+)
+FIRST_BUSY_PAUSE_SECONDS, LAST_BUSY_PAUSE_SECONDS = 0.001, 0.05
+# The same create as the PostgreSQL store sends it: one statement, its parts in the store's order ($1-$9 the pet's
+# COLUMNS, $10 its name key, $11 the record's JSON, $12 the counts' slot).
+_TEXT = 'VARCHAR COLLATE "C"'
+_EVERY_OWNER, _OWNER = "''", f"$6::{_TEXT}"
+_POSTGRES_COUNT = (
+    "INSERT INTO record_counts (resource, scope, partition, slot, count, writes) "
+    f"VALUES ('pets', {{scope}}, $8::{_TEXT}, $12::SMALLINT, 1, {{writes}}) "
+    "ON CONFLICT (resource, scope, partition, slot) DO UPDATE SET count = (record_counts.count + excluded.count), "
+    "writes = (record_counts.writes + excluded.writes)"
+)
+POSTGRES_CREATE = (
+    f"WITH w0 AS ({_POSTGRES_COUNT.format(scope=_OWNER, writes=0)}), "
+    f"w1 AS ({_POSTGRES_COUNT.format(scope=_EVERY_OWNER, writes=1)}), "
+    "w2 AS (INSERT INTO changes (xid, resource, record_id, action, version, at, by, owner_before, owner_after, "
+    "record) VALUES (CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT), 'pets', $1::UUID, 'created', 1, "
+    f"$2::BIGINT, $3::{_TEXT}, NULL, $6::{_TEXT}, $11::BYTEA) RETURNING changes.position), "
+    f"w3 AS (INSERT INTO pets ({COLUMNS}, name_key) VALUES ($1::UUID, $2::BIGINT, $3::{_TEXT}, $4::BIGINT, "
+    f"$5::{_TEXT}, $6::{_TEXT}, $7::{_TEXT}, $8::{_TEXT}, $9::INTEGER, $10::{_TEXT})) SELECT 1"
+)
+POSTGRES_COUNT_SLOTS = 8
+
+
 NOT_FOUND = {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
 
 
@@ -85,20 +144,78 @@ class SqliteBackend:
     def __init__(self, path: str) -> None:
         import pysqlite3.dbapi2 as sqlite3
 
+        self.errors = sqlite3.OperationalError
         self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         for pragma in ("journal_mode = WAL", "synchronous = FULL", "busy_timeout = 5000", "foreign_keys = ON"):
             self.connection.execute(f"PRAGMA {pragma}")
+        # The group's writer never lets SQLite sleep inline for the write lock: insert_grouped waits for it.
+        self.writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        for pragma in ("journal_mode = WAL", "synchronous = FULL", "busy_timeout = 0", "foreign_keys = ON"):
+            self.writer.execute(f"PRAGMA {pragma}")
+        self.group: asyncio.Future[None] | None = None
 
     async def lookup(self, pet_id: uuid.UUID) -> dict[str, Any] | None:
         row = self.connection.execute(f"SELECT {COLUMNS} FROM pets WHERE id = ?", (pet_id.hex,)).fetchone()
         return None if row is None else dict(zip(FIELDS, row, strict=True))
 
-    async def insert(self, values: tuple[Any, ...]) -> None:
-        pet_id, *rest = values
-        self.connection.execute(
+    async def lookup_vaccine(self, vaccine_id: uuid.UUID) -> dict[str, Any] | None:
+        row = self.connection.execute(
+            f"SELECT {VACCINE_COLUMNS} FROM vaccines WHERE id = ?", (vaccine_id.hex,)
+        ).fetchone()
+        return None if row is None else dict(zip(VACCINE_FIELDS, row, strict=True))
+
+    async def history(self, pet_id: uuid.UUID) -> tuple[int, list[Any]]:
+        pet, count, page = _history_sql(("?", "?"))
+        self.connection.execute("BEGIN")
+        try:
+            if self.connection.execute(pet, (pet_id.hex,)).fetchone() is None:
+                return 0, []
+            total = self.connection.execute(count, (pet_id.hex,)).fetchone()[0]
+            rows = self.connection.execute(page, (pet_id.hex,)).fetchall()
+        finally:
+            self.connection.execute("COMMIT")
+        return total, rows
+
+    async def create(self, values: tuple[Any, ...], record: bytes) -> None:
+        pet_id, created_at, created_by, *_, owner, name, pet_type, _revision = values
+        group, leads = (self.group, False) if self.group is not None else await self._begin_group()
+        self.writer.execute("SAVEPOINT request")
+        self.writer.execute(
             f"INSERT INTO pets ({COLUMNS}, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pet_id.hex, *rest, rest[-3].lower()),
+            (pet_id.hex, *values[1:], name.lower()),
         )
+        self.writer.execute(CHANGE_INSERT, (pet_id.hex, created_at, created_by, owner, record))
+        self.writer.execute(COUNT_UPSERT, ("", pet_type, 1))
+        self.writer.execute(COUNT_UPSERT, (owner, pet_type, 0))
+        self.writer.execute("RELEASE request")
+        if not leads:
+            await group
+            return
+        # The leader: the requests already read by the event loop join before the COMMIT.
+        await asyncio.sleep(0)
+        self.group = None
+        try:
+            self.writer.execute("COMMIT")
+        except self.errors as exc:
+            self.writer.execute("ROLLBACK")
+            group.set_exception(exc)
+        else:
+            group.set_result(None)
+        await group
+
+    async def _begin_group(self) -> tuple[asyncio.Future[None], bool]:
+        """The open group, or a new one that the caller leads, once the other worker's write lock is free."""
+        pause = FIRST_BUSY_PAUSE_SECONDS
+        while self.group is None:
+            try:
+                self.writer.execute("BEGIN IMMEDIATE")
+            except self.errors:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, LAST_BUSY_PAUSE_SECONDS)
+                continue
+            self.group = asyncio.get_running_loop().create_future()
+            return self.group, True
+        return self.group, False
 
     async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
         count, page = _vaccination_sql(name, ["?"] * (len(values) + 2))
@@ -133,12 +250,22 @@ class PostgresBackend:
         row = await (await self._pool()).fetchrow(f"SELECT {COLUMNS} FROM pets WHERE id = $1", pet_id)
         return None if row is None else {field: row[field] for field in FIELDS}
 
-    async def insert(self, values: tuple[Any, ...]) -> None:
-        await (await self._pool()).execute(
-            f"INSERT INTO pets ({COLUMNS}, name_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            *values,
-            values[-3].lower(),
-        )
+    async def lookup_vaccine(self, vaccine_id: uuid.UUID) -> dict[str, Any] | None:
+        row = await (await self._pool()).fetchrow(f"SELECT {VACCINE_COLUMNS} FROM vaccines WHERE id = $1", vaccine_id)
+        return None if row is None else {field: row[field] for field in VACCINE_FIELDS}
+
+    async def history(self, pet_id: uuid.UUID) -> tuple[int, list[Any]]:
+        pet, count, page = _history_sql(("$1", "$1"))
+        async with (await self._pool()).acquire() as connection:
+            if await connection.fetchrow(pet, pet_id) is None:
+                return 0, []
+            total = await connection.fetchval(count, pet_id)
+            rows = await connection.fetch(page, pet_id)
+        return total, rows
+
+    async def create(self, values: tuple[Any, ...], record: bytes) -> None:
+        slot = random.randrange(POSTGRES_COUNT_SLOTS)
+        await (await self._pool()).execute(POSTGRES_CREATE, *values, values[6].lower(), record, slot)
 
     async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
         # The casts the store's statements carry, so that the planner is given the same types.
@@ -191,8 +318,17 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
             body = {"items": [_vaccination_item(row) for row in rows], "totalCount": total}
             await respond(send, 200, encode(body))
             return
+        if scope["method"] == "GET" and scope["path"].startswith("/history/"):
+            total, rows = await backend.history(uuid.UUID(scope["path"].rsplit("/", 1)[1]))
+            items = [dict(zip(CHANGE_FIELDS, row, strict=True)) for row in rows]
+            for item in items:
+                item["record"] = msgspec.Raw(item["record"])
+            await respond(send, 200 if total else 404, encode({"items": items, "totalCount": total}))
+            return
         if scope["method"] == "GET":
-            row = await backend.lookup(uuid.UUID(scope["path"].rsplit("/", 1)[1]))
+            _, collection, value = scope["path"].split("/")
+            lookup = backend.lookup_vaccine if collection == "vaccines" else backend.lookup
+            row = await lookup(uuid.UUID(value))
             await respond(send, 404 if row is None else 200, encode(row))
             return
         body = b""
@@ -204,21 +340,23 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
         data = msgspec.json.decode(body)
         now = int(time.time() * 1000)
         pet_id = uuid.uuid4()
-        values = (pet_id, now, "ceiling", now, "ceiling", "ceiling", data["name"], data["petType"], 1)
-        await backend.insert(values)
-        await respond(send, 201, encode(dict(zip(FIELDS, values, strict=True))))
+        values = (pet_id, now, owner, now, owner, owner, data["name"], data["petType"], 1)
+        created = encode(dict(zip(FIELDS, values, strict=True)))
+        await backend.create(values, created)
+        await respond(send, 201, created)
 
     return app
 
 
 def main() -> None:
-    from granian.constants import Interfaces, Loops
+    from granian.constants import HTTPModes, Interfaces, Loops
     from granian.server import Server
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="Granian's runtime threads, as `petrecords serve`")
     parser.add_argument("--litestar", action="store_true", help="serve the lookup through a bare Litestar route")
     parser.add_argument("--owner", default="bench@example.com", help="the caller of the owner's vaccination list")
     args = parser.parse_args()
@@ -230,7 +368,9 @@ def main() -> None:
         port=args.port,
         interface=Interfaces.ASGI,
         workers=args.workers,
+        runtime_threads=args.threads,
         loop=Loops.uvloop,
+        http=HTTPModes.http1,
         factory=True,
         log_access=False,
         working_dir=Path(__file__).resolve().parent,

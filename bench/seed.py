@@ -1,8 +1,9 @@
 """Bulk-load pets, a vaccine catalogue and pet vaccinations through the storage layer: the store's own inserts
-and kept counts, in large batches.
+and kept counts, in large batches, each record with the change that created it in the change log (so that its
+history and the change feed hold what a service that had taken these writes one by one would hold).
 
 Usage: .venv/bin/python bench/seed.py --database-url URL --rows 1000000 --owner bench@example.com --ids-file F
-       [--vaccinations 1000000 --vaccinated-ids-file G]
+       [--vaccinations 1000000 --vaccinated-ids-file G] [--catalogue] [--vaccine-ids-file H]
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, migrate
 from petrecords.pets import PETS
+from petrecords.resources.declaration import Resource
 from petrecords.resources.fields import DAY_MS
 from petrecords.resources.service import etag_of
-from petrecords.store.base import Row
+from petrecords.resources.wire import show
+from petrecords.store.base import NewChange, Row
+from petrecords.store.sql import SqlTransaction
+from petrecords.tables import SHARED
 from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
@@ -144,20 +150,43 @@ def _doses(rng: random.Random, pet: Row, count: int, vaccines: list[Row], now: i
     return rows
 
 
+async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row], *, owner: str | None) -> None:
+    """The "created" change of each row, as the service keeps it in the write's transaction (version 1, the record
+    as shown after the write); `owner` None for a shared record."""
+    changes = [
+        msgspec.structs.asdict(
+            NewChange(
+                resource=resource.name,
+                record_id=row["id"],
+                action="created",
+                version=1,
+                at=row["created_at"],
+                by=row["created_by"],
+                owner_before=None,
+                owner_after=SHARED if owner is None else owner,
+                record=msgspec.json.encode(show(resource, row)),
+            )
+        )
+        for row in rows
+    ]
+    await tx.execute(tx.change_insert, changes)
+
+
 class Seeded:
     def __init__(self) -> None:
         self.pet_lines: list[str] = []
         self.vaccinated_pets: list[str] = []
+        self.vaccine_ids: list[str] = []
         self.vaccinations = 0
         self.overdue = 0
         self.vaccination_seconds = 0.0
 
 
-async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccinations: int) -> Seeded:
+async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccinations: int, catalogue: bool) -> Seeded:
     """`rows` pets of `owner`, created one millisecond apart and ending now, and `vaccinations` doses spread over
     a random subset of them (about one pet in four per million doses over a million pets). Returns `sample` of the
     pets' ids and ETags, one "id etag" per line, shuffled, for the load scripts, and as many ids of vaccinated
-    pets."""
+    pets. The vaccine catalogue is seeded with any vaccinations, or alone when `catalogue` is set."""
     if vaccinations > rows * MAX_DOSES_PER_PET:
         raise SystemExit(f"at most {MAX_DOSES_PER_PET} vaccinations per pet: {rows * MAX_DOSES_PER_PET}")
     store = open_store(settings)
@@ -168,14 +197,18 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
     kept: list[Row] = []
     vaccinated: list[uuid.UUID] = []
     by_type: dict[str, list[Row]] = {}
+    vaccines: list[Row] = []
     remaining = vaccinations
     try:
-        if vaccinations:
-            catalogue = _catalogue(now)
-            for vaccine in catalogue:
+        if vaccinations or catalogue:
+            vaccines = _catalogue(now)
+            for vaccine in vaccines:
                 by_type.setdefault(vaccine["pet_type"], []).append(vaccine)
             async with store.transaction(write=True) as tx:
-                await tx.insert_many(VACCINES.collection, catalogue)
+                await tx.insert_many(VACCINES.collection, vaccines)
+                await keep_created(tx, VACCINES, vaccines, owner=None)
+            seeded.vaccine_ids = [f"{vaccine['id']}\n" for vaccine in vaccines]
+        vaccines_by_id = {vaccine["id"]: vaccine for vaccine in vaccines}
         for start in range(0, rows, BATCH):
             batch = []
             for index in range(start, min(start + BATCH, rows)):
@@ -210,9 +243,12 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
             seeded.vaccination_seconds += time.perf_counter() - started
             async with store.transaction(write=True) as tx:
                 await tx.insert_many(PETS.collection, batch)
+                await keep_created(tx, PETS, batch, owner=owner)
                 if doses:
                     started = time.perf_counter()
                     await tx.insert_many(PET_VACCINATIONS.collection, doses)
+                    shown = [{**dose, "vaccine": vaccines_by_id[dose["vaccine_id"]]} for dose in doses]
+                    await keep_created(tx, PET_VACCINATIONS, shown, owner=owner)
                     seeded.vaccination_seconds += time.perf_counter() - started
             seeded.vaccinations += len(doses)
             seeded.overdue += sum(1 for dose in doses if dose["due_at"] < now)
@@ -224,7 +260,7 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
         # counts read only the index.
         connection = await asyncpg.connect(settings.resolved_database_url.replace("+asyncpg", ""))
         try:
-            await connection.execute("VACUUM ANALYZE pets, vaccines, pet_vaccinations, record_counts")
+            await connection.execute("VACUUM ANALYZE pets, vaccines, pet_vaccinations, record_counts, changes")
         finally:
             await connection.close()
     rng.shuffle(kept)
@@ -243,18 +279,29 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=100_000)
     parser.add_argument("--vaccinations", type=int, default=0, help="doses over the pets (0: no catalogue either)")
     parser.add_argument("--vaccinated-ids-file", type=Path, help="ids of pets that have vaccinations, one a line")
+    parser.add_argument("--catalogue", action="store_true", help="seed the vaccine catalogue even with no vaccinations")
+    parser.add_argument("--vaccine-ids-file", type=Path, help="ids of the seeded vaccines, one a line")
     parser.add_argument("--report", type=Path, help="also write the seeding figures here, as JSON")
     args = parser.parse_args()
     settings = Settings(database_url=args.database_url, data_dir=args.data_dir)
     started = time.perf_counter()
     migrate(settings)
     seeded = asyncio.run(
-        seed(settings, rows=args.rows, owner=args.owner, sample=args.sample, vaccinations=args.vaccinations)
+        seed(
+            settings,
+            rows=args.rows,
+            owner=args.owner,
+            sample=args.sample,
+            vaccinations=args.vaccinations,
+            catalogue=args.catalogue,
+        )
     )
     elapsed = time.perf_counter() - started
     args.ids_file.write_text("".join(seeded.pet_lines))
     if args.vaccinated_ids_file is not None:
         args.vaccinated_ids_file.write_text("".join(seeded.vaccinated_pets))
+    if args.vaccine_ids_file is not None:
+        args.vaccine_ids_file.write_text("".join(seeded.vaccine_ids))
     figures: dict[str, Any] = {"seconds": round(elapsed, 1), "pets": args.rows}
     message = f"seeded {args.rows} pets in {elapsed:.1f} s"
     if seeded.vaccinations:

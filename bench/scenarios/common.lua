@@ -1,6 +1,7 @@
 -- Shared by the scenarios: the bearer tokens and the seeded ids with their ETags, from the environment.
 -- IDS_FILE holds one "id etag" per line; VACCINATED_FILE (when set) one id of a pet with vaccinations per
--- line; THREADS is wrk's thread count, for per-thread partitions.
+-- line; VACCINES_FILE (when set) one id of a vaccine per line; THREADS is wrk's thread count, for per-thread
+-- partitions.
 local common = {}
 common.token = os.getenv("TOKEN")
 common.admin_token = os.getenv("ADMIN_TOKEN")
@@ -24,6 +25,15 @@ if os.getenv("VACCINATED_FILE") then
 end
 function common.random_vaccinated_pet()
   return common.vaccinated[math.random(#common.vaccinated)]
+end
+common.vaccines = {}
+if os.getenv("VACCINES_FILE") then
+  for line in io.lines(os.getenv("VACCINES_FILE")) do
+    common.vaccines[#common.vaccines + 1] = line
+  end
+end
+function common.random_vaccine()
+  return common.vaccines[math.random(#common.vaccines)]
 end
 -- Now as the web front end sends it (RFC 3339 with milliseconds; Lua's clock has whole seconds), and in epoch ms.
 function common.now()

@@ -1,0 +1,105 @@
+"""The benchmark's create ceiling (bench/ceiling.py) bounds a create only if it writes what a create writes, and,
+on SQLite, commits as the store does: these hold it to that, against the service on the same database."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pysqlite3.dbapi2 as sqlite3
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.values import now_ms
+from tests.support import ALICE, create, fetch_sql, wipe
+
+CEILING_PATH = Path(__file__).resolve().parents[1] / "bench" / "ceiling.py"
+
+
+def _ceiling_module() -> Any:
+    # bench/ is no package: the module is loaded from its file, as `bench/run.py` starts it.
+    spec = importlib.util.spec_from_file_location("bench_ceiling", CEILING_PATH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ceiling = _ceiling_module()
+
+
+def _backend(database_url: str) -> Any:
+    if database_url.startswith("sqlite"):
+        return ceiling.SqliteBackend(database_url.removeprefix("sqlite:///"))
+    return ceiling.PostgresBackend(database_url.replace("postgresql+asyncpg://", "postgresql://"))
+
+
+async def _close(backend: Any) -> None:
+    if isinstance(backend, ceiling.SqliteBackend):
+        backend.connection.close()
+        backend.writer.close()
+    elif backend.pool is not None:
+        await backend.pool.close()
+
+
+async def _rows(database_url: str, statement: str) -> list[tuple[Any, ...]]:
+    if database_url.startswith("sqlite"):
+        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        try:
+            return [tuple(row) for row in connection.execute(statement).fetchall()]
+        finally:
+            connection.close()
+    return [tuple(row) for row in await fetch_sql(database_url, statement)]
+
+
+def _values(name: str, pet_type: str = "Dog") -> tuple[Any, ...]:
+    now = now_ms()
+    return (uuid.uuid4(), now, ALICE, now, ALICE, ALICE, name, pet_type, 1)
+
+
+async def test_the_create_ceiling_writes_what_a_create_writes(client: AsyncTestClient[Any], database_url: str) -> None:
+    await create(client, ALICE, name="Rex", pet_type="Dog")
+    backend = _backend(database_url)
+    try:
+        values = _values("Rex")
+        await backend.create(values, msgspec.json.encode({"name": "Rex"}))
+    finally:
+        await _close(backend)
+    pets = await _rows(database_url, "SELECT name, name_key, pet_type, owner_id, created_by, revision FROM pets")
+    assert pets == [("Rex", "rex", "Dog", ALICE, ALICE, 1)] * 2
+    changes = await _rows(
+        database_url,
+        'SELECT resource, action, version, "by", owner_before, owner_after FROM changes ORDER BY position',
+    )
+    assert changes == [("pets", "created", 1, ALICE, None, ALICE)] * 2
+    # The kept counts, summed over the slots that spread them: both creates counted alike.
+    counts = await _rows(
+        database_url,
+        "SELECT scope, partition, sum(count), sum(writes) FROM record_counts WHERE resource = 'pets' "
+        "GROUP BY scope, partition ORDER BY scope",
+    )
+    assert counts == [("", "Dog", 2, 2), (ALICE, "Dog", 2, 0)]
+
+
+async def test_concurrent_ceiling_creates_share_one_commit_on_sqlite(database_url: str) -> None:
+    if not database_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL commits each create on its own, as the store does")
+    await wipe(database_url)
+    backend = _backend(database_url)
+    statements: list[str] = []
+    backend.writer.set_trace_callback(statements.append)
+    try:
+        await asyncio.gather(*(backend.create(_values(f"pet {number}"), b"{}") for number in range(12)))
+    finally:
+        await _close(backend)
+    assert statements.count("COMMIT") == 1
+    assert statements.count("SAVEPOINT request") == statements.count("RELEASE request") == 12
+    assert await _rows(database_url, "SELECT count(*) FROM pets") == [(12,)]
+    assert await _rows(database_url, "SELECT count(*) FROM changes") == [(12,)]
