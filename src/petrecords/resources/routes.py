@@ -132,6 +132,9 @@ class RecordLookups:
         self.app = app
         self._by_prefix = {f"{resource.path}/": resource for resource in resources.resources}
         self._templates = {resource.name: f"{resource.path}/{{record_id}}" for resource in resources.resources}
+        # The gate's collaborators are fixed when the app is made; the store is opened by the lifespan.
+        self._verifier = app.state.verifier
+        self._limiter = app.state.rate_limiter
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
@@ -143,13 +146,15 @@ class RecordLookups:
         await self.app(scope, receive, send)
 
     async def _look_up(self, resource: Resource, record_id: str, scope: Any, send: Any) -> None:
-        state = self.app.state
         scope["path_template"] = self._templates[resource.name]
-        headers: list[tuple[bytes, bytes]]
         try:
-            scope["user"] = caller = await admit(scope, verifier=state.verifier, limiter=state.rate_limiter)
-            if_none_match = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"if-none-match"), None)
-            store: Store = state.store
+            scope["user"] = caller = await admit(scope, verifier=self._verifier, limiter=self._limiter)
+            if_none_match = None
+            for key, value in scope["headers"]:
+                if key == b"if-none-match":
+                    if_none_match = value.decode("latin-1")
+                    break
+            store: Store = self.app.state.store
             # As provide_read_tx: a conditional read is the primary's.
             reader = None if if_none_match is not None else caller.email
             async with store.transaction(write=False, single=True, caller=reader) as tx:
@@ -159,17 +164,20 @@ class RecordLookups:
         except Exception as exc:
             await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
             return
-        headers = [(b"etag", lookup.etag.encode())]
+        etag = (b"etag", lookup.etag.encode())
         if lookup.body is None:
-            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.start", "status": 304, "headers": [etag]})
             await send({"type": "http.response.body", "body": b""})
             return
-        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(lookup.body)).encode())]
+        # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge
+        # leaves out, says the length of GET's.
+        headers = [etag, _JSON_CONTENT_TYPE, (b"content-length", str(len(lookup.body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": lookup.body})
 
 
 _ID_LENGTH = 36
+_JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 """A record id's length in canonical form: what follows the collection's path in a lookup."""
 
 
