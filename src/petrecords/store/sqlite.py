@@ -35,6 +35,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
+from petrecords.store.base import Collection, Row
 from petrecords.store.faults import (
     CONNECTION,
     DATABASE_ERRORS,
@@ -48,12 +49,15 @@ from petrecords.store.faults import (
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     SCHEMA_VERSION,
+    Reader,
     SqlStore,
     SqlTransaction,
     Statement,
     change_insert,
     count_upsert,
     idempotency_upsert,
+    reader_of,
+    select_by_id,
     state_upserts,
 )
 
@@ -83,6 +87,12 @@ def _driver_value(value: Any) -> Any:
 def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     sql, fixed = _compiled(statement)
     return sql, {**fixed, **{name: _driver_value(value) for name, value in values.items()}}
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup_of(collection: Collection) -> tuple[str, Reader]:
+    """The SQL of a record's lookup by id, and the reader of its row."""
+    return _compiled(select_by_id(collection))[0], reader_of(collection)
 
 
 FileIdentity = tuple[int, int]
@@ -348,6 +358,13 @@ class SqliteTransaction(SqlTransaction):
             return connection.execute(sql, parameters)
         except sqlite3.Error as exc:
             raise_translated(exc)
+
+    async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
+        # The request clients send most: its statement and reader looked up once, its one parameter given as
+        # the driver takes it.
+        sql, reader = _lookup_of(collection)
+        rows = (await self._run(sql, {"record_id": record_id.hex})).fetchall()
+        return reader.row(rows[0]) if rows else None
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, values = _driver_values(statement[0], statement[1])
