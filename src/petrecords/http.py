@@ -58,6 +58,9 @@ _AMBIGUOUS_PATH = re.compile(rb"//|%2f|%5c|\\", re.IGNORECASE)
 # Granian adds `server: granian` to every response that has no Server header of its own; this one names the
 # service, which every client knows anyway, rather than the libraries it runs on.
 _SERVER = (b"server", b"petrecords")
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+# An answer to a request with a token, or of the API, is the caller's alone: no shared cache may keep it.
+_NO_STORE = (b"cache-control", b"no-store")
 
 
 class _RequestIds:
@@ -99,15 +102,33 @@ class ServiceEdge:
         self._store = store
         self._access_log = AccessLog() if log_requests else None
 
+    def _pool_figures(self) -> dict[str, int]:
+        store = self._store()
+        return {} if store is None else store.pool_figures()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        sent_id = _header(scope, b"x-request-id")
-        request_id = sent_id.decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else _new_request_id()
-        scope.setdefault("state", {})["request_id"] = request_id
-        private = scope["path"].startswith("/v1/") or _header(scope, b"authorization") is not None
+        path: str = scope["path"]
+        # One pass over the head for the two headers the edge reads.
+        sent_id = None
+        private = path.startswith("/v1/")
+        for key, value in scope["headers"]:
+            if key == b"x-request-id":
+                if sent_id is None:
+                    sent_id = value
+            elif key == b"authorization":
+                private = True
+        request_id = bytes(sent_id).decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else _new_request_id()
+        added = [(b"x-request-id", request_id.encode()), _NOSNIFF, _SERVER]
+        if private:
+            added.append(_NO_STORE)
+        state = scope.get("state")
+        if state is None:
+            state = scope["state"] = {}
+        state["request_id"] = request_id
         method = scope["method"]
         # HEAD is answered as GET would be (RFC 9110 9.3.2), without the body.
         head = method == "HEAD"
@@ -118,19 +139,18 @@ class ServiceEdge:
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status, responded
-            if head and message["type"] == "http.response.body":
-                message = {**message, "body": b""}
-            elif message["type"] == "http.response.start":
+            if message["type"] == "http.response.start":
                 status = message["status"]
                 responded = True
-                headers = list(message.get("headers", []))
-                headers.append((b"x-request-id", request_id.encode()))
-                headers.append((b"x-content-type-options", b"nosniff"))
-                headers.append(_SERVER)
+                headers = message.get("headers", ())
                 if private:
-                    headers = [(k, v) for k, v in headers if k.lower() != b"cache-control"]
-                    headers.append((b"cache-control", b"no-store"))
+                    headers = [header for header in headers if header[0].lower() != b"cache-control"]
+                else:
+                    headers = list(headers)
+                headers += added
                 message["headers"] = headers
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         try:
@@ -149,29 +169,28 @@ class ServiceEdge:
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("path_template") or UNMATCHED_ROUTE
-            method_label = method if method in _KNOWN_METHODS else OTHER_METHOD
-            self._metrics.observe(method=method_label, route=route, status=status, seconds=elapsed)
+            metrics = self._metrics
+            metrics.observe(
+                method=method if method in _KNOWN_METHODS else OTHER_METHOD, route=route, status=status, seconds=elapsed
+            )
             # Set by the error handler when the answer was 503 because the database could not serve.
-            database_unavailable = scope["state"].get("database_unavailable")
+            database_unavailable = state.get("database_unavailable")
             if database_unavailable is not None:
-                self._metrics.observe_database_unavailable(database_unavailable)
-            if (store := self._store()) is not None:
-                self._metrics.set_pool(store.pool_figures)
+                metrics.observe_database_unavailable(database_unavailable)
+            metrics.set_pool(self._pool_figures)
             if self._access_log is not None:
                 # Never headers, the query string or bodies: they may carry tokens and personal data.
                 caller = scope.get("user")
-                fields = {
-                    "request_id": request_id,
-                    "method": method[:_LOGGED_METHOD_LENGTH],
-                    "route": route,
-                    "path": scope["path"],
-                    "status": status,
-                    "duration_ms": round(elapsed * 1000, 3),
-                    "caller": getattr(caller, "email", None),
-                }
-                if database_unavailable is not None:
-                    fields["database_unavailable"] = database_unavailable
-                self._access_log.write(f"{fields['method']} {route} {status}", fields)
+                self._access_log.write(
+                    request_id=request_id,
+                    method=method[:_LOGGED_METHOD_LENGTH],
+                    route=route,
+                    path=path,
+                    status=status,
+                    seconds=elapsed,
+                    caller=getattr(caller, "email", None),
+                    database_unavailable=database_unavailable,
+                )
 
 
 def _ambiguous_path(scope: Scope) -> bool:

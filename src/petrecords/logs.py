@@ -45,51 +45,133 @@ def configure_logging(level: str) -> None:
     logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))
 
 
+class AccessLine(msgspec.Struct, omit_defaults=True):
+    """An access line: the members of every JSON log line, then the request's. Encoded from a struct, in
+    this order, at a fraction of what a dict costs."""
+
+    time: str
+    level: str
+    logger: str
+    message: str
+    request_id: str
+    method: str
+    route: str
+    path: str
+    status: int
+    duration_ms: float
+    caller: str | None
+    database_unavailable: str | None = None
+    """Only on a 503 that the database caused, naming the cause."""
+
+
 class AccessLog:
     """One JSON line per request, with the fields of the JSON log format.
 
-    Under `configure_logging` (as `petrecords serve` runs), lines are formatted here and written in batches:
-    every request that ends in one turn of the event loop shares one write. The logging module's work for a
-    record (a LogRecord, its formatting, a flush) costs several times what the line itself does. Elsewhere
-    (the app embedded, or under test), the lines go through the logging module like any other record.
+    Under `configure_logging` (as `petrecords serve` runs), a request only notes its figures; the lines of
+    every request that ended in one turn of the event loop are made and written together after it, in one
+    encoding call and one write of bytes. The logging module's work for a record (a LogRecord, its
+    formatting, a flush) costs several times what the line itself does. Elsewhere (the app embedded, or
+    under test), the lines go through the logging module like any other record.
     """
 
     def __init__(self) -> None:
-        self._lines: list[bytes] = []
+        self._pending: list[tuple[float, str, str, str, str, int, float, str | None, str | None]] = []
         self._flush_scheduled = False
         self._second = -1
         self._second_text = ""
 
-    def write(self, message: str, fields: dict[str, Any]) -> None:
-        handler = _json_handler
-        if handler is None or handler not in logging.getLogger().handlers:
-            _access.info(message, extra={"fields": fields})
+    def write(
+        self,
+        *,
+        request_id: str,
+        method: str,
+        route: str,
+        path: str,
+        status: int,
+        seconds: float,
+        caller: str | None,
+        database_unavailable: str | None,
+    ) -> None:
+        if _json_handler is None:
+            self._through_logging(
+                (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
+            )
             return
-        if not _access.isEnabledFor(logging.INFO):
-            return
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second, self._second_text = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        line: dict[str, Any] = {
-            "time": f"{self._second_text}.{int(now * 1000) % 1000:03d}Z",
-            "level": "info",
-            "logger": "petrecords.access",
-            "message": message,
-        }
-        line.update(fields)
-        self._lines.append(_encoder.encode(line))
+        self._pending.append(
+            (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
+        )
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_scheduled = False
+        pending, self._pending = self._pending, []
         handler = _json_handler
-        if not self._lines or handler is None:
+        if not pending or not _access.isEnabledFor(logging.INFO):
             return
-        text = b"\n".join(self._lines).decode() + "\n"
-        self._lines.clear()
+        if handler is None or handler not in logging.getLogger().handlers:
+            # Logging was set up again since: its handlers decide where lines go.
+            for noted in pending:
+                self._through_logging(noted)
+            return
+        lines = [self._line(*noted) for noted in pending]
+        data = _encoder.encode_lines(lines)
+        stream = handler.stream
         with handler.lock or contextlib.nullcontext():
-            handler.stream.write(text)
-            handler.flush()
+            binary = getattr(stream, "buffer", None)
+            if binary is None:
+                stream.write(data.decode())
+                stream.flush()
+                return
+            stream.flush()  # whatever text the handler wrote before goes first
+            binary.write(data)
+            binary.flush()
+
+    def _line(
+        self,
+        now: float,
+        request_id: str,
+        method: str,
+        route: str,
+        path: str,
+        status: int,
+        seconds: float,
+        caller: str | None,
+        database_unavailable: str | None,
+    ) -> AccessLine:
+        second = int(now)
+        if second != self._second:
+            self._second, self._second_text = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return AccessLine(
+            time=f"{self._second_text}.{int(now * 1000) % 1000:03d}Z",
+            level="info",
+            logger="petrecords.access",
+            message=f"{method} {route} {status}",
+            request_id=request_id,
+            method=method,
+            route=route,
+            path=path,
+            status=status,
+            duration_ms=round(seconds * 1000, 3),
+            caller=caller,
+            database_unavailable=database_unavailable,
+        )
+
+    @staticmethod
+    def _through_logging(
+        noted: tuple[float, str, str, str, str, int, float, str | None, str | None],
+    ) -> None:
+        _, request_id, method, route, path, status, seconds, caller, database_unavailable = noted
+        fields: dict[str, Any] = {
+            "request_id": request_id,
+            "method": method,
+            "route": route,
+            "path": path,
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+            "caller": caller,
+        }
+        if database_unavailable is not None:
+            fields["database_unavailable"] = database_unavailable
+        _access.info(f"{method} {route} {status}", extra={"fields": fields})

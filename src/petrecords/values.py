@@ -60,25 +60,36 @@ class _UuidV7Generator:
 new_record_id = _UuidV7Generator()
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def parse_record_id(text: str) -> uuid.UUID | None:
     """A record id in canonical form (any letter case), or None."""
-    if len(text) != 36:
-        return None
-    try:
-        parsed = uuid.UUID(text)
-    except ValueError:
-        return None
-    return parsed if str(parsed) == text.lower() else None
+    return uuid.UUID(text) if _CANONICAL_UUID.fullmatch(text) else None
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_DAY_MS = 86_400_000
+_DAYS_KEPT = 4096
+_day_prefixes: dict[int, str] = {}
+"""Day (since the epoch) -> its `YYYY-MM-DDT`: most timestamps a process shows fall on a few days."""
+
+
 def format_timestamp(epoch_ms: int) -> str:
     """RFC 3339, UTC, exactly millisecond precision: 2026-11-21T16:06:29.123Z."""
-    seconds, millis = divmod(epoch_ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    day, in_day = divmod(epoch_ms, _DAY_MS)
+    prefix = _day_prefixes.get(day)
+    if prefix is None:
+        if len(_day_prefixes) >= _DAYS_KEPT:
+            _day_prefixes.clear()
+        prefix = _day_prefixes[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86_400))
+    hours, in_hour = divmod(in_day, 3_600_000)
+    minutes, in_minute = divmod(in_hour, 60_000)
+    seconds, millis = divmod(in_minute, 1000)
+    return f"{prefix}{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
 
 
 _KEPT_FRACTION_DIGITS = 9

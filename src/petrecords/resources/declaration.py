@@ -134,7 +134,7 @@ class Resource:
         if not self.command:
             self.command = self.name
 
-    @property
+    @functools.cached_property
     def embeds(self) -> tuple[Embed, ...]:
         return tuple(
             Embed(declared.name, declared.kind.reference)

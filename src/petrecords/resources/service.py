@@ -17,7 +17,7 @@ from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Va
 from petrecords.resources.listing import ListRequest
 from petrecords.resources.requests import Body, EntityTags, entity_tag
 from petrecords.resources.wire import Shown, show
-from petrecords.store.base import Condition, Lock, NewChange, Operator, PageQuery, Row, Transaction
+from petrecords.store.base import Condition, Lock, NewChange, Operator, PageQuery, Row, Store, Transaction
 from petrecords.tables import SHARED
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms, parse_record_id
@@ -37,13 +37,23 @@ def visible(resource: Resource, caller: Caller, row: Row) -> bool:
     return column is None or caller.is_admin or row[column] == caller.email
 
 
-async def load_visible(*, tx: Transaction, caller: Caller, resource: Resource, record_id: str) -> Row:
-    """The record the caller may see. Someone else's record is as absent as one that does not exist."""
-    parsed = parse_record_id(record_id)
-    row = None if parsed is None else await tx.get(resource.collection, parsed)
+def _seen_by(caller: Caller, resource: Resource, row: Row | None) -> Row:
+    """The row, if the caller may see it. Someone else's record is as absent as one that does not exist."""
     if row is None or not visible(resource, caller, row):
         raise NotFound()
     return row
+
+
+async def load_visible(*, tx: Transaction, caller: Caller, resource: Resource, record_id: str) -> Row:
+    """The record the caller may see, read in the transaction."""
+    parsed = parse_record_id(record_id)
+    return _seen_by(caller, resource, None if parsed is None else await tx.get(resource.collection, parsed))
+
+
+async def read_visible(*, store: Store, caller: Caller, resource: Resource, record_id: str, reader: str | None) -> Row:
+    """The record the caller may see, read on its own (see Store.read; `reader` as its `caller`)."""
+    parsed = parse_record_id(record_id)
+    return _seen_by(caller, resource, None if parsed is None else await store.read(resource.collection, parsed, reader))
 
 
 def etag_of(resource: Resource, row: Row) -> str:

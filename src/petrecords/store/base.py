@@ -260,6 +260,11 @@ class Store(abc.ABC):
         was answered for, and a write tells the replicas' readers where that caller's reads must start. Without
         it a read is answered by the primary."""
 
+    async def read(self, collection: Collection, record_id: uuid.UUID, caller: str | None) -> Row | None:
+        """One record by id, in a read of that one statement (`caller` as for `transaction`)."""
+        async with self.transaction(write=False, single=True, caller=caller) as tx:
+            return await tx.get(collection, record_id)
+
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...
 

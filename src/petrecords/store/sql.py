@@ -71,7 +71,7 @@ class Reader:
     def __init__(self, table: sa.Table, joins: tuple[Join, ...] = ()) -> None:
         self.columns: list[sa.ColumnElement[Any]] = list(table.c)
         self._names = [column.name for column in table.c]
-        self._convert = [_uuid if isinstance(column.type, sa.Uuid) else None for column in table.c]
+        self._uuid_names = [column.name for column in table.c if isinstance(column.type, sa.Uuid)]
         self._joins = [(join.name, reader_of(join.target)) for join in joins]
         self.from_clause: sa.FromClause = table
         for join in joins:
@@ -84,10 +84,10 @@ class Reader:
         return len(self._names)
 
     def row(self, values: Sequence[Any], start: int = 0) -> Row:
-        row: Row = {}
-        for index, (name, convert) in enumerate(zip(self._names, self._convert, strict=True)):
-            value = values[start + index]
-            row[name] = convert(value) if convert is not None and value is not None else value
+        row: Row = dict(zip(self._names, values[start : start + self.width], strict=True))
+        for name in self._uuid_names:
+            if (value := row[name]) is not None:
+                row[name] = _uuid(value)
         offset = start + self.width
         for name, reader in self._joins:
             row[name] = reader.row(values, offset)

@@ -36,6 +36,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
+from petrecords.store.base import Collection, Row
 from petrecords.store.faults import (
     CONNECTION,
     DATABASE_ERRORS,
@@ -50,6 +51,7 @@ from petrecords.store.faults import (
 from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import (
     SCHEMA_VERSION,
+    Reader,
     SqlStore,
     SqlTransaction,
     Statement,
@@ -57,6 +59,8 @@ from petrecords.store.sql import (
     change_insert,
     count_upsert,
     idempotency_upsert,
+    reader_of,
+    select_by_id,
     state_upserts,
 )
 
@@ -89,6 +93,12 @@ def _driver_value(value: Any) -> Any:
 def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     sql, fixed = _compiled(statement)
     return sql, {**fixed, **{name: _driver_value(value) for name, value in values.items()}}
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup_of(collection: Collection) -> tuple[str, Reader]:
+    """The SQL of a record's lookup by id, and the reader of its row."""
+    return _compiled(select_by_id(collection))[0], reader_of(collection)
 
 
 FileIdentity = tuple[int, int]
@@ -380,6 +390,13 @@ class SqliteTransaction(SqlTransaction):
             raise DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s") from exc
         raise_translated(exc)
 
+    async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
+        # The request clients send most: its statement and reader looked up once, its one parameter given as
+        # the driver takes it.
+        sql, reader = _lookup_of(collection)
+        rows = (await self._run(sql, {"record_id": record_id.hex})).fetchall()
+        return reader.row(rows[0]) if rows else None
+
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, values = _driver_values(statement[0], statement[1])
         cursor = await self._run(sql, values)
@@ -519,6 +536,24 @@ class SqliteStore(SqlStore):
             except DatabaseUnavailable:
                 return False
         return await super().schema_is_current()
+
+    async def read(self, collection: Collection, record_id: uuid.UUID, caller: str | None) -> Row | None:
+        # What a transaction of this one statement does (see SqliteTransaction._begin and get), without making
+        # one: on the request clients send most, the transaction's own work cost more than the statement.
+        database = self.database()
+        reader = database.reader
+        await reader.lock.acquire()
+        try:
+            if database.retired:
+                raise vanished("the database file was replaced while this transaction waited")
+            sql, row_reader = _lookup_of(collection)
+            try:
+                rows = reader.driver.execute(sql, {"record_id": record_id.hex}).fetchall()
+            except sqlite3.Error as exc:
+                raise_translated(exc)
+        finally:
+            database.release(reader)
+        return row_reader.row(rows[0]) if rows else None
 
     def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqliteTransaction:
         return SqliteTransaction(self, write=write, single=single and not write)
