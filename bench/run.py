@@ -126,6 +126,8 @@ CEILINGS = {
     "ceiling_get": Ceiling("ceiling_get", "get_by_id", every_size=True),
     # A create's whole work, committed as the store commits it: with group commit on SQLite.
     "ceiling_create": Ceiling("ceiling_create", "create", every_size=True),
+    # One row into the pets table alone, committed on its own: what the PostgreSQL create's target is stated against.
+    "ceiling_insert": Ceiling("ceiling_insert", "create", every_size=True, databases=("postgresql",)),
     # The same lookup through a bare Litestar route: how much of the ceiling the framework alone leaves.
     "litestar_get": Ceiling("ceiling_get", "get_by_id", every_size=True, app="litestar"),
     # The same lookup as a FastAPI tutorial writes it: an anchor, not a bound.
@@ -521,6 +523,7 @@ SAME_SIZE_RATIOS = (
     ("litestar_get", "(bare Litestar lookup)", "ceiling_get", "the bare lookup"),
     ("fastapi_get", "(FastAPI reference)", "ceiling_get", "the bare lookup"),
     ("create", "create", "ceiling_create", "the bare create"),
+    ("create", "create", "ceiling_insert", "a bare single-row insert"),
     ("pet_vaccinations", "a pet's vaccinations", "ceiling_pet_vaccinations", "its ceiling"),
     ("overdue", "overdue list", "ceiling_overdue", "its ceiling"),
     ("overdue_by_due", "overdue list by dueAt", "ceiling_overdue_by_due", "its ceiling"),
