@@ -10,6 +10,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +266,10 @@ class ChangeHub:
         changes it may not see)."""
         complete_after = self._complete_after
         if complete_after is not None and cursor >= complete_after:
-            following = [change for change in self._buffer if change.cursor > cursor]
+            # From the newest back: a subscriber that keeps up is a few changes behind the end, and a scan of
+            # the whole buffer per subscriber per poll made a thousand idle streams cost writers most of a core.
+            following = list(takewhile(lambda change: change.cursor > cursor, reversed(self._buffer)))
+            following.reverse()
             if following:
                 cursor = following[-1].cursor
             wanted = [change for change in following if _wanted(change, reader, resources)]
