@@ -214,6 +214,10 @@ class ChangeHub:
         """How often a live stream with nothing to say sends a comment (the contract asks for at least every
         15 s; proxies that close quiet connections sooner want it more often)."""
         self._buffer: collections.deque[Change] = collections.deque()
+        self._by_owner: dict[str, collections.deque[Change]] = {}
+        """The buffer's changes by each owner they had before or after the write ('' for shared records): a
+        subscriber reads only those of its own and the shared ones, so that streams of callers who own none of
+        the writes cost nothing per change."""
         self._complete_after: Cursor | None = None
         """Every change after this cursor, up to the last one polled, is in the buffer."""
         self._changed = asyncio.Condition()
@@ -266,14 +270,18 @@ class ChangeHub:
         changes it may not see)."""
         complete_after = self._complete_after
         if complete_after is not None and cursor >= complete_after:
-            # From the newest back: a subscriber that keeps up is a few changes behind the end, and a scan of
-            # the whole buffer per subscriber per poll made a thousand idle streams cost writers most of a core.
-            following = list(takewhile(lambda change: change.cursor > cursor, reversed(self._buffer)))
-            following.reverse()
-            if following:
-                cursor = following[-1].cursor
+            if not self._buffer or self._buffer[-1].cursor <= cursor:
+                return [], cursor
+            if reader is None:
+                following = _after_cursor(self._buffer, cursor)
+            else:
+                # Every change the reader may see is among these (sees()); filtered below as any other.
+                mine = _after_cursor(self._by_owner.get(reader, ()), cursor)
+                shared = _after_cursor(self._by_owner.get(SHARED, ()), cursor)
+                merged = {change.cursor: change for change in (*mine, *shared)}
+                following = [merged[key] for key in sorted(merged)]
             wanted = [change for change in following if _wanted(change, reader, resources)]
-            return wanted, cursor
+            return wanted, self._buffer[-1].cursor
         store = self._store()
         if store is None:
             return [], cursor
@@ -315,6 +323,7 @@ class ChangeHub:
                 got = await self._poll_once()
             await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
         self._buffer.clear()
+        self._by_owner.clear()
         self._complete_after = None
 
     async def _poll_once(self) -> int:
@@ -328,12 +337,39 @@ class ChangeHub:
             found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
         if not found:
             return 0
-        self._buffer.extend(found)
-        while len(self._buffer) > BUFFERED_CHANGES:
-            self._complete_after = self._buffer.popleft().cursor
+        self._keep(found)
         async with self._changed:
             self._changed.notify_all()
         return len(found)
+
+    def _keep(self, found: list[Change]) -> None:
+        """Add polled changes to the buffer, and let the oldest go beyond its size."""
+        self._buffer.extend(found)
+        for change in found:
+            for owner in _owners(change):
+                self._by_owner.setdefault(owner, collections.deque()).append(change)
+        while len(self._buffer) > BUFFERED_CHANGES:
+            oldest = self._buffer.popleft()
+            self._complete_after = oldest.cursor
+            for owner in _owners(oldest):
+                # The oldest change of the buffer is the oldest of each of its owners' too.
+                kept = self._by_owner[owner]
+                kept.popleft()
+                if not kept:
+                    del self._by_owner[owner]
+
+
+def _owners(change: Change) -> set[str]:
+    return {owner for owner in (change.owner_before, change.owner_after) if owner is not None}
+
+
+def _after_cursor(changes: Sequence[Change] | collections.deque[Change], cursor: Cursor) -> list[Change]:
+    """The changes after `cursor` of changes in cursor order, read from the newest back: a subscriber that keeps
+    up is a few changes behind the end, and a scan from the start per subscriber per poll made a thousand
+    streams cost the writers most of a core."""
+    following = list(takewhile(lambda change: change.cursor > cursor, reversed(changes)))
+    following.reverse()
+    return following
 
 
 def _wanted(change: Change, reader: str | None, resources: tuple[str, ...] | None) -> bool:
