@@ -78,3 +78,28 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
     ]
     assert got == expected
     assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
+
+
+@settings(max_examples=200, deadline=None)
+@given(poll=st.lists(st.tuples(owner_of, owner_of, st.just("pets")), min_size=1, max_size=4))
+def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
+    poll: list[tuple[str | None, str | None, str]],
+) -> None:
+    found = _changes(poll, 1)
+    stranger = "nobody@example.com"
+
+    async def woken() -> dict[str | None, bool]:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
+        hub._complete_after = (0, 0)
+        readers: tuple[str | None, ...] = (*OWNERS, None, stranger)
+        waits = [asyncio.create_task(hub._wait_for_more((0, 0), reader)) for reader in readers]
+        await asyncio.sleep(0)
+        hub._keep(found)
+        return dict(zip(readers, await asyncio.gather(*waits), strict=True))
+
+    result = asyncio.run(woken())
+    for reader, was_woken in result.items():
+        if any(sees(reader, change) for change in found):
+            assert was_woken, reader
+    if all(SHARED not in feed._owners(change) for change in found):
+        assert not result[stranger]

@@ -220,7 +220,9 @@ class ChangeHub:
         the writes cost nothing per change."""
         self._complete_after: Cursor | None = None
         """Every change after this cursor, up to the last one polled, is in the buffer."""
-        self._changed = asyncio.Condition()
+        self._waiting: dict[str | None, set[asyncio.Future[None]]] = {}
+        """The streams waiting for changes, by the caller they read for (None: administrators): a poll wakes
+        only those whose callers may see one of its changes, not every stream of the process."""
         self._subscribers = 0
         self._poller: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -232,8 +234,7 @@ class ChangeHub:
     async def close(self) -> None:
         """End every live stream (the process is shutting down) and stop polling."""
         self._closed.set()
-        async with self._changed:
-            self._changed.notify_all()
+        self._wake(None)
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -258,7 +259,7 @@ class ChangeHub:
                 for change in changes:
                     if change.cursor not in already:
                         yield change
-                if not changes and not await self._wait_for_more(cursor):
+                if not changes and not await self._wait_for_more(cursor, reader):
                     yield None
         finally:
             self._subscribers -= 1
@@ -293,17 +294,35 @@ class ChangeHub:
         # horizon only moves forward): the rest comes from the buffer.
         return [], max(cursor, complete_after) if complete_after is not None else cursor
 
-    async def _wait_for_more(self, cursor: Cursor) -> bool:
-        """Wait until changes after `cursor` may have come; False when the keep-alive interval passed first."""
-        async with self._changed:
-            if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
-                return True
-            try:
-                async with asyncio.timeout(self._keep_alive_seconds):
-                    await self._changed.wait()
-            except TimeoutError:
-                return False
+    async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
+        """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
+        interval passed first."""
+        if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.setdefault(reader, set())
+        waiting.add(waiter)
+        try:
+            async with asyncio.timeout(self._keep_alive_seconds):
+                await waiter
+        except TimeoutError:
+            return False
+        finally:
+            waiting.discard(waiter)
+            if not waiting and self._waiting.get(reader) is waiting:
+                del self._waiting[reader]
         return True
+
+    def _wake(self, readers: set[str] | None) -> None:
+        """Wake the streams of these callers and of administrators; None: every stream."""
+        if readers is None or SHARED in readers:
+            groups = list(self._waiting.values())
+        else:
+            groups = [self._waiting[key] for key in (None, *readers) if key in self._waiting]
+        for waiting in groups:
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _start_polling(self) -> None:
         if self._poller is None or self._poller.done():
@@ -315,8 +334,7 @@ class ChangeHub:
         while self._subscribers and not self._closed.is_set():
             if self._stopping_file is not None and self._stopping_file.exists():
                 self._closed.set()
-                async with self._changed:
-                    self._changed.notify_all()
+                self._wake(None)
                 break
             got = 0
             with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
@@ -338,12 +356,12 @@ class ChangeHub:
         if not found:
             return 0
         self._keep(found)
-        async with self._changed:
-            self._changed.notify_all()
         return len(found)
 
     def _keep(self, found: list[Change]) -> None:
-        """Add polled changes to the buffer, and let the oldest go beyond its size."""
+        """Add polled changes to the buffer, let the oldest go beyond its size, and wake the streams of those
+        who may see them."""
+        self._wake(set().union(*(_owners(change) for change in found)))
         self._buffer.extend(found)
         for change in found:
             for owner in _owners(change):
