@@ -377,9 +377,14 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                             connections=args.connections,
                             env=served.wrk_env,
                         )
-                        figures["worker_cpu"] = cpu.stop()  # type: ignore[assignment]
+                        shares = cpu.stop()
+                        figures["worker_cpu"] = shares  # type: ignore[assignment]
+                        # CPU per request: what the subscribers add to each, whatever share of the cores the
+                        # workers got from the other jobs on the machine meanwhile.
+                        figures["cpu_ms_per_request"] = sum(shares) * 1000 / figures["rps"]
                         phase[name] = figures
-                        print_line(name, figures, f"worker CPU {figures['worker_cpu']}")
+                        line = f"worker CPU {shares}, {figures['cpu_ms_per_request']:.2f} ms per request"
+                        print_line(name, figures, line)
                     phase["rss_mb"] = worker_rss_mb(served.pid)
                     print(f"  worker resident memory: {phase['rss_mb']} MB", flush=True)
                 if attached:
@@ -395,9 +400,14 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
         for name in READ_WRITE_SCENARIOS:
             rounds = [w[name]["rps"] / o[name]["rps"] for w, o in zip(attached_phases, without, strict=True)]
             report["ratios"][name] = rounds
-            pairs = zip(attached_phases, without, strict=True)
+            pairs = list(zip(attached_phases, without, strict=True))
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
-            print(f"  {name:<12} {', '.join(f'{r:.2f}' for r in rounds)}   p99 ms {', '.join(p99)}", flush=True)
+            cpu = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
+            print(
+                f"  {name:<12} {', '.join(f'{r:.2f}' for r in rounds)}   p99 ms {', '.join(p99)}   "
+                f"worker CPU ms per request {', '.join(cpu)}",
+                flush=True,
+            )
         with subscribers(served, args.subscribers, token, holder_report, probe=True) as holder:
             time.sleep(1)
             report["latency"] = probe_latency(served, args.probe_writes, holder_report, holder)
