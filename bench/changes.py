@@ -402,10 +402,10 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
             report["ratios"][name] = rounds
             pairs = list(zip(attached_phases, without, strict=True))
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
-            cpu = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
+            cpu_ms = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
             print(
                 f"  {name:<12} {', '.join(f'{r:.2f}' for r in rounds)}   p99 ms {', '.join(p99)}   "
-                f"worker CPU ms per request {', '.join(cpu)}",
+                f"worker CPU ms per request {', '.join(cpu_ms)}",
                 flush=True,
             )
         with subscribers(served, args.subscribers, token, holder_report, probe=True) as holder:
