@@ -189,6 +189,7 @@ def ids_for_round(served: Served, round_index: int, rounds: int) -> dict[str, st
 
 def summary(figures: list[dict[str, float]]) -> dict[str, float]:
     return {
+        "cpu_ms_per_request": statistics.fmean(f["cpu_ms_per_request"] for f in figures),
         "rps": statistics.fmean(f["rps"] for f in figures),
         "p50_ms": statistics.fmean(f["p50_ms"] for f in figures),
         "p99_ms": statistics.fmean(f["p99_ms"] for f in figures),
@@ -207,11 +208,14 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
     )
     report: dict[str, Any] = {"rounds": [], "summary": {}}
     with serve(args, current, args.rows) as now, serve(args, before, args.rows) as then:
+        workers = {id(served): WorkerCpu(served.pid) for served in (now, then)}
         for round_index in range(args.rounds):
             envs = {id(s): ids_for_round(s, round_index, args.rounds) for s in (now, then)}
             print(f" round {round_index + 1} (load average {os.getloadavg()[0]:.2f})", flush=True)
             for name in WRITE_SCENARIOS:
                 for served in (now, then):
+                    cpu = workers[id(served)]
+                    cpu.start()
                     figures = run_wrk(
                         served.base,
                         SERVICE_SCENARIOS[name],
@@ -219,8 +223,10 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
                         connections=args.connections,
                         env=envs[id(served)],
                     )
+                    # The workers' CPU per write: its cost, whatever share of the cores the other jobs left them.
+                    figures["cpu_ms_per_request"] = sum(cpu.stop()) * 1000 / figures["rps"]
                     served.results.setdefault(name, []).append(figures)
-                    print_line(f"{name} {served.checkout.name}", figures)
+                    print_line(f"{name} {served.checkout.name}", figures, f"{figures['cpu_ms_per_request']:.2f} ms CPU")
                 ratio = now.results[name][-1]["rps"] / then.results[name][-1]["rps"]
                 print(f"    {name}: current ÷ before {ratio:.2f}", flush=True)
         report["rss_mb"] = {"current": worker_rss_mb(now.pid), "before": worker_rss_mb(then.pid)}
@@ -229,12 +235,20 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
         for name in WRITE_SCENARIOS:
             a, b = summary(now.results[name]), summary(then.results[name])
             per_round = [x["rps"] / y["rps"] for x, y in zip(now.results[name], then.results[name], strict=True)]
-            report["summary"][name] = {"current": a, "before": b, "ratio": a["rps"] / b["rps"], "per_round": per_round}
+            cpu_ratio = a["cpu_ms_per_request"] / b["cpu_ms_per_request"]
+            report["summary"][name] = {
+                "current": a,
+                "before": b,
+                "ratio": a["rps"] / b["rps"],
+                "per_round": per_round,
+                "cpu_per_request_ratio": cpu_ratio,
+            }
             print(
                 f"  {name:<8} current {a['rps']:>6.0f} req/s p50 {a['p50_ms']:6.1f} ms p99 {a['p99_ms']:7.1f} ms | "
                 f"before {b['rps']:>6.0f} req/s p50 {b['p50_ms']:6.1f} ms p99 {b['p99_ms']:7.1f} ms | "
                 f"ratio {a['rps'] / b['rps']:.2f} (rounds: {', '.join(f'{r:.2f}' for r in per_round)}); "
-                f"non-2xx {a['non_2xx']}/{b['non_2xx']}",
+                f"non-2xx {a['non_2xx']}/{b['non_2xx']}; worker CPU per write {a['cpu_ms_per_request']:.2f} ms ÷ "
+                f"{b['cpu_ms_per_request']:.2f} ms = {cpu_ratio:.2f}",
                 flush=True,
             )
         report["results"] = {"current": now.results, "before": then.results}
