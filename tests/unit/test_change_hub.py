@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from petrecords.resources import feed
-from petrecords.resources.feed import ChangeHub, sees
+from petrecords.resources.feed import ChangeHub, event_stream_frame, sees
 from petrecords.store.base import Change
 from petrecords.tables import SHARED
 
@@ -71,6 +71,10 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
         if cursor < hub._complete_after:
             return  # a stream this far behind reads from the database, not from the buffer
         got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+        # Every stream sends a change's event as the same bytes, kept only while the change is buffered.
+        assert [hub.frame(change) for change in got] == [event_stream_frame(change) for change in got]
+        hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")] * BUFFERED, len(everything) + 1))
+        assert set(hub._frames) <= {change.cursor for change in hub._buffer}
     expected = [
         change
         for change in everything

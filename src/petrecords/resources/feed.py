@@ -220,6 +220,8 @@ class ChangeHub:
         the writes cost nothing per change."""
         self._complete_after: Cursor | None = None
         """Every change after this cursor, up to the last one polled, is in the buffer."""
+        self._frames: dict[Cursor, bytes] = {}
+        """The event of each buffered change that a stream sent, encoded once for every stream that sends it."""
         self._waiting: dict[str | None, set[asyncio.Future[None]]] = {}
         """The streams waiting for changes, by the caller they read for (None: administrators): a poll wakes
         only those whose callers may see one of its changes, not every stream of the process."""
@@ -294,6 +296,22 @@ class ChangeHub:
         # horizon only moves forward): the rest comes from the buffer.
         return [], max(cursor, complete_after) if complete_after is not None else cursor
 
+    def frame(self, change: Change | None) -> bytes:
+        """The Server-Sent Event of a change (or a keep-alive comment), the same bytes for every stream."""
+        if change is None:
+            return event_stream_frame(None)
+        encoded = self._frames.get(change.cursor)
+        if encoded is None:
+            encoded = event_stream_frame(change)
+            complete_after = self._complete_after
+            if (
+                complete_after is not None
+                and self._buffer
+                and complete_after < change.cursor <= self._buffer[-1].cursor
+            ):
+                self._frames[change.cursor] = encoded
+        return encoded
+
     async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
         """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
         interval passed first."""
@@ -342,6 +360,7 @@ class ChangeHub:
             await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
         self._buffer.clear()
         self._by_owner.clear()
+        self._frames.clear()
         self._complete_after = None
 
     async def _poll_once(self) -> int:
@@ -369,6 +388,7 @@ class ChangeHub:
         while len(self._buffer) > BUFFERED_CHANGES:
             oldest = self._buffer.popleft()
             self._complete_after = oldest.cursor
+            self._frames.pop(oldest.cursor, None)
             for owner in _owners(oldest):
                 # The oldest change of the buffer is the oldest of each of its owners' too.
                 kept = self._by_owner[owner]
