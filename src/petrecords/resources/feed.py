@@ -10,6 +10,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +214,17 @@ class ChangeHub:
         """How often a live stream with nothing to say sends a comment (the contract asks for at least every
         15 s; proxies that close quiet connections sooner want it more often)."""
         self._buffer: collections.deque[Change] = collections.deque()
+        self._by_owner: dict[str, collections.deque[Change]] = {}
+        """The buffer's changes by each owner they had before or after the write ('' for shared records): a
+        subscriber reads only those of its own and the shared ones, so that streams of callers who own none of
+        the writes cost nothing per change."""
         self._complete_after: Cursor | None = None
         """Every change after this cursor, up to the last one polled, is in the buffer."""
-        self._changed = asyncio.Condition()
+        self._frames: dict[Cursor, bytes] = {}
+        """The event of each buffered change that a stream sent, encoded once for every stream that sends it."""
+        self._waiting: dict[str | None, set[asyncio.Future[None]]] = {}
+        """The streams waiting for changes, by the caller they read for (None: administrators): a poll wakes
+        only those whose callers may see one of its changes, not every stream of the process."""
         self._subscribers = 0
         self._poller: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -227,8 +236,7 @@ class ChangeHub:
     async def close(self) -> None:
         """End every live stream (the process is shutting down) and stop polling."""
         self._closed.set()
-        async with self._changed:
-            self._changed.notify_all()
+        self._wake(None)
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -253,7 +261,7 @@ class ChangeHub:
                 for change in changes:
                     if change.cursor not in already:
                         yield change
-                if not changes and not await self._wait_for_more(cursor):
+                if not changes and not await self._wait_for_more(cursor, reader):
                     yield None
         finally:
             self._subscribers -= 1
@@ -265,11 +273,18 @@ class ChangeHub:
         changes it may not see)."""
         complete_after = self._complete_after
         if complete_after is not None and cursor >= complete_after:
-            following = [change for change in self._buffer if change.cursor > cursor]
-            if following:
-                cursor = following[-1].cursor
+            if not self._buffer or self._buffer[-1].cursor <= cursor:
+                return [], cursor
+            if reader is None:
+                following = _after_cursor(self._buffer, cursor)
+            else:
+                # Every change the reader may see is among these (sees()); filtered below as any other.
+                mine = _after_cursor(self._by_owner.get(reader, ()), cursor)
+                shared = _after_cursor(self._by_owner.get(SHARED, ()), cursor)
+                merged = {change.cursor: change for change in (*mine, *shared)}
+                following = [merged[key] for key in sorted(merged)]
             wanted = [change for change in following if _wanted(change, reader, resources)]
-            return wanted, cursor
+            return wanted, self._buffer[-1].cursor
         store = self._store()
         if store is None:
             return [], cursor
@@ -281,17 +296,51 @@ class ChangeHub:
         # horizon only moves forward): the rest comes from the buffer.
         return [], max(cursor, complete_after) if complete_after is not None else cursor
 
-    async def _wait_for_more(self, cursor: Cursor) -> bool:
-        """Wait until changes after `cursor` may have come; False when the keep-alive interval passed first."""
-        async with self._changed:
-            if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
-                return True
-            try:
-                async with asyncio.timeout(self._keep_alive_seconds):
-                    await self._changed.wait()
-            except TimeoutError:
-                return False
+    def frame(self, change: Change | None) -> bytes:
+        """The Server-Sent Event of a change (or a keep-alive comment), the same bytes for every stream."""
+        if change is None:
+            return event_stream_frame(None)
+        encoded = self._frames.get(change.cursor)
+        if encoded is None:
+            encoded = event_stream_frame(change)
+            complete_after = self._complete_after
+            if (
+                complete_after is not None
+                and self._buffer
+                and complete_after < change.cursor <= self._buffer[-1].cursor
+            ):
+                self._frames[change.cursor] = encoded
+        return encoded
+
+    async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
+        """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
+        interval passed first."""
+        if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.setdefault(reader, set())
+        waiting.add(waiter)
+        try:
+            async with asyncio.timeout(self._keep_alive_seconds):
+                await waiter
+        except TimeoutError:
+            return False
+        finally:
+            waiting.discard(waiter)
+            if not waiting and self._waiting.get(reader) is waiting:
+                del self._waiting[reader]
         return True
+
+    def _wake(self, readers: set[str] | None) -> None:
+        """Wake the streams of these callers and of administrators; None: every stream."""
+        if readers is None or SHARED in readers:
+            groups = list(self._waiting.values())
+        else:
+            groups = [self._waiting[key] for key in (None, *readers) if key in self._waiting]
+        for waiting in groups:
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _start_polling(self) -> None:
         if self._poller is None or self._poller.done():
@@ -303,14 +352,15 @@ class ChangeHub:
         while self._subscribers and not self._closed.is_set():
             if self._stopping_file is not None and self._stopping_file.exists():
                 self._closed.set()
-                async with self._changed:
-                    self._changed.notify_all()
+                self._wake(None)
                 break
             got = 0
             with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
                 got = await self._poll_once()
             await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
         self._buffer.clear()
+        self._by_owner.clear()
+        self._frames.clear()
         self._complete_after = None
 
     async def _poll_once(self) -> int:
@@ -324,12 +374,40 @@ class ChangeHub:
             found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
         if not found:
             return 0
-        self._buffer.extend(found)
-        while len(self._buffer) > BUFFERED_CHANGES:
-            self._complete_after = self._buffer.popleft().cursor
-        async with self._changed:
-            self._changed.notify_all()
+        self._keep(found)
         return len(found)
+
+    def _keep(self, found: list[Change]) -> None:
+        """Add polled changes to the buffer, let the oldest go beyond its size, and wake the streams of those
+        who may see them."""
+        self._wake(set().union(*(_owners(change) for change in found)))
+        self._buffer.extend(found)
+        for change in found:
+            for owner in _owners(change):
+                self._by_owner.setdefault(owner, collections.deque()).append(change)
+        while len(self._buffer) > BUFFERED_CHANGES:
+            oldest = self._buffer.popleft()
+            self._complete_after = oldest.cursor
+            self._frames.pop(oldest.cursor, None)
+            for owner in _owners(oldest):
+                # The oldest change of the buffer is the oldest of each of its owners' too.
+                kept = self._by_owner[owner]
+                kept.popleft()
+                if not kept:
+                    del self._by_owner[owner]
+
+
+def _owners(change: Change) -> set[str]:
+    return {owner for owner in (change.owner_before, change.owner_after) if owner is not None}
+
+
+def _after_cursor(changes: Sequence[Change] | collections.deque[Change], cursor: Cursor) -> list[Change]:
+    """The changes after `cursor` of changes in cursor order, read from the newest back: a subscriber that keeps
+    up is a few changes behind the end, and a scan from the start per subscriber per poll made a thousand
+    streams cost the writers most of a core."""
+    following = list(takewhile(lambda change: change.cursor > cursor, reversed(changes)))
+    following.reverse()
+    return following
 
 
 def _wanted(change: Change, reader: str | None, resources: tuple[str, ...] | None) -> bool:

@@ -22,7 +22,6 @@ from petrecords.resources.feed import (
     COMMITTED_AT_OPEN,
     ChangeHub,
     decode_cursor,
-    event_stream_frame,
     feed_page,
     history_page,
     parse_feed_query,
@@ -378,7 +377,7 @@ def feed_routes(resources: ResourceSet) -> Router:
         async def frames() -> AsyncIterator[bytes]:
             yield b"retry: 1000\n\n"
             async for change in hub.follow(start, reader=reader, resources=feed.resources, already=already):
-                yield event_stream_frame(change)
+                yield hub.frame(change)
 
         return Stream(frames(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
