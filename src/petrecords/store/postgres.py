@@ -287,9 +287,14 @@ async def _keep_session(_connection: Any) -> None:
 
 
 class PostgresTransaction(SqlTransaction):
-    counter_slots = 8
+    counter_slots = 32
     defers_writes = True
-    change_count = count_upsert(postgresql.insert)
+    # A transaction's count changes go to the slot of its server connection (its process id modulo the slots), not
+    # to a random one: transactions in flight at once run on distinct connections, and the connections a pool opens
+    # have mostly consecutive process ids, so that up to `counter_slots` concurrent writers seldom share a row and
+    # wait for one another's commit on its lock. (Eight random slots had a fifth of twenty concurrent creators
+    # waiting so: bench/README.md, "Create on PostgreSQL".)
+    change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
     # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the
