@@ -157,10 +157,10 @@ async def create_answer(
             )
             return Answer(stored.status, stored.body, headers)
 
-    row = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
+    row, record = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
     location = f"{resource.path}/{row['id']}"
     etag = etag_of(resource, row)
-    answer = Answer(201, msgspec.json.encode(show(resource, row)), {"ETag": etag, "Location": location})
+    answer = Answer(201, record, {"ETag": etag, "Location": location})
     if key is None or request_hash is None or now is None:
         return answer
     kept = StoredResponse(
