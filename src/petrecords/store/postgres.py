@@ -292,7 +292,7 @@ class PostgresTransaction(SqlTransaction):
     # A transaction's count changes go to the slot of its server connection (its process id modulo the slots), not
     # to a random one: transactions in flight at once run on distinct connections, and the connections a pool opens
     # have mostly consecutive process ids, so that up to `counter_slots` concurrent writers seldom share a row and
-    # wait for one another's commit on its lock. (Eight random slots had a fifth of twenty concurrent creators
+    # wait for one another's commit on its lock. (Eight random slots had a quarter of twenty concurrent creators
     # waiting so: bench/README.md, "Create on PostgreSQL".)
     change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
     idempotency_insert = idempotency_upsert(postgresql.insert)
