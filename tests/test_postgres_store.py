@@ -17,7 +17,7 @@ from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
-from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _compiled
+from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
 from tests.support import PET_RECORDS, of_types, pet_row, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -184,6 +184,67 @@ class TestDeferredWrites:
         async with store.transaction(write=False) as tx:
             assert await tx.count(PET_RECORDS, ()) == 0
             assert await tx.get(PET_RECORDS, pet["id"]) is None
+
+    async def test_the_writes_of_every_create_are_one_statement_of_the_same_text(
+        self, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """One text for every create of a resource: asyncpg prepares a statement once per connection and text."""
+        sent: list[str] = []
+        acquire = PostgresStore.acquire
+
+        def record(query: Any) -> None:
+            sent.append(query.query)
+
+        async def acquire_logged(self: PostgresStore) -> Any:
+            connection = await acquire(self)
+            connection.remove_query_logger(record)
+            connection.add_query_logger(record)
+            return connection
+
+        monkeypatch.setattr(PostgresStore, "acquire", acquire_logged)
+        for pet in (_pet("Rex"), of_type(_pet("Max"), "Cat")):
+            async with store.transaction(write=True) as tx:
+                await tx.insert(PET_RECORDS, pet)
+                await tx.record_change(_created(pet))
+        assert len(sent) == 2
+        assert sent[0] == sent[1]
+        assert sent[0].startswith("WITH ")
+
+
+class TestCountSlots:
+    async def test_writers_on_two_connections_do_not_wait_for_each_others_count_rows(self, database_url: str) -> None:
+        """Concurrent writers of one owner's counts, on connections whose slots differ: the second is not held
+        until the first commits (it would fail at its lock timeout if it were)."""
+        owner = f"slots-{uuid.uuid4().hex}@example.com"
+        statement = _compiled(PostgresTransaction.change_count)
+        arguments = _arguments(statement, _count_row(_pet(), owner))
+        connections: list[asyncpg.Connection] = []
+        slots: list[int] = []
+        try:
+            while len(set(slots)) < 2:
+                connections.append(await asyncpg.connect(database_url, timeout=5))
+                pid = await connections[-1].fetchval("SELECT pg_backend_pid()")
+                slots.append(pid % PostgresTransaction.counter_slots)
+            first, second = connections[0], connections[-1]
+            await first.execute("BEGIN")
+            await first.execute(statement[0], *arguments)
+            await second.execute("BEGIN; SET LOCAL lock_timeout = '5s'")
+            await second.execute(statement[0], *arguments)
+            await second.execute("COMMIT")
+            await first.execute("COMMIT")
+            counted = await first.fetch("SELECT slot, count FROM record_counts WHERE scope = $1 ORDER BY slot", owner)
+            assert [(row["slot"], row["count"]) for row in counted] == sorted([(slots[0], 1), (slots[-1], 1)])
+        finally:
+            for connection in connections:
+                await connection.close()
+
+
+def _count_row(pet: Row, scope: str) -> dict[str, Any]:
+    return {"resource": "pets", "scope": scope, "partition": pet["pet_type"], "slot": 0, "count": 1, "writes": 0}
+
+
+def of_type(pet: Row, pet_type: str) -> Row:
+    return {**pet, "pet_type": pet_type}
 
 
 def _created(pet: Row) -> NewChange:

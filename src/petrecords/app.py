@@ -27,7 +27,7 @@ from petrecords.registry import RESOURCES
 from petrecords.resources.document import build_openapi
 from petrecords.resources.feed import ChangeHub, new_instance_id
 from petrecords.resources.fields import PetTypes
-from petrecords.resources.routes import RecordLookups, feed_routes, routes_of
+from petrecords.resources.routes import DirectRoutes, feed_routes, routes_of
 from petrecords.responses import handle_exception
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
@@ -116,7 +116,7 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
     )
     app.state.verifier = create_token_verifier(settings)
     return ServiceEdge(
-        cast("ASGIApp", RecordLookups(app, RESOURCES)),
+        cast("ASGIApp", DirectRoutes(app, RESOURCES)),
         metrics=metrics,
         store=lambda: app.state.store,
         log_requests=settings.access_log,

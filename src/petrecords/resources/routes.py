@@ -4,6 +4,7 @@ one service function and shapes the answer."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgspec
@@ -15,7 +16,7 @@ from litestar.response import Stream
 from petrecords.auth import Caller
 from petrecords.config import Settings
 from petrecords.errors import IdempotencyKeyReused
-from petrecords.http import ApiGate, admit, send_service_error
+from petrecords.http import ApiGate, admit, read_json_body, send_service_error
 from petrecords.resources import service
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.feed import (
@@ -120,27 +121,88 @@ async def look_up(
     return Lookup(etag, msgspec.json.encode(show(resource, row)))
 
 
-class RecordLookups:
-    """`GET /v1/{resource}/{id}`, the request clients send most, answered without the framework's routing,
-    dependency injection and response machinery, which cost more than the lookup and the rest of the edge
-    together. It is the same request as through the framework: the same gate (`admit`), the same lookup
-    (`look_up`), the same failure answers (`answer_failure`); anything it does not recognise goes on to the
-    framework, whose `get` route answers alike."""
+@dataclass(frozen=True)
+class Answer:
+    """A JSON answer: its status, body and headers but the content type."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+async def create_answer(
+    *,
+    tx: Transaction,
+    caller: Caller,
+    resource: Resource,
+    resources: ResourceSet,
+    body: Body,
+    raw_key: str | None,
+    settings: Settings,
+) -> Answer:
+    """The answer to `POST /v1/{resource}` with a valid body: the record created, or the answer kept for its
+    `Idempotency-Key`."""
+    key = None if raw_key is None else check_idempotency_key(raw_key)
+    now = request_hash = None
+    if key is not None:
+        request_hash = canonical_json_hash(body.document)
+        now = now_ms()
+        stored = await tx.claim_idempotency_key(caller.email, key, now_ms=now)
+        if stored is not None:
+            if stored.request_hash != request_hash or stored.resource != resource.name:
+                raise IdempotencyKeyReused()
+            headers = {"Idempotent-Replayed": "true"}
+            headers.update(
+                {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
+            )
+            return Answer(stored.status, stored.body, headers)
+
+    row, record = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
+    location = f"{resource.path}/{row['id']}"
+    etag = etag_of(resource, row)
+    answer = Answer(201, record, {"ETag": etag, "Location": location})
+    if key is None or request_hash is None or now is None:
+        return answer
+    kept = StoredResponse(
+        resource=resource.name, request_hash=request_hash, status=201, body=answer.body, location=location, etag=etag
+    )
+    expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
+    await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)
+    if row["id"].int % _PURGE_EVERY == 0:
+        await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
+    return answer
+
+
+class DirectRoutes:
+    """`GET /v1/{resource}/{id}` and `POST /v1/{resource}`, the requests clients send most, answered without the
+    framework's routing, dependency injection and response machinery, which cost more than a lookup or the
+    Python side of a create. They are the same requests as through the framework: the same gate (`admit`,
+    `read_json_body`), the same work (`look_up`, `create_answer`), the same failure answers (`answer_failure`);
+    anything else goes on to the framework, whose routes answer alike. So does a request with an `Origin` when
+    CORS is configured: the framework adds the CORS headers."""
 
     def __init__(self, app: Litestar, resources: ResourceSet) -> None:
         self.app = app
+        self._resources = resources
         self._by_prefix = {f"{resource.path}/": resource for resource in resources.resources}
+        self._by_path = {resource.path: resource for resource in resources.resources}
         self._templates = {resource.name: f"{resource.path}/{{record_id}}" for resource in resources.resources}
         # The gate's collaborators are fixed when the app is made; the store is opened by the lifespan.
         self._verifier = app.state.verifier
         self._limiter = app.state.rate_limiter
+        self._cors = app.cors_config is not None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
+        if scope["type"] == "http" and not scope["query_string"] and not (self._cors and _has_origin(scope)):
             path: str = scope["path"]
-            resource = self._by_prefix.get(path[:-_ID_LENGTH]) if len(path) > _ID_LENGTH else None
-            if resource is not None:
-                await self._look_up(resource, path[-_ID_LENGTH:], scope, send)
+            method = scope["method"]
+            if method == "GET":
+                resource = self._by_prefix.get(path[:-_ID_LENGTH]) if len(path) > _ID_LENGTH else None
+                if resource is not None:
+                    await self._look_up(resource, path[-_ID_LENGTH:], scope, send)
+                    return
+            elif method == "POST" and (resource := self._by_path.get(path)) is not None:
+                await self._create(resource, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -148,17 +210,12 @@ class RecordLookups:
         scope["path_template"] = self._templates[resource.name]
         try:
             scope["user"] = caller = await admit(scope, verifier=self._verifier, limiter=self._limiter)
-            if_none_match = None
-            for key, value in scope["headers"]:
-                if key == b"if-none-match":
-                    if_none_match = value.decode("latin-1")
-                    break
             lookup = await look_up(
                 store=self.app.state.store,
                 caller=caller,
                 resource=resource,
                 record_id=record_id,
-                if_none_match=if_none_match,
+                if_none_match=_header_text(scope, b"if-none-match"),
             )
         except Exception as exc:
             await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
@@ -168,15 +225,57 @@ class RecordLookups:
             await send({"type": "http.response.start", "status": 304, "headers": [etag]})
             await send({"type": "http.response.body", "body": b""})
             return
-        # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge
-        # leaves out, says the length of GET's.
-        headers = [etag, _JSON_CONTENT_TYPE, (b"content-length", str(len(lookup.body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": lookup.body})
+        await _send_json(send, 200, lookup.body, [etag])
+
+    async def _create(self, resource: Resource, scope: Any, receive: Any, send: Any) -> None:
+        state = self.app.state
+        settings: Settings = state.settings
+        scope["path_template"] = resource.path
+        try:
+            scope["user"] = caller = await admit(scope, verifier=self._verifier, limiter=self._limiter)
+            raw = await read_json_body(
+                scope, receive, limit=settings.max_body_bytes, timeout_seconds=settings.body_timeout_seconds
+            )
+            context = Context(pet_types=state.pet_types, now_ms=now_ms())
+            body = read_body(resource, decode_json(raw), context=context, path_id=None)
+            store: Store = state.store
+            # Answered once the transaction has ended: a 201 is sent only for a create that committed.
+            async with store.transaction(write=True, caller=caller.email) as tx:
+                answer = await create_answer(
+                    tx=tx,
+                    caller=caller,
+                    resource=resource,
+                    resources=self._resources,
+                    body=body,
+                    raw_key=_header_text(scope, b"idempotency-key"),
+                    settings=settings,
+                )
+        except Exception as exc:
+            await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
+            return
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
+        await _send_json(send, answer.status, answer.body, headers)
 
 
-_ID_LENGTH = 36
+def _header_text(scope: Any, name: bytes) -> str | None:
+    """The first value of a request header, as the framework's `request.headers.get` reads it."""
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name), None)
+
+
+def _has_origin(scope: Any) -> bool:
+    return any(key == b"origin" for key, _ in scope["headers"])
+
+
+async def _send_json(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves
+    # out, says the length of GET's.
+    headers += [_JSON_CONTENT_TYPE, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 _JSON_CONTENT_TYPE = (b"content-type", b"application/json")
+_ID_LENGTH = 36
 """A record id's length in canonical form: what follows the collection's path in a lookup."""
 
 
@@ -210,44 +309,16 @@ def routes_of(resource: Resource, resources: ResourceSet) -> Router:
 
     @post("/", dependencies={"tx": Provide(provide_write_tx)}, name=f"{resource.name}:create")
     async def create(request: ApiRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:
-        caller, body = request.user, await body_of(request)
-        raw_key = request.headers.get("Idempotency-Key")
-        key = None if raw_key is None else check_idempotency_key(raw_key)
-        if key is None:
-            row = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
-            return record_response(resource, row, status=201, headers={"Location": f"{resource.path}/{row['id']}"})
-
-        request_hash = canonical_json_hash(body.document)
-        now = now_ms()
-        stored = await tx.claim_idempotency_key(caller.email, key, now_ms=now)
-        if stored is not None:
-            if stored.request_hash != request_hash or stored.resource != resource.name:
-                raise IdempotencyKeyReused()
-            headers = {"Idempotent-Replayed": "true"}
-            headers.update(
-                {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
-            )
-            return Response(content=stored.body, status_code=stored.status, media_type=JSON, headers=headers)
-
-        row = await service.create_record(tx=tx, caller=caller, resource=resource, resources=resources, body=body)
-        location = f"{resource.path}/{row['id']}"
-        response = record_response(resource, row, status=201, headers={"Location": location})
-        await tx.save_idempotent_response(
-            caller.email,
-            key,
-            StoredResponse(
-                resource=resource.name,
-                request_hash=request_hash,
-                status=201,
-                body=response.content,
-                location=location,
-                etag=etag_of(resource, row),
-            ),
-            expires_at_ms=now + _settings(request).idempotency_ttl_seconds * 1000,
+        answer = await create_answer(
+            tx=tx,
+            caller=request.user,
+            resource=resource,
+            resources=resources,
+            body=await body_of(request),
+            raw_key=request.headers.get("Idempotency-Key"),
+            settings=_settings(request),
         )
-        if row["id"].int % _PURGE_EVERY == 0:
-            await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
-        return response
+        return Response(content=answer.body, status_code=answer.status, media_type=JSON, headers=answer.headers)
 
     @get("/", dependencies={"tx": Provide(provide_read_tx)}, name=f"{resource.name}:list")
     async def list_records(request: ApiRequest, tx: NamedDependency[Transaction]) -> Response[bytes]:

@@ -159,8 +159,10 @@ async def _keep(
     at: int,
     before: Row | None,
     after: Row | None,
+    record: bytes | None = None,
 ) -> None:
-    """Keep a write of `row` (with its embedded records) in the change log, in the write's transaction."""
+    """Keep a write of `row` (with its embedded records) in the change log, in the write's transaction; `record`:
+    its wire form, when it is already encoded."""
     shared = resource.ownership.column is None
     await tx.record_change(
         NewChange(
@@ -172,14 +174,16 @@ async def _keep(
             by=by,
             owner_before=SHARED if shared else _owner(resource, before),
             owner_after=SHARED if shared else _owner(resource, after),
-            record=msgspec.json.encode(show(resource, row)),
+            record=msgspec.json.encode(show(resource, row)) if record is None else record,
         )
     )
 
 
 async def create_record(
     *, tx: Transaction, caller: Caller, resource: Resource, resources: ResourceSet, body: Body
-) -> Row:
+) -> tuple[Row, bytes]:
+    """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
+    change log keeps."""
     await tx.lock(_reference_locks(resources, resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     _permit_write(resource, caller)
@@ -198,6 +202,7 @@ async def create_record(
     }
     await tx.insert(resource.collection, row)
     shown = _with_embeds(resource=resource, row=row, referenced=referenced)
+    record = msgspec.json.encode(show(resource, shown))
     await _keep(
         tx=tx,
         resource=resource,
@@ -208,8 +213,9 @@ async def create_record(
         at=timestamp,
         before=None,
         after=row,
+        record=record,
     )
-    return shown
+    return shown, record
 
 
 async def replace_record(

@@ -204,34 +204,69 @@ def _with(parts: Sequence[str]) -> str:
 Batch = tuple[str, Sequence[Any], bool]
 """A statement, its arguments, and whether they are one list of arguments per run (else one run)."""
 
+Deferred = tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]
+"""A deferred write: its statement, and its parameters (or one set of them per row)."""
 
-def _batches(deferred: Sequence[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]]) -> list[Batch]:
-    """Deferred writes as few statements as possible, in their order: consecutive writes are combined into
-    one statement, each a part of its WITH."""
-    batches: list[Batch] = []
+Planned = tuple[str, tuple[tuple[int, int, int], ...], bool]
+"""A statement of a plan, the rows whose arguments it takes (index of the write, first row, end of rows), in order,
+and whether it runs once for each of those rows (else once for all of them)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(shape: tuple[tuple[sa.ClauseElement, int], ...]) -> tuple[Planned, ...]:
+    """The statements of deferred writes of this shape (each write's statement and number of rows), as few as
+    possible, in their order: consecutive writes are combined into one statement, each a part of its WITH. Made
+    once per shape: a create's writes are the same statements every time, and so is their combined text, which
+    keeps asyncpg's cache of prepared statements hitting."""
+    planned: list[Planned] = []
     parts: list[str] = []
-    arguments: list[Any] = []
+    taken: list[tuple[int, int, int]] = []
+    width = 0
 
     def close() -> None:
+        nonlocal width
         if parts:
-            batches.append((_with(parts), list(arguments), False))
+            planned.append((_with(parts), tuple(taken), False))
             parts.clear()
-            arguments.clear()
+            taken.clear()
+            width = 0
 
-    for statement, rows in deferred:
-        compiled = _compiled(statement)
-        listed = [rows] if isinstance(rows, dict) else rows
-        if len(listed) > _ROWS_ALONE or not _combinable(compiled[0]):
+    for index, (statement, count) in enumerate(shape):
+        sql, names, _ = _compiled(statement)
+        if count > _ROWS_ALONE or not _combinable(sql):
             close()
-            batches.append((compiled[0], [_arguments(compiled, row) for row in listed], True))
+            planned.append((sql, ((index, 0, count),), True))
             continue
-        for row in listed:
-            values = _arguments(compiled, row)
-            if len(arguments) + len(values) > _COMBINED_PARAMETERS:
+        for row in range(count):
+            if width + len(names) > _COMBINED_PARAMETERS:
                 close()
-            parts.append(_renumbered(compiled[0], len(arguments)))
-            arguments.extend(values)
+            parts.append(_renumbered(sql, width))
+            width += len(names)
+            if taken and taken[-1][0] == index and taken[-1][2] == row:
+                taken[-1] = (index, taken[-1][1], row + 1)
+            else:
+                taken.append((index, row, row + 1))
     close()
+    return tuple(planned)
+
+
+def _batches(deferred: Sequence[Deferred]) -> list[Batch]:
+    """Deferred writes as the statements of their plan (see `_plan`), with their arguments."""
+    listed = [[rows] if isinstance(rows, dict) else rows for _, rows in deferred]
+    plan = _plan(tuple((statement, len(rows)) for (statement, _), rows in zip(deferred, listed, strict=True)))
+    batches: list[Batch] = []
+    for sql, taken, many in plan:
+        if many:
+            index, first, end = taken[0]
+            compiled = _compiled(deferred[index][0])
+            batches.append((sql, [_arguments(compiled, row) for row in listed[index][first:end]], True))
+            continue
+        arguments: list[Any] = []
+        for index, first, end in taken:
+            compiled = _compiled(deferred[index][0])
+            for row in listed[index][first:end]:
+                arguments.extend(_arguments(compiled, row))
+        batches.append((sql, arguments, False))
     return batches
 
 
@@ -269,9 +304,14 @@ async def _keep_session(_connection: Any) -> None:
 
 
 class PostgresTransaction(SqlTransaction):
-    counter_slots = 8
+    counter_slots = 32
     defers_writes = True
-    change_count = count_upsert(postgresql.insert)
+    # A transaction's count changes go to the slot of its server connection (its process id modulo the slots), not
+    # to a random one: transactions in flight at once run on distinct connections, and the connections a pool opens
+    # have mostly consecutive process ids, so that up to `counter_slots` concurrent writers seldom share a row and
+    # wait for one another's commit on its lock. (Eight random slots had a quarter of twenty concurrent creators
+    # waiting so: bench/README.md, "Create on PostgreSQL".)
+    change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
     # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the

@@ -185,9 +185,14 @@ def idempotency_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
     return upsert
 
 
-def count_upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
-    """The change of kept counts, with the dialect's INSERT that supports ON CONFLICT DO UPDATE."""
-    statement = insert(record_counts).values(_values_of(record_counts))
+def count_upsert(insert: Callable[[sa.Table], Any], *, slot: sa.ColumnElement[int] | None = None) -> sa.Insert:
+    """The change of kept counts, with the dialect's INSERT that supports ON CONFLICT DO UPDATE; in the slot that
+    `slot` says, if given, else in the slot of the `slot` parameter."""
+    values: dict[str, Any] = _values_of(record_counts)
+    if slot is not None:
+        values["slot"] = slot
+    # Inline: without it, a slot that the database computes would be returned (as part of the key), for nothing.
+    statement = insert(record_counts).values(values).inline()
     upsert: sa.Insert = statement.on_conflict_do_update(
         index_elements=[
             record_counts.c.resource,
@@ -247,7 +252,8 @@ SELECT_STATE_CURSOR = sa.select(service_state.c.xid, service_state.c.position).w
 def change_insert(xid: sa.ColumnElement[int]) -> sa.Insert:
     """Keep one change, with the dialect's id of the writing transaction."""
     values = _values_of(changes, but=("position", "xid"))
-    return sa.insert(changes).values(xid=xid, **values)
+    # Inline: the position the database gives it is not returned, as nothing reads it.
+    return sa.insert(changes).values(xid=xid, **values).inline()
 
 
 def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, resources: int | None) -> sa.Select[Any]:
@@ -690,7 +696,8 @@ class SqlTransaction(Transaction):
     trigram_search: TrigramSearch
     """How the database finds the candidates of a substring pattern (see TrigramSearch)."""
     counter_slots = 1
-    """Rows over which each kept count is spread (see tables.record_counts)."""
+    """Rows over which each kept count is spread (see tables.record_counts); a transaction writes its count changes
+    in one of them, at random unless `change_count` chooses."""
     change_count: sa.Insert
     """The dialect's `count_upsert`."""
     idempotency_insert: sa.Insert
