@@ -92,14 +92,11 @@ class AccessLog:
         caller: str | None,
         database_unavailable: str | None,
     ) -> None:
+        noted = (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
         if _json_handler is None:
-            self._through_logging(
-                (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
-            )
+            self._through_logging(noted)
             return
-        self._pending.append(
-            (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
-        )
+        self._pending.append(noted)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
