@@ -114,7 +114,7 @@ COUNT_UPSERT = (
     "ON CONFLICT (resource, scope, partition, slot) DO UPDATE SET count = (record_counts.count + excluded.count), "
     "writes = (record_counts.writes + excluded.writes)"
 )
-FIRST_BUSY_PAUSE_SECONDS, LAST_BUSY_PAUSE_SECONDS = 0.001, 0.05
+FIRST_BUSY_PAUSE_SECONDS, LAST_BUSY_PAUSE_SECONDS = 0.001, 0.002  # as the store waits
 # The same create as the PostgreSQL store sends it: one statement, its parts in the store's order ($1-$9 the pet's
 # COLUMNS, $10 its name key, $11 the record's JSON, $12 the counts' slot).
 _TEXT = 'VARCHAR COLLATE "C"'
