@@ -171,6 +171,16 @@ class TestEveryWriteLocksBeforeItWrites:
         # The vaccine, held as by a replace of it: the vaccination's change must not show it as it was before.
         await assert_waits_without_a_transaction_id(postgres_url, ("vaccines", vaccination["vaccineId"]), send, 200)
 
+    async def test_a_vaccination_deletion_shows_its_vaccine_as_it_is_when_it_commits(
+        self, client: Client, postgres_url: str
+    ) -> None:
+        _, vaccination = await _pet_with_vaccination(client)
+
+        async def send() -> httpx.Response:
+            return await client.delete(f"/v1/pet-vaccination/{vaccination['id']}", headers=auth())
+
+        await assert_waits_without_a_transaction_id(postgres_url, ("vaccines", vaccination["vaccineId"]), send, 200)
+
     async def test_a_vaccine_deletion(self, client: Client, postgres_url: str) -> None:
         vaccine = (await create_vaccine(client)).json()
 

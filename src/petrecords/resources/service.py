@@ -68,11 +68,14 @@ def etag_of(resource: Resource, row: Row) -> str:
 # needs to stay as it is (shared), and only then reads them and writes: see Transaction.lock.
 
 
-def _reference_locks(resources: ResourceSet, resource: Resource, values: Values) -> list[Lock]:
+def _reference_locks(
+    resources: ResourceSet, resource: Resource, values: Values, *, restricting_only: bool = False
+) -> list[Lock]:
     return [
         Lock(resources.rank(reference.target), reference.target.name, values[column], shared=True)
         for reference in resource.references
         if (column := resource.field_named(reference.field).column) in values
+        and not (restricting_only and reference.on_delete is not OnDelete.RESTRICT)
     ]
 
 
@@ -297,14 +300,16 @@ async def _hold_followers(
     return held
 
 
-async def _hold_references(*, tx: Transaction, resources: ResourceSet, row: Row, of: Resource) -> Row:
+async def _hold_references(
+    *, tx: Transaction, resources: ResourceSet, row: Row, of: Resource, restricting_only: bool = False
+) -> Row:
     """A held record, read again once the records it refers to are held (shared) too: the records it embeds are
     then as they are when the write commits, and its change shows them so.
 
     These locks come after the record's own, against the rank order. That cannot deadlock: the writers of a
     referenced record, once they hold it, wait only for the records that follow it or go with it (this one's
     other references are neither), or for nothing (a vaccine's replace or restricted delete)."""
-    locks = _reference_locks(resources, of, row)
+    locks = _reference_locks(resources, of, row, restricting_only=restricting_only)
     if not locks:
         return row
     await tx.lock(locks)
@@ -348,6 +353,10 @@ async def delete_record(
     current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
     _permit_write(resource, caller)
     _check_if_match(resource, if_match, current)
+    # What it refers to and may not go while it exists (a vaccination's vaccine, which its change shows) held
+    # too, so that its change shows them as they are when the deletion commits. Not what it goes with (its pet):
+    # a deletion of that holds it first and then waits for this record.
+    current = await _hold_references(tx=tx, resources=resources, row=current, of=resource, restricting_only=True)
     doomed = await _hold_dependents(tx=tx, resources=resources, resource=resource, row=current)
     at = now_ms()
     for doomed_resource, row in doomed:
