@@ -395,7 +395,9 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                         figures["worker_cpu"] = shares  # type: ignore[assignment]
                         # CPU per request: what the subscribers add to each, whatever share of the cores the
                         # workers got from the other jobs on the machine meanwhile.
-                        figures["cpu_ms_per_request"] = sum(shares) * 1000 / figures["rps"]
+                        # No answer in the whole phase (the server stalled) is a figure too, not a crash of the bench.
+                        rps = figures["rps"]
+                        figures["cpu_ms_per_request"] = sum(shares) * 1000 / rps if rps else float("inf")
                         phase[name] = figures
                         line = f"worker CPU {shares}, {figures['cpu_ms_per_request']:.2f} ms per request"
                         print_line(name, figures, line)
