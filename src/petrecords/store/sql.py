@@ -277,7 +277,13 @@ def changes_after_select(horizon: sa.ColumnElement[int], *, by_reader: bool, res
             ]
             order = (column, changes.c.xid, changes.c.position)
         if resources is not None:
-            where.append(changes.c.resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
+            # For one owner, compared as an expression, so that no index of `resource` can serve it: the owner's
+            # range is the one to read. Given the choice, SQLite read every change of the resource through the
+            # history's index (70 ms at 200,000 changes) to find a reader who has none.
+            resource: sa.ColumnElement[Any] = changes.c.resource
+            if owner is not None:
+                resource = resource.op("||")(sa.literal("", changes.c.resource.type))
+            where.append(resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
         return sa.select(*CHANGE_COLUMNS).where(*where).order_by(*order).limit(sa.bindparam("limit"))
 
     if not by_reader:
