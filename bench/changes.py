@@ -23,7 +23,6 @@ import json
 import math
 import os
 import resource
-import secrets
 import shutil
 import signal
 import statistics
@@ -46,6 +45,7 @@ from run import (
     print_line,
     process,
     run_wrk,
+    server_env,
     wait_until_answering,
     worker_rss_mb,
 )
@@ -143,14 +143,9 @@ def serve(args: argparse.Namespace, checkout: Checkout, rows: int) -> Iterator[S
     work_dir = Path(tempfile.mkdtemp(prefix=f"petrecords-changes-{checkout.root.name}-"))
     try:
         with database(args.database, work_dir) as url:
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_") and k != "PYTHONPATH"},
-                "PETRECORDS_DATA_DIR": str(work_dir),
-                "PETRECORDS_DATABASE_URL": url,
-                "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
-                "PETRECORDS_RATE_LIMIT": "0",
-                "PETRECORDS_ACCESS_LOG": "false" if args.no_access_log else "true",
-            }
+            env = server_env(work_dir, url)
+            env.pop("PYTHONPATH", None)  # each checkout runs its own sources
+            env["PETRECORDS_ACCESS_LOG"] = "false" if args.no_access_log else "true"
             ids_file = work_dir / "ids.txt"
             subprocess.run(
                 [checkout.bin / "python", checkout.root / "bench" / "seed.py", "--database-url", url,

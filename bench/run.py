@@ -412,19 +412,25 @@ def run_ceilings(
     return results
 
 
+def server_env(work_dir: Path, url: str) -> dict[str, str]:
+    """The environment of a measured server (and of its seeder): this one's without its PETRECORDS_ settings,
+    then the data directory, the database, one secret for the server and the tokens issued before it starts,
+    and no rate limit (the load is one caller)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
+        "PETRECORDS_DATA_DIR": str(work_dir),
+        "PETRECORDS_DATABASE_URL": url,
+        "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
+        "PETRECORDS_RATE_LIMIT": "0",
+    }
+
+
 def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...], *, largest: bool) -> dict[str, Any]:
     work_dir = Path(tempfile.mkdtemp(prefix="petrecords-bench-"))
     results: dict[str, Any] = {}
     try:
         with database(args.database, work_dir) as url:
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
-                "PETRECORDS_DATA_DIR": str(work_dir),
-                "PETRECORDS_DATABASE_URL": url,
-                # One secret for the server and the tokens issued before it starts.
-                "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
-                "PETRECORDS_RATE_LIMIT": "0",
-            }
+            env = server_env(work_dir, url)
             ids_file, vaccinated_file = work_dir / "ids.txt", work_dir / "vaccinated.txt"
             vaccines_file = work_dir / "vaccines.txt"
             seed_report = work_dir / "seed.json"
