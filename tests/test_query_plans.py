@@ -34,6 +34,7 @@ from petrecords.store.sql import (
     count_statement,
     list_statement,
 )
+from petrecords.store.sqlite import SqliteTransaction
 from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
@@ -277,9 +278,14 @@ async def test_a_feed_page_reads_index_ranges_in_order_whatever_the_plan(
     values = changes_values((0, 0), 100, reader_email, resources)
     count = None if resources is None else len(resources)
     if database_url.startswith("sqlite"):
-        statement = changes_after_select(sa.literal(0), by_reader=reader_email is not None, resources=count)
+        statement = changes_after_select(SqliteTransaction.horizon, by_reader=reader_email is not None, resources=count)
         plan = await _plan(database_url, statement, values, forbid=())
         assert "SCAN changes" not in plan, plan
+        # Each range starts at the cursor (on the owner's index, or on the log's rowid where, as here, the
+        # statistics say the owner has most changes): written as a row value, SQLite read each from its first.
+        searches = [line for line in plan.split(" | ") if line.startswith("SEARCH changes")]
+        assert searches, plan
+        assert all(re.search(r"\((rowid|.* AND position)>\?\)$", line) for line in searches), plan
         assert "TEMP B-TREE" not in plan.split("UNION")[0], plan
         # The resource filter is not an index to read: SQLite once read every change of the resource by it.
         assert "ix_changes_resource" not in plan, plan

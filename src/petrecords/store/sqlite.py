@@ -201,7 +201,7 @@ class SqliteTransaction(SqlTransaction):
     idempotency_insert = idempotency_upsert(sqlite_dialect.insert)
     # One writer at a time: the order of the log's positions is the order of the commits, and no write in
     # flight can come to precede a committed one.
-    horizon = sa.literal(2**62, sa.BigInteger())
+    horizon = None
     change_insert = change_insert(sa.literal(0, sa.BigInteger()))
     state_upserts = state_upserts(sqlite_dialect.insert)
     trigram_search = TrigramSearch.FTS5
