@@ -107,3 +107,62 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
             assert was_woken, reader
     if all(SHARED not in feed._owners(change) for change in found):
         assert not result[stranger]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    polled=polls,
+    reader=st.sampled_from((*OWNERS, None)),
+    resources=st.sampled_from((None, ("pets",))),
+    behind=st.integers(min_value=0, max_value=40),
+)
+def test_a_stream_behind_the_buffer_reads_the_database_only_for_changes_let_go_that_it_may_see(
+    polled: list[list[tuple[str | None, str | None, str]]],
+    reader: str | None,
+    resources: tuple[str, ...] | None,
+    behind: int,
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
+        # No database: a stream that reads from it here gets nothing and stays where it was.
+        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+        hub._open_stream(reader)
+        hub._start_buffer((0, 0))
+        everything: list[Change] = []
+        for poll in polled:
+            found = _changes(poll, len(everything) + 1)
+            everything += found
+            if found:
+                hub._keep(found)
+        complete_after = hub._complete_after
+        assert complete_after is not None
+        cursor = (0, max(0, len(everything) - behind))
+        got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+    let_go = [change for change in everything if cursor < change.cursor <= complete_after]
+    if any(sees(reader, change) for change in let_go):
+        assert (got, read_up_to) == ([], cursor)
+    if reader is not None and not any({reader, SHARED} & feed._owners(change) for change in let_go):
+        assert got == [
+            change
+            for change in everything
+            if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
+        ]
+        assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
+
+
+def test_a_caller_whose_streams_closed_is_forgotten_and_starts_over_behind_the_buffer() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
+        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+        hub._start_buffer((0, 0))
+        hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")] * (BUFFERED * 2), 1))
+        hub._open_stream(OWNERS[1])
+        hub._close_stream(OWNERS[1])
+        assert OWNERS[1] not in hub._let_go
+        # Opened again after changes were let go: those before it are not known to be none of its own.
+        hub._open_stream(OWNERS[1])
+        got, read_up_to = asyncio.run(hub._after((0, 1), reader=OWNERS[1], resources=None))
+        assert (got, read_up_to) == ([], (0, 1))
+        got, read_up_to = asyncio.run(hub._after(hub._complete_after or (0, 0), reader=OWNERS[1], resources=None))
+        assert got == []
+        assert read_up_to == (0, BUFFERED * 2)
