@@ -166,3 +166,11 @@ def test_a_caller_whose_streams_closed_is_forgotten_and_starts_over_behind_the_b
         got, read_up_to = asyncio.run(hub._after(hub._complete_after or (0, 0), reader=OWNERS[1], resources=None))
         assert got == []
         assert read_up_to == (0, BUFFERED * 2)
+
+
+def test_streams_opened_together_send_their_keep_alives_spread_within_the_interval() -> None:
+    hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+    waits = [hub.keep_alive_interval() for _ in range(1000)]
+    assert all(10 * feed.KEEP_ALIVE_SPREAD <= wait <= 10 for wait in waits)
+    # Spread over the range, not bunched: each tenth of it holds some.
+    assert {int((wait - 7.5) / 0.25) for wait in waits} >= set(range(10))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import random
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -34,6 +35,8 @@ POLL_BATCH = 500
 COMMITTED_AT_OPEN = 10_000
 """At most this many changes that committed before a stream opened, while an older write was still in
 flight (they follow the stream's start cursor), are kept out of it."""
+KEEP_ALIVE_SPREAD = 0.75
+"""The shortest wait for a keep-alive comment, as a fraction of the configured interval."""
 BUFFERED_CHANGES = 4096
 """Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
 _CURSOR = re.compile(r"([0-9a-f]{1,16})-([0-9a-f]{1,16})")
@@ -342,6 +345,12 @@ class ChangeHub:
                 self._frames[change.cursor] = encoded
         return encoded
 
+    def keep_alive_interval(self) -> float:
+        """How long a quiet stream waits before its next comment: at most the configured interval, at least
+        three quarters of it, drawn for each wait so that streams opened together (a client reconnecting its
+        thousand streams) do not all send at once ever after."""
+        return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
+
     async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
         """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
         interval passed first."""
@@ -351,7 +360,7 @@ class ChangeHub:
         waiting = self._waiting.setdefault(reader, set())
         waiting.add(waiter)
         try:
-            async with asyncio.timeout(self._keep_alive_seconds):
+            async with asyncio.timeout(self.keep_alive_interval()):
                 await waiter
         except TimeoutError:
             return False
