@@ -25,7 +25,7 @@ from petrecords.resources.fields import DAY_MS, Context, PetTypes
 from petrecords.resources.listing import parse_list_query
 from petrecords.resources.service import list_records
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
-from petrecords.store.postgres import _DIALECT, _changes_page
+from petrecords.store.postgres import _DIALECT, PostgresTransaction, _changes_page
 from petrecords.store.sql import (
     Statement,
     TrigramSearch,
@@ -306,6 +306,45 @@ async def test_a_feed_page_reads_index_ranges_in_order_whatever_the_plan(
     if reader_email is not None:
         assert "ix_changes_owner_after_xid_position" in plan, plan
         assert "ix_changes_owner_before_xid_position" in plan, plan
+
+
+async def test_a_live_hubs_poll_reads_the_range_of_the_log_whatever_the_plan(database_url: str) -> None:
+    """A poll for the callers streaming (`changes_seen_by`) reads the log's range after its cursor, by the
+    (xid, position) index, and filters it: never an owner's index, whose range is every change that owner ever
+    had. On PostgreSQL in the generic plan of the prepared statement too."""
+    await wipe(database_url)
+    await _fill_the_log(database_url)
+    # The last 300 changes: on SQLite by position; on PostgreSQL by transaction (100 changes each, see below).
+    last_xid = 1_000 + (FEED_CHANGES - 1) // 100
+    values = {
+        "after_xid": last_xid - 2,
+        "after_position": 0,
+        "through_xid": last_xid + 1,
+        "through_position": 0,
+        "readers": [OWNER],
+        "limit": 500,
+    }
+    if database_url.startswith("sqlite"):
+        values.update(after_xid=0, after_position=FEED_CHANGES - 300, through_position=FEED_CHANGES)
+        statement = SqliteTransaction.changes_seen_by_statement
+        plan = await _plan(database_url, statement, {**values, "readers": f'["{OWNER}"]'}, forbid=())
+        assert re.search(
+            r"SEARCH changes USING (INTEGER PRIMARY KEY \(rowid>\?|INDEX ix_changes_xid_position .*position>\?)", plan
+        ), plan
+        assert "owner" not in plan, plan
+        return
+    compiled = PostgresTransaction.changes_seen_by_statement.compile(dialect=_DIALECT)
+    params = {**compiled.params, **values}
+    connection = await asyncpg.connect(database_url)
+    try:
+        await connection.execute("SET plan_cache_mode = force_generic_plan")
+        rows = await connection.fetch(f"EXPLAIN {compiled}", *(params[name] for name in compiled.positiontup or ()))
+    finally:
+        await connection.close()
+    plan = " | ".join(row[0] for row in rows)
+    assert "ix_changes_xid_position" in plan, plan
+    assert "owner" not in plan.split("Filter")[0], plan
+    assert "Seq Scan on changes" not in plan, plan
 
 
 async def _fill_the_log(database_url: str) -> None:

@@ -57,7 +57,8 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
         hub = ChangeHub(lambda: None, keep_alive_seconds=10)
-        hub._complete_after = (0, 0)
+        hub._open_stream(reader)
+        hub._start_buffer((0, 0))
         everything: list[Change] = []
         for poll in polled:
             found = _changes(poll, len(everything) + 1)
@@ -68,7 +69,9 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
         indexed = {change.cursor for kept in hub._by_owner.values() for change in kept}
         assert indexed == {change.cursor for change in hub._buffer if feed._owners(change)}
         cursor = (0, max(0, len(everything) - behind))
-        if cursor < hub._complete_after:
+        held_after = hub._held_after(reader)
+        assert held_after is not None
+        if cursor < held_after:
             return  # a stream this far behind reads from the database, not from the buffer
         got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
         # Every stream sends a change's event as the same bytes, kept only while the change is buffered.
@@ -159,13 +162,88 @@ def test_a_caller_whose_streams_closed_is_forgotten_and_starts_over_behind_the_b
         hub._open_stream(OWNERS[1])
         hub._close_stream(OWNERS[1])
         assert OWNERS[1] not in hub._let_go
-        # Opened again after changes were let go: those before it are not known to be none of its own.
+        # Opened again: the polls before read for others, so nothing before where they have got to is known.
         hub._open_stream(OWNERS[1])
-        got, read_up_to = asyncio.run(hub._after((0, 1), reader=OWNERS[1], resources=None))
-        assert (got, read_up_to) == ([], (0, 1))
-        got, read_up_to = asyncio.run(hub._after(hub._complete_after or (0, 0), reader=OWNERS[1], resources=None))
-        assert got == []
-        assert read_up_to == (0, BUFFERED * 2)
+        assert asyncio.run(hub._after((0, 1), reader=OWNERS[1], resources=None)) == ([], (0, 1))
+        assert asyncio.run(hub._after((0, BUFFERED), reader=OWNERS[1], resources=None)) == ([], (0, BUFFERED))
+        hub._keep(_changes([(OWNERS[1], OWNERS[1], "pets")], BUFFERED * 2 + 1))
+        got, read_up_to = asyncio.run(hub._after((0, BUFFERED * 2), reader=OWNERS[1], resources=None))
+        assert [change.cursor for change in got] == [(0, BUFFERED * 2 + 1)]
+        assert read_up_to == (0, BUFFERED * 2 + 1)
+
+
+def _seen_by_any(change: Change, readers: set[str]) -> bool:
+    """What a filtered poll reads (`changes_seen_by`): shared records' changes, and those of the readers."""
+    return change.owner_after == SHARED or change.owner_after in readers or change.owner_before in readers
+
+
+# Each step: a poll of new changes, with the streams opened (+) and closed (-) before it, and those opened while
+# it was under way (after it chose whom to read for, before its changes were kept).
+steps = st.lists(
+    st.tuples(
+        st.lists(st.tuples(owner_of, owner_of, st.sampled_from(("pets", "vaccines"))), max_size=6),
+        st.lists(st.tuples(st.sampled_from("+-"), st.sampled_from((*OWNERS, None))), max_size=3),
+        st.lists(st.sampled_from((*OWNERS, None)), max_size=2),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    steps=steps,
+    reader=st.sampled_from((*OWNERS, None)),
+    resources=st.sampled_from((None, ("pets",))),
+    behind=st.integers(min_value=0, max_value=30),
+)
+def test_polls_for_the_streaming_callers_leave_no_stream_short_of_what_it_may_see(
+    steps: list[tuple[list[tuple[str | None, str | None, str]], list[tuple[str, str | None]], list[str | None]]],
+    reader: str | None,
+    resources: tuple[str, ...] | None,
+    behind: int,
+) -> None:
+    """Polls read only what the callers streaming then may see (every change while an administrator streams),
+    and callers come and go between and during polls: a stream reads from the buffer exactly the changes after
+    its cursor that it may see, or, when the buffer may lack some, from the database (none here: it stays)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
+        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+        streams: list[str | None] = []
+        hub._start_buffer((0, 0))
+        everything: list[Change] = []
+        for new, opened_or_closed, opened_during in steps:
+            for sign, caller in opened_or_closed:
+                if sign == "+":
+                    hub._open_stream(caller)
+                    streams.append(caller)
+                elif caller in streams:
+                    hub._close_stream(caller)
+                    streams.remove(caller)
+            polled_for = None if hub._admin_streams else sorted(hub._streams_of)
+            for caller in opened_during:
+                hub._open_stream(caller)
+                streams.append(caller)
+            logged = _changes(new, len(everything) + 1)
+            everything += logged
+            through = logged[-1].cursor if logged else hub._polled_through
+            found = [c for c in logged if polled_for is None or _seen_by_any(c, set(polled_for))]
+            hub._keep(found, through=through, polled_for=polled_for)
+        if reader not in streams:
+            hub._open_stream(reader)  # the stream under test opens now; else it opened with one of the steps
+        cursor = (0, max(0, len(everything) - behind))
+        got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+    expected = [
+        change
+        for change in everything
+        if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
+    ]
+    if (got, read_up_to) != ([], cursor):  # from the buffer: all of it, up to where the polls have got to
+        assert got == expected
+        assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
+    held_after = hub._held_after(reader)
+    assert held_after is not None
+    if cursor >= held_after and everything and cursor < everything[-1].cursor:
+        assert read_up_to == everything[-1].cursor  # the buffer served it
 
 
 def test_streams_opened_together_send_their_keep_alives_spread_within_the_interval() -> None:
@@ -174,3 +252,21 @@ def test_streams_opened_together_send_their_keep_alives_spread_within_the_interv
     assert all(10 * feed.KEEP_ALIVE_SPREAD <= wait <= 10 for wait in waits)
     # Spread over the range, not bunched: each tenth of it holds some.
     assert {int((wait - 7.5) / 0.25) for wait in waits} >= set(range(10))
+
+
+def test_letting_go_of_a_change_polled_for_someone_else_keeps_a_later_caller_behind_its_start() -> None:
+    """A change of two callers' records, polled while only one of them streamed, is let go after the other began
+    to stream: that caller's changes polled before it began are still not in the buffer."""
+    ann, bob = OWNERS[0], OWNERS[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
+        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+        hub._start_buffer((0, 0))
+        hub._open_stream(bob)
+        transferred, anns_own = _changes([(ann, bob, "pets"), (ann, ann, "pets")], 1)
+        hub._keep([transferred], through=anns_own.cursor, polled_for=[bob])
+        hub._open_stream(ann)
+        hub._keep(_changes([(bob, bob, "pets")] * BUFFERED, 3), polled_for=[ann, bob])
+        assert transferred not in hub._buffer
+        # Behind where ann began: her own change of then is read from the database (none here: it stays).
+        assert asyncio.run(hub._after(transferred.cursor, reader=ann, resources=None)) == ([], transferred.cursor)

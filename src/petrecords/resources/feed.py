@@ -202,9 +202,12 @@ async def feed_page(*, store: Store, caller: Caller, request: FeedRequest) -> di
 class ChangeHub:
     """Follows the change log for a process's live subscribers: one query per poll, whatever their number.
 
-    The hub keeps the most recent changes, in order, with the cursor from which it holds them all. A
-    subscriber reads what follows its own cursor from there, filtered for it; one that is further behind (it
-    resumed from an old cursor, or fell behind) reads from the database until it has caught up.
+    The hub keeps the most recent changes that its subscribers may see, in order: every change while an
+    administrator subscribes, else those of shared records and of records one of its subscribers' callers owned
+    before or after the write, so that the writes of everyone else are never read out of the database. For
+    each caller it knows from which cursor on it holds all of theirs; a subscriber reads what follows its own
+    cursor from there, filtered for it, and one that is further behind (it resumed from an old cursor, fell
+    behind, or its caller's changes were let go) reads from the database until it has caught up.
     """
 
     def __init__(
@@ -221,16 +224,24 @@ class ChangeHub:
         """The buffer's changes by each owner they had before or after the write ('' for shared records): a
         subscriber reads only those of its own and the shared ones, so that streams of callers who own none of
         the writes cost nothing per change."""
+        self._buffered: set[Cursor] = set()
+        self._polled_through: Cursor | None = None
+        """Every change up to this cursor has been polled (None: not yet): kept if a subscriber polled for may
+        see it."""
         self._complete_after: Cursor | None = None
-        """Every change after this cursor, up to the last one polled, is in the buffer."""
+        """The cursor of the last change the buffer let go (at first, the head of the log when polling began)."""
         self._let_go: dict[str, Cursor | None] = {}
-        """For each caller with a live stream here, and for shared records: no change of theirs that the buffer
-        let go is after this cursor (None: not known yet). A stream behind the buffer whose caller has none after
-        its cursor goes on from the buffer without reading the database: at a few thousand writes a second the
-        buffer turns over within a keep-alive interval, and a thousand idle streams catching up from the database
-        after each keep-alive took 40 % of the writers' rate."""
+        """For each caller with a live stream here, and for shared records: the buffer holds every change of
+        theirs after this cursor (None: not known yet). It moves on when the buffer lets one of theirs go, and a
+        caller's first stream starts it where the polls have got to, since they read for the callers streaming
+        then. A stream behind it reads from the database."""
         self._streams_of: dict[str, int] = {}
-        """How many live streams each caller has here: `_let_go` keeps only their entries."""
+        """How many live streams each caller has here: the polls read their changes, `_let_go` keeps their
+        entries."""
+        self._admin_streams = 0
+        self._admin_since: Cursor | None = None
+        """While administrators stream, the polls read every change: the buffer holds each one after this
+        cursor (and after the last it let go)."""
         self._frames: dict[Cursor, bytes] = {}
         """The event of each buffered change that a stream sent, encoded once for every stream that sends it."""
         self._waiting: dict[str | None, set[asyncio.Future[None]]] = {}
@@ -279,27 +290,42 @@ class ChangeHub:
 
     def _open_stream(self, reader: str | None) -> None:
         self._subscribers += 1
-        if reader is not None:
+        if reader is None:
+            self._admin_streams += 1
+            if self._admin_streams == 1:
+                self._admin_since = self._polled_through
+        else:
             self._streams_of[reader] = self._streams_of.get(reader, 0) + 1
-            self._let_go.setdefault(reader, self._complete_after)
+            self._let_go.setdefault(reader, self._polled_through)
 
     def _close_stream(self, reader: str | None) -> None:
         self._subscribers -= 1
-        if reader is not None:
+        if reader is None:
+            self._admin_streams -= 1
+            if not self._admin_streams:
+                self._admin_since = None
+        else:
             self._streams_of[reader] -= 1
             if not self._streams_of[reader]:
                 del self._streams_of[reader], self._let_go[reader]
+
+    def _held_after(self, reader: str | None) -> Cursor | None:
+        """The cursor after which the buffer holds every change that `reader` may see (None: not known)."""
+        if reader is None:
+            if self._complete_after is None or self._admin_since is None:
+                return None
+            return max(self._complete_after, self._admin_since)
+        mine, shared = self._let_go.get(reader), self._let_go.get(SHARED)
+        return None if mine is None or shared is None else max(mine, shared)
 
     async def _after(
         self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
     ) -> tuple[list[Change], Cursor]:
         """The next changes after `cursor` for this subscriber, and the cursor it has then read up to (past the
         changes it may not see)."""
-        complete_after = self._complete_after
-        if complete_after is not None and cursor < complete_after and self._nothing_let_go(cursor, reader):
-            cursor = complete_after
-        if complete_after is not None and cursor >= complete_after:
-            if not self._buffer or self._buffer[-1].cursor <= cursor:
+        held_after, polled_through = self._held_after(reader), self._polled_through
+        if held_after is not None and polled_through is not None and cursor >= held_after:
+            if polled_through <= cursor:
                 return [], cursor
             if reader is None:
                 following = _after_cursor(self._buffer, cursor)
@@ -310,7 +336,7 @@ class ChangeHub:
                 merged = {change.cursor: change for change in (*mine, *shared)}
                 following = [merged[key] for key in sorted(merged)]
             wanted = [change for change in following if _wanted(change, reader, resources)]
-            return wanted, self._buffer[-1].cursor
+            return wanted, polled_through
         store = self._store()
         if store is None:
             return [], cursor
@@ -318,16 +344,9 @@ class ChangeHub:
             found = list(await tx.changes_after(cursor, limit=POLL_BATCH, reader=reader, resources=resources))
         if found:
             return found, found[-1].cursor
-        # Nothing it may see before the database's horizon, which is past where the buffer starts (a reader's
-        # horizon only moves forward): the rest comes from the buffer.
-        return [], max(cursor, complete_after) if complete_after is not None else cursor
-
-    def _nothing_let_go(self, cursor: Cursor, reader: str | None) -> bool:
-        """Whether the buffer has let go of no change after `cursor` that `reader` may see."""
-        if reader is None:
-            return False
-        mine, shared = self._let_go.get(reader), self._let_go.get(SHARED)
-        return mine is not None and shared is not None and mine <= cursor and shared <= cursor
+        # Nothing it may see before the database's horizon, which is past where the buffer holds all of the
+        # reader's (that was read before, and a reader's horizon only moves forward): the rest comes from there.
+        return [], max(cursor, held_after) if held_after is not None else cursor
 
     def frame(self, change: Change | None) -> bytes:
         """The Server-Sent Event of a change (or a keep-alive comment), the same bytes for every stream."""
@@ -336,12 +355,7 @@ class ChangeHub:
         encoded = self._frames.get(change.cursor)
         if encoded is None:
             encoded = event_stream_frame(change)
-            complete_after = self._complete_after
-            if (
-                complete_after is not None
-                and self._buffer
-                and complete_after < change.cursor <= self._buffer[-1].cursor
-            ):
+            if change.cursor in self._buffered:
                 self._frames[change.cursor] = encoded
         return encoded
 
@@ -354,7 +368,8 @@ class ChangeHub:
     async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
         """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
         interval passed first."""
-        if (self._buffer and self._buffer[-1].cursor > cursor) or self._closed.is_set():
+        polled_through = self._polled_through
+        if (polled_through is not None and polled_through > cursor) or self._closed.is_set():
             return True
         waiter = asyncio.get_running_loop().create_future()
         waiting = self._waiting.setdefault(reader, set())
@@ -399,8 +414,9 @@ class ChangeHub:
             await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
         self._buffer.clear()
         self._by_owner.clear()
+        self._buffered.clear()
         self._frames.clear()
-        self._complete_after = None
+        self._polled_through = self._complete_after = self._admin_since = None
         self._let_go = dict.fromkeys(self._let_go)
 
     async def _poll_once(self) -> int:
@@ -408,40 +424,62 @@ class ChangeHub:
         if store is None:
             return 0
         async with store.transaction(write=False) as tx:
-            complete_after = self._complete_after
-            if complete_after is None:
-                complete_after = await tx.head_cursor()
-                self._start_buffer(complete_after)
-            last = self._buffer[-1].cursor if self._buffer else complete_after
-            found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
-        if not found:
-            return 0
-        self._keep(found)
+            last = self._polled_through
+            if last is None:
+                last = await tx.head_cursor()
+                self._start_buffer(last)
+            # The callers streaming now: one who starts while this poll is under way is not among them.
+            readers = None if self._admin_streams else sorted(self._streams_of)
+            if readers is None:
+                found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
+                through = found[-1].cursor if found else last
+            else:
+                head = await tx.head_cursor()
+                found = list(await tx.changes_seen_by(last, through=head, readers=readers, limit=POLL_BATCH))
+                through = found[-1].cursor if len(found) == POLL_BATCH else max(head, last)
+        self._keep(found, through=through, polled_for=readers)
         return len(found)
 
     def _start_buffer(self, head: Cursor) -> None:
         """Start keeping changes after `head`, the last one committed: none of them has been let go yet."""
-        self._complete_after = head
+        self._polled_through = self._complete_after = head
         self._let_go[SHARED] = head
         for reader, let_go in self._let_go.items():
             if let_go is None:
                 self._let_go[reader] = head
+        if self._admin_streams:
+            self._admin_since = head
 
-    def _keep(self, found: list[Change]) -> None:
-        """Add polled changes to the buffer, let the oldest go beyond its size, and wake the streams of those
-        who may see them."""
-        self._wake(set().union(*(_owners(change) for change in found)))
+    def _keep(self, found: list[Change], *, through: Cursor | None = None, polled_for: list[str] | None = None) -> None:
+        """Add polled changes to the buffer (every change up to `through` polled, for the callers `polled_for`,
+        None: for everyone), let the oldest go beyond its size, and wake the streams of those who may see them."""
+        if found:
+            self._wake(set().union(*(_owners(change) for change in found)))
         self._buffer.extend(found)
         for change in found:
+            self._buffered.add(change.cursor)
             for owner in _owners(change):
                 self._by_owner.setdefault(owner, collections.deque()).append(change)
+        if through is None:
+            through = found[-1].cursor if found else self._polled_through
+        self._polled_through = through
+        if polled_for is not None and through is not None:
+            # Those who began to stream while the poll was under way: it did not read their changes.
+            polled = set(polled_for)
+            for reader, let_go in self._let_go.items():
+                if reader != SHARED and reader not in polled:
+                    self._let_go[reader] = through if let_go is None else max(let_go, through)
+            if self._admin_streams:
+                self._admin_since = through if self._admin_since is None else max(self._admin_since, through)
         while len(self._buffer) > BUFFERED_CHANGES:
             oldest = self._buffer.popleft()
             self._complete_after = oldest.cursor
+            self._buffered.discard(oldest.cursor)
             self._frames.pop(oldest.cursor, None)
             for owner in _owners(oldest):
                 if owner in self._let_go:
-                    self._let_go[owner] = oldest.cursor
+                    let_go = self._let_go[owner]
+                    self._let_go[owner] = oldest.cursor if let_go is None else max(let_go, oldest.cursor)
                 # The oldest change of the buffer is the oldest of each of its owners' too.
                 kept = self._by_owner[owner]
                 kept.popleft()

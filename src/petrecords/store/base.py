@@ -205,6 +205,14 @@ class Transaction(abc.ABC):
         return await self.changes_after(cursor, limit=limit, reader=reader, resources=resources), True
 
     @abc.abstractmethod
+    async def changes_seen_by(
+        self, cursor: Cursor, *, through: Cursor, readers: Sequence[str], limit: int
+    ) -> Sequence[Change]:
+        """The changes after `cursor` and at or before `through` (a head cursor read before), in commit order,
+        that any of `readers` may see: those of shared records and of records one of them owned before or after
+        the write."""
+
+    @abc.abstractmethod
     async def head_cursor(self) -> Cursor:
         """The cursor after which the changes committed from now on will come (and, on PostgreSQL, a few
         committed already while an older transaction was still in flight: see `committed_after`)."""

@@ -60,6 +60,7 @@ from petrecords.store.sql import (
     change_insert,
     change_of,
     changes_after_select,
+    changes_seen_by_select,
     changes_values,
     count_upsert,
     idempotency_upsert,
@@ -319,8 +320,16 @@ class PostgresTransaction(SqlTransaction):
     # (see _HORIZON), so no change can later appear behind a cursor it has handed out.
     horizon = _HORIZON
     change_insert = change_insert(_as_bigint(sa.func.pg_current_xact_id()))
+    changes_seen_by_statement = changes_seen_by_select(
+        _HORIZON,
+        lambda column: column == sa.any_(sa.bindparam("readers", type_=postgresql.ARRAY(sa.String()))),
+    )
     state_upserts = state_upserts(postgresql.insert)
     trigram_search = TrigramSearch.GIN
+
+    @staticmethod
+    def readers_value(readers: Sequence[str]) -> Any:
+        return list(readers)
 
     def __init__(self, store: PostgresStore, *, write: bool, caller: str | None = None) -> None:
         super().__init__(write=write)

@@ -317,6 +317,37 @@ def changes_after_select(horizon: Horizon, *, by_reader: bool, resources: int | 
     return sa.select(*union.c).order_by(union.c.xid, union.c.position).limit(sa.bindparam("limit"))
 
 
+def changes_seen_by_select(
+    horizon: Horizon, readers_in: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+) -> sa.Select[Any]:
+    """The changes after a cursor and at or before another, in order, that any of a set of callers may see: of
+    shared records, or of records one of them owned before or after the write (`readers_in`: whether a column
+    holds one of them, in the dialect's form of a list given as one parameter). The range is read whole (a live
+    hub's poll: a fraction of a second of the log) and filtered, so that only the changes some subscriber may
+    see come out of the database. The upper bound is a cursor read before, under the horizon: nothing up to it
+    is in flight any more, so no bound on the horizon is needed."""
+    through_position = sa.bindparam("through_position", type_=sa.BigInteger())
+    if horizon is None:
+        cursor_range = [*after_cursor(None), changes.c.position <= through_position]
+    else:
+        through = sa.tuple_(sa.bindparam("through_xid", type_=sa.BigInteger()), through_position)
+        cursor_range = [AFTER_CURSOR, _change_cursor <= through]
+    # The owners as expressions, which no index serves: the range of the log is the one to read, however many
+    # changes the planner thinks these callers have (a generic plan cannot know).
+    owner_after, owner_before = (
+        column.op("||")(sa.literal("", column.type)) for column in (changes.c.owner_after, changes.c.owner_before)
+    )
+    seen = sa.or_(
+        owner_after == sa.literal(SHARED, changes.c.owner_after.type), readers_in(owner_after), readers_in(owner_before)
+    )
+    return (
+        sa.select(*CHANGE_COLUMNS)
+        .where(*cursor_range, seen)
+        .order_by(changes.c.xid, changes.c.position)
+        .limit(sa.bindparam("limit"))
+    )
+
+
 def changes_values(cursor: Cursor, limit: int, reader: str | None, resources: tuple[str, ...] | None) -> dict[str, Any]:
     """The values of the parameters of `changes_after_select`."""
     values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
@@ -890,6 +921,8 @@ class SqlTransaction(Transaction):
 
     horizon: Horizon
     change_insert: sa.Insert
+    changes_seen_by_statement: sa.Select[Any]
+    """`changes_seen_by_select` in the dialect's form."""
     state_upserts: tuple[sa.Insert, sa.Insert]
 
     async def record_change(self, change: NewChange) -> None:
@@ -915,6 +948,24 @@ class SqlTransaction(Transaction):
         )
         values = changes_values(cursor, limit, reader, resources)
         return [change_of(row) for row in await self.fetch((statement, values))]
+
+    async def changes_seen_by(
+        self, cursor: Cursor, *, through: Cursor, readers: Sequence[str], limit: int
+    ) -> Sequence[Change]:
+        values = {
+            "after_xid": cursor[0],
+            "after_position": cursor[1],
+            "through_xid": through[0],
+            "through_position": through[1],
+            "readers": self.readers_value(readers),
+            "limit": limit,
+        }
+        return [change_of(row) for row in await self.fetch((self.changes_seen_by_statement, values))]
+
+    @staticmethod
+    def readers_value(readers: Sequence[str]) -> Any:
+        """A list of callers as `changes_seen_by_statement` takes it."""
+        raise NotImplementedError
 
     async def head_cursor(self) -> Cursor:
         rows = await self.fetch((_head(self.horizon), {}))

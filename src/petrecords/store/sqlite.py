@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any, NoReturn
 
+import msgspec
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -57,6 +58,7 @@ from petrecords.store.sql import (
     Statement,
     TrigramSearch,
     change_insert,
+    changes_seen_by_select,
     count_upsert,
     idempotency_upsert,
     reader_of,
@@ -203,8 +205,18 @@ class SqliteTransaction(SqlTransaction):
     # flight can come to precede a committed one.
     horizon = None
     change_insert = change_insert(sa.literal(0, sa.BigInteger()))
+    changes_seen_by_statement = changes_seen_by_select(
+        None,
+        lambda column: column.in_(
+            sa.select(sa.literal_column("value")).select_from(sa.func.json_each(sa.bindparam("readers")))
+        ),
+    )
     state_upserts = state_upserts(sqlite_dialect.insert)
     trigram_search = TrigramSearch.FTS5
+
+    @staticmethod
+    def readers_value(readers: Sequence[str]) -> Any:
+        return msgspec.json.encode(list(readers)).decode()
 
     def __init__(self, store: SqliteStore, *, write: bool, single: bool = False) -> None:
         super().__init__(write=write)
