@@ -153,13 +153,14 @@ def migrated(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Cl
 
 
 async def test_callers_read_their_own_writes_while_the_replica_lags(migrated: Clusters, tmp_path: Path) -> None:
-    alice, bystander = _someone("alice"), _someone("admin")
+    alice, prober, bystander = _someone("alice"), _someone("prober"), _someone("admin")
     async with _instances(_settings(migrated, tmp_path, max_lag=10)) as (first, second):
         # The replica is in use: a caller who wrote nothing reads someone's new record from it, stale. (On a
-        # Redis that has never held positions, that starts once the bound has passed on its clock.)
+        # Redis that has never held positions, that starts once the bound has passed on its clock: up to 10 s
+        # of probes, which are not alice's, so that her list below holds her own records alone.)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
-            created = await first.post("/v1/pets", json={"name": "Probe", "petType": "Dog"}, headers=_auth(alice))
+            created = await first.post("/v1/pets", json={"name": "Probe", "petType": "Dog"}, headers=_auth(prober))
             assert created.status_code == 201, created.text
             seen = await second.get(f"/v1/pets/{created.json()['id']}", headers=_auth(bystander, admin=True))
             if seen.status_code == 404:
