@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from petrecords.resources import feed
 from petrecords.resources.feed import ChangeHub, event_stream_frame, sees
-from petrecords.store.base import Change
+from petrecords.store.base import Change, Cursor
 from petrecords.tables import SHARED
 
 OWNERS = ("ann@example.com", "bob@example.com", "cy@example.com")
@@ -41,6 +41,34 @@ def _changes(owners: list[tuple[str | None, str | None, str]], first_position: i
     ]
 
 
+def _polled_for(
+    reader: str | None, polled: list[list[tuple[str | None, str | None, str]]]
+) -> tuple[ChangeHub, list[Change]]:
+    """A hub with one stream of `reader`, after polls of every change (as while an administrator streams), and
+    those changes."""
+    hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+    hub._open_stream(reader)
+    hub._start_buffer((0, 0))
+    everything: list[Change] = []
+    for poll in polled:
+        found = _changes(poll, len(everything) + 1)
+        everything += found
+        if found:
+            hub._keep(found)
+    return hub, everything
+
+
+def _visible_after(
+    changes: list[Change], cursor: Cursor, reader: str | None, resources: tuple[str, ...] | None
+) -> list[Change]:
+    """What a stream must send after `cursor`: the changes its caller may see, of the resources it asked for."""
+    return [
+        change
+        for change in changes
+        if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     polled=polls,
@@ -56,15 +84,7 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
-        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
-        hub._open_stream(reader)
-        hub._start_buffer((0, 0))
-        everything: list[Change] = []
-        for poll in polled:
-            found = _changes(poll, len(everything) + 1)
-            everything += found
-            if found:
-                hub._keep(found)
+        hub, everything = _polled_for(reader, polled)
         # The index by owner lets go of what the buffer let go of: it holds the buffer, nothing more.
         indexed = {change.cursor for kept in hub._by_owner.values() for change in kept}
         assert indexed == {change.cursor for change in hub._buffer if feed._owners(change)}
@@ -78,11 +98,7 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
         assert [hub.frame(change) for change in got] == [event_stream_frame(change) for change in got]
         hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")] * BUFFERED, len(everything) + 1))
         assert set(hub._frames) <= {change.cursor for change in hub._buffer}
-    expected = [
-        change
-        for change in everything
-        if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
-    ]
+    expected = _visible_after(everything, cursor, reader, resources)
     assert got == expected
     assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
 
@@ -97,7 +113,7 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
 
     async def woken() -> dict[str | None, bool]:
         hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
-        hub._complete_after = (0, 0)
+        hub._start_buffer((0, 0))
         readers: tuple[str | None, ...] = (*OWNERS, None, stranger)
         waits = [asyncio.create_task(hub._wait_for_more((0, 0), reader)) for reader in readers]
         await asyncio.sleep(0)
@@ -128,15 +144,7 @@ def test_a_stream_behind_the_buffer_reads_the_database_only_for_changes_let_go_t
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
         # No database: a stream that reads from it here gets nothing and stays where it was.
-        hub = ChangeHub(lambda: None, keep_alive_seconds=10)
-        hub._open_stream(reader)
-        hub._start_buffer((0, 0))
-        everything: list[Change] = []
-        for poll in polled:
-            found = _changes(poll, len(everything) + 1)
-            everything += found
-            if found:
-                hub._keep(found)
+        hub, everything = _polled_for(reader, polled)
         complete_after = hub._complete_after
         assert complete_after is not None
         cursor = (0, max(0, len(everything) - behind))
@@ -145,11 +153,7 @@ def test_a_stream_behind_the_buffer_reads_the_database_only_for_changes_let_go_t
     if any(sees(reader, change) for change in let_go):
         assert (got, read_up_to) == ([], cursor)
     if reader is not None and not any({reader, SHARED} & feed._owners(change) for change in let_go):
-        assert got == [
-            change
-            for change in everything
-            if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
-        ]
+        assert got == _visible_after(everything, cursor, reader, resources)
         assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
 
 
@@ -232,11 +236,7 @@ def test_polls_for_the_streaming_callers_leave_no_stream_short_of_what_it_may_se
             hub._open_stream(reader)  # the stream under test opens now; else it opened with one of the steps
         cursor = (0, max(0, len(everything) - behind))
         got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
-    expected = [
-        change
-        for change in everything
-        if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
-    ]
+    expected = _visible_after(everything, cursor, reader, resources)
     if (got, read_up_to) != ([], cursor):  # from the buffer: all of it, up to where the polls have got to
         assert got == expected
         assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
