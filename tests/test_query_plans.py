@@ -123,6 +123,20 @@ async def _plan(
     return " | ".join(row[0] for row in rows)
 
 
+async def _generic_plan(database_url: str, statement: sa.ClauseElement, values: dict[str, Any]) -> str:
+    """PostgreSQL's generic plan of the statement as the store compiles it, which knows no parameter's value, its
+    lines joined by " | "."""
+    compiled = statement.compile(dialect=_DIALECT)
+    params = {**compiled.params, **values}
+    connection = await asyncpg.connect(database_url)
+    try:
+        await connection.execute("SET plan_cache_mode = force_generic_plan")
+        rows = await connection.fetch(f"EXPLAIN {compiled}", *(params[name] for name in compiled.positiontup or ()))
+    finally:
+        await connection.close()
+    return " | ".join(row[0] for row in rows)
+
+
 @pytest.mark.parametrize("name", list(PAGE_ONE_QUERIES))
 async def test_page_one_reads_an_index_in_order(database_url: str, name: str) -> None:
     collection, query = PAGE_ONE_QUERIES[name]
@@ -290,15 +304,7 @@ async def test_a_feed_page_reads_index_ranges_in_order_whatever_the_plan(
         # The resource filter is not an index to read: SQLite once read every change of the resource by it.
         assert "ix_changes_resource" not in plan, plan
         return
-    compiled = _changes_page(by_reader=reader_email is not None, resources=count).compile(dialect=_DIALECT)
-    params = {**compiled.params, **values}
-    connection = await asyncpg.connect(database_url)
-    try:
-        await connection.execute("SET plan_cache_mode = force_generic_plan")
-        rows = await connection.fetch(f"EXPLAIN {compiled}", *(params[name] for name in compiled.positiontup or ()))
-    finally:
-        await connection.close()
-    plan = " | ".join(row[0] for row in rows)
+    plan = await _generic_plan(database_url, _changes_page(by_reader=reader_email is not None, resources=count), values)
     assert "Seq Scan on changes" not in plan, plan
     assert "Bitmap" not in plan, plan
     assert "Gather" not in plan, plan
@@ -333,15 +339,7 @@ async def test_a_live_hubs_poll_reads_the_range_of_the_log_whatever_the_plan(dat
         ), plan
         assert "owner" not in plan, plan
         return
-    compiled = PostgresTransaction.changes_seen_by_statement.compile(dialect=_DIALECT)
-    params = {**compiled.params, **values}
-    connection = await asyncpg.connect(database_url)
-    try:
-        await connection.execute("SET plan_cache_mode = force_generic_plan")
-        rows = await connection.fetch(f"EXPLAIN {compiled}", *(params[name] for name in compiled.positiontup or ()))
-    finally:
-        await connection.close()
-    plan = " | ".join(row[0] for row in rows)
+    plan = await _generic_plan(database_url, PostgresTransaction.changes_seen_by_statement, values)
     assert "ix_changes_xid_position" in plan, plan
     assert "owner" not in plan.split("Filter")[0], plan
     assert "Seq Scan on changes" not in plan, plan
