@@ -19,10 +19,12 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from petrecords.duties import Duties
 from petrecords.http import ASGIApp
 from petrecords.pets import PETS
 from petrecords.registry import SCHEMA
 from petrecords.store.base import Condition, Operator, Row, Store
+from petrecords.store.postgres import PostgresStore
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms
 
@@ -210,3 +212,23 @@ def store_of(app: ASGIApp) -> Store:
         inner = inner.app  # the layers in front of the framework
     store: Store = inner.state.store
     return store
+
+
+def record_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements PostgreSQL stores send from now on, in order, but for their background duties'."""
+    sent: list[str] = []
+    acquire = PostgresStore.acquire
+
+    def record(query: Any) -> None:
+        sent.append(query.query)
+
+    async def acquire_logged(self: PostgresStore) -> Any:
+        connection = await acquire(self)
+        task = asyncio.current_task()
+        connection.remove_query_logger(record)
+        if task is None or not task.get_name().startswith(Duties.TASK_NAME):
+            connection.add_query_logger(record)
+        return connection
+
+    monkeypatch.setattr(PostgresStore, "acquire", acquire_logged)
+    return sent

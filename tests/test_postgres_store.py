@@ -18,7 +18,7 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
-from tests.support import PET_RECORDS, of_types, pet_row, until, wipe
+from tests.support import PET_RECORDS, of_types, pet_row, record_statements, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -189,19 +189,7 @@ class TestDeferredWrites:
         self, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """One text for every create of a resource: asyncpg prepares a statement once per connection and text."""
-        sent: list[str] = []
-        acquire = PostgresStore.acquire
-
-        def record(query: Any) -> None:
-            sent.append(query.query)
-
-        async def acquire_logged(self: PostgresStore) -> Any:
-            connection = await acquire(self)
-            connection.remove_query_logger(record)
-            connection.add_query_logger(record)
-            return connection
-
-        monkeypatch.setattr(PostgresStore, "acquire", acquire_logged)
+        sent = record_statements(monkeypatch)
         for pet in (_pet("Rex"), of_type(_pet("Max"), "Cat")):
             async with store.transaction(write=True) as tx:
                 await tx.insert(PET_RECORDS, pet)

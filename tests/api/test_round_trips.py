@@ -3,38 +3,19 @@ changes wait for the transaction's next read or its end and go together, as one 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords.duties import Duties
-from petrecords.store.postgres import PostgresStore
-from tests.support import auth
+from tests.support import auth, record_statements
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
 
 @pytest.fixture
 def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements the store sends from now on, but for its background duties'."""
-    sent: list[str] = []
-    acquire = PostgresStore.acquire
-
-    def record(query: Any) -> None:
-        sent.append(query.query)
-
-    async def acquire_logged(self: PostgresStore) -> Any:
-        connection = await acquire(self)
-        task = asyncio.current_task()
-        connection.remove_query_logger(record)
-        if task is None or not task.get_name().startswith(Duties.TASK_NAME):
-            connection.add_query_logger(record)
-        return connection
-
-    monkeypatch.setattr(PostgresStore, "acquire", acquire_logged)
-    return sent
+    return record_statements(monkeypatch)
 
 
 async def _pet(client: AsyncTestClient[Any], **headers: str) -> Any:
