@@ -468,9 +468,9 @@ class ChangeHub:
             polled = set(polled_for)
             for reader, let_go in self._let_go.items():
                 if reader != SHARED and reader not in polled:
-                    self._let_go[reader] = through if let_go is None else max(let_go, through)
+                    self._let_go[reader] = _later(let_go, through)
             if self._admin_streams:
-                self._admin_since = through if self._admin_since is None else max(self._admin_since, through)
+                self._admin_since = _later(self._admin_since, through)
         while len(self._buffer) > BUFFERED_CHANGES:
             oldest = self._buffer.popleft()
             self._complete_after = oldest.cursor
@@ -478,13 +478,17 @@ class ChangeHub:
             self._frames.pop(oldest.cursor, None)
             for owner in _owners(oldest):
                 if owner in self._let_go:
-                    let_go = self._let_go[owner]
-                    self._let_go[owner] = oldest.cursor if let_go is None else max(let_go, oldest.cursor)
+                    self._let_go[owner] = _later(self._let_go[owner], oldest.cursor)
                 # The oldest change of the buffer is the oldest of each of its owners' too.
                 kept = self._by_owner[owner]
                 kept.popleft()
                 if not kept:
                     del self._by_owner[owner]
+
+
+def _later(known: Cursor | None, cursor: Cursor) -> Cursor:
+    """`cursor`, or the one already known when that is later: where a buffer holds everything from only moves on."""
+    return cursor if known is None else max(known, cursor)
 
 
 def _owners(change: Change) -> set[str]:
