@@ -16,6 +16,7 @@ import httpx
 import jwt
 import pysqlite3.dbapi2 as sqlite3
 import pytest
+from hypothesis import strategies as st
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
@@ -232,3 +233,23 @@ def record_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(PostgresStore, "acquire", acquire_logged)
     return sent
+
+
+@st.composite
+def parts_of_names_from(draw: st.DrawFn, names: tuple[str, ...], *, kept: int) -> str:
+    """A `search` pattern from part of one of `names`: its characters kept (`kept` times as likely as each
+    other choice), re-cased, or turned into wildcards; `%_\\` escaped."""
+    name = draw(st.sampled_from(names))
+    start = draw(st.integers(0, len(name)))
+    end = draw(st.integers(start, len(name)))
+    out = [draw(st.sampled_from(["", "%", "_"]))]
+    for char in name[start:end]:
+        how = draw(st.sampled_from(["keep"] * kept + ["upper", "lower", "any", "one"]))
+        if char in "%_\\":
+            out.append("\\" + char)
+        elif how in ("any", "one"):
+            out.append("%" if how == "any" else "_")
+        else:
+            out.append(char.upper() if how == "upper" else char.lower() if how == "lower" else char)
+    out.append(draw(st.sampled_from(["", "%", "_"])))
+    return "".join(out)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from tests.support import auth, pet_body
+from tests.support import auth, parts_of_names_from, pet_body
 
 SyncClient = TestClient[Any]
 PROPERTY_SETTINGS = settings(
@@ -183,27 +183,8 @@ def must_match(pattern: str, name: str, *, substring: bool) -> bool:
     return both_ascii and matches(pattern, name, substring=substring, fold=str.lower, other=False)
 
 
-@st.composite
-def patterns_from_names(draw: st.DrawFn) -> str:
-    """Part of a seeded name, its characters kept, re-cased or turned into wildcards; `%_\\` escaped."""
-    name = draw(st.sampled_from(NAMES))
-    start = draw(st.integers(0, len(name)))
-    end = draw(st.integers(start, len(name)))
-    out = [draw(st.sampled_from(["", "%", "_"]))]
-    for char in name[start:end]:
-        how = draw(st.sampled_from(["keep", "keep", "upper", "lower", "any", "one"]))
-        if char in "%_\\":
-            out.append("\\" + char)
-        elif how in ("any", "one"):
-            out.append("%" if how == "any" else "_")
-        else:
-            out.append(char.upper() if how == "upper" else char.lower() if how == "lower" else char)
-    out.append(draw(st.sampled_from(["", "%", "_"])))
-    return "".join(out)
-
-
 patterns = st.one_of(
-    patterns_from_names(),
+    parts_of_names_from(NAMES, kept=2),
     st.text(alphabet=st.sampled_from(list("%_\\rRexX -9ÉéωΩß")), max_size=12),
     st.text(max_size=20),
     st.text(alphabet="%_a", min_size=195, max_size=210),

@@ -18,7 +18,7 @@ from litestar.testing import AsyncTestClient, TestClient
 
 from petrecords.text import match_key
 from tests.api.test_list_properties import ANY, like_match, like_tokens
-from tests.support import ADMIN, ALICE, BOB, auth, create, pet_body
+from tests.support import ADMIN, ALICE, BOB, auth, create, parts_of_names_from, pet_body
 
 SyncClient = TestClient[Any]
 Client = AsyncTestClient[Any]
@@ -53,27 +53,8 @@ def expected_matches(pattern: str, names: tuple[str, ...]) -> set[str]:
     return {name for name in names if like_match([ANY, *tokens, ANY], match_key(name))}
 
 
-@st.composite
-def parts_of_names(draw: st.DrawFn) -> str:
-    """A part of a seeded name, re-cased here and there, some characters made wildcards; `%_\\` escaped."""
-    name = draw(st.sampled_from(NAMES))
-    start = draw(st.integers(0, len(name)))
-    end = draw(st.integers(start, len(name)))
-    out = [draw(st.sampled_from(["", "%", "_"]))]
-    for char in name[start:end]:
-        how = draw(st.sampled_from(["keep", "keep", "keep", "upper", "lower", "any", "one"]))
-        if char in "%_\\":
-            out.append("\\" + char)
-        elif how in ("any", "one"):
-            out.append("%" if how == "any" else "_")
-        else:
-            out.append(char.upper() if how == "upper" else char.lower() if how == "lower" else char)
-    out.append(draw(st.sampled_from(["", "%", "_"])))
-    return "".join(out)
-
-
 search_patterns = st.one_of(
-    parts_of_names(),
+    parts_of_names_from(NAMES, kept=3),
     st.text(alphabet=st.sampled_from(list("%_\\rRexX -09ÉéΣσςßẞİi\u0301🚀柴\"'*")), min_size=3, max_size=12),
 )
 
