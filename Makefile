@@ -1,5 +1,6 @@
 # Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
-# `make test` runs every test.
+# `make test` runs every test but the long ones, on PYTEST_WORKERS processes; `make test-long` runs those, and every
+# property-based test again with the full number of examples.
 PYTHON ?= python3
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -8,7 +9,9 @@ UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 
-.PHONY: install run test bench lint typecheck check clean
+PYTEST_WORKERS ?= 2
+
+.PHONY: install run test test-long bench lint typecheck check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +30,10 @@ test: install
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not long"
+
+test-long: install
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "long or hypothesis" --hypothesis-profile=long
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

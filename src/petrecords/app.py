@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import gc
+import math
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 from litestar import Litestar
-from litestar.config.cors import CORSConfig
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.config import STOPPING_FILE_VARIABLE, Settings
@@ -18,7 +18,7 @@ from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
 from petrecords.duties import Duties
 from petrecords.endpoints import EndpointTable
-from petrecords.http import ASGIApp, ServiceEdge
+from petrecords.http import ASGIApp, CorsPolicy, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
 from petrecords.metrics import Metrics
@@ -28,6 +28,7 @@ from petrecords.registry import RESOURCES
 from petrecords.resources.feed import feed_endpoints
 from petrecords.resources.live import ChangeHub, new_instance_id
 from petrecords.resources.operations import resource_endpoints
+from petrecords.resources.streams import StreamSlots
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
 from petrecords.services import Services
 from petrecords.store.base import Store
@@ -52,19 +53,15 @@ def create_token_verifier(settings: Settings) -> TokenVerifier:
     return VerifiedTokenCache(LocalTokenVerifier(load_or_create_secret(settings), settings))
 
 
-def endpoint_table(services: Services, hub: ChangeHub, document: Callable[[], bytes]) -> EndpointTable:
-    """Every endpoint the service answers: each resource's, the change feed's and the operational ones."""
-    resources = services.resources
-    return EndpointTable(
-        [
-            *(endpoint for resource in resources.resources for endpoint in resource_endpoints(resource, services)),
-            *feed_endpoints(services, hub),
-            *ops_endpoints(services, document),
-        ]
-    )
+class Parts(NamedTuple):
+    """What an application is made of besides its routes."""
+
+    services: Services
+    hub: ChangeHub
+    slots: StreamSlots
 
 
-def _services(settings: Settings, *, stopping_file: Path | None) -> tuple[Services, ChangeHub]:
+def _parts(settings: Settings, *, stopping_file: Path | None) -> Parts:
     RESOURCES.check()
     services = Services(
         settings=settings,
@@ -79,20 +76,42 @@ def _services(settings: Settings, *, stopping_file: Path | None) -> tuple[Servic
         keep_alive_seconds=settings.events_keep_alive_seconds,
         stopping_file=stopping_file,
     )
-    return services, hub
+    # The workers of one `petrecords serve` count each caller's streams together, in the directory it gives them.
+    slots = StreamSlots(
+        settings.events_max_streams_per_caller,
+        directory=None if stopping_file is None else stopping_file.parent / "streams",
+        retry_after_seconds=math.ceil(settings.events_keep_alive_seconds),
+    )
+    return Parts(services, hub, slots)
+
+
+def endpoint_table(parts: Parts, document: Callable[[], bytes]) -> EndpointTable:
+    """Every endpoint the service answers: each resource's, the change feed's and the operational ones."""
+    services = parts.services
+    return EndpointTable(
+        [
+            *(
+                endpoint
+                for resource in services.resources.resources
+                for endpoint in resource_endpoints(resource, services)
+            ),
+            *feed_endpoints(services, parts.hub, parts.slots),
+            *ops_endpoints(services, document),
+        ]
+    )
 
 
 def openapi_document(settings: Settings) -> bytes:
     """The OpenAPI document that an application with these settings serves, without starting one."""
-    services, hub = _services(settings, stopping_file=None)
-    return build_openapi(settings, RESOURCES, endpoint_table(services, hub, lambda: b""))
+    return build_openapi(settings, RESOURCES, endpoint_table(_parts(settings, stopping_file=None), lambda: b""))
 
 
 def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGIApp:
-    services, hub = _services(settings, stopping_file=stopping_file)
+    parts = _parts(settings, stopping_file=stopping_file)
+    services, hub = parts.services, parts.hub
     rate_limiter = services.limiter
     document = b""
-    table = endpoint_table(services, hub, lambda: document)
+    table = endpoint_table(parts, lambda: document)
     document = build_openapi(settings, RESOURCES, table)
 
     @asynccontextmanager
@@ -118,17 +137,19 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
         openapi_config=None,
         logging_config=None,
         request_max_body_size=settings.max_body_bytes,
-        cors_config=CORSConfig(allow_origins=list(settings.cors_origins)) if settings.cors_origins else None,
         debug=False,
     )
     app.state.services = services
     app.state.hub = hub
     app.state.endpoints = table
+    framework = cast("ASGIApp", app)
     return ServiceEdge(
-        DirectRoutes(cast("ASGIApp", app), table, services, cors=bool(settings.cors_origins)),
+        DirectRoutes(framework, table, services) if settings.direct_routes else framework,
         metrics=services.metrics,
         store=lambda: services.store_or_none,
         log_requests=settings.access_log,
+        cors=CorsPolicy(settings.cors_origins, table.allow_at) if settings.cors_origins else None,
+        template_of=table.template_at,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import math
 import os
 import secrets
 import time
@@ -25,6 +26,8 @@ MIN_SECRET_BYTES = 32
 class Caller(msgspec.Struct, frozen=True):
     email: str
     is_admin: bool
+    expires_at: float = math.inf
+    """When the token that names the caller expires (its `exp`, seconds since 1970)."""
 
 
 def load_or_create_secret(settings: Settings) -> bytes:
@@ -145,7 +148,7 @@ class CallerClaims:
         roles = claims.get(self.roles_claim, [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise Unauthenticated(f"The token's '{self.roles_claim}' claim must be a list of strings.", token_sent=True)
-        return Caller(email=email, is_admin=self.admin_role in roles)
+        return Caller(email=email, is_admin=self.admin_role in roles, expires_at=float(claims["exp"]))
 
     def _check_times(self, claims: dict[str, Any]) -> None:
         """RFC 7519 makes `exp`, `nbf` and `iat` NumericDates: JSON numbers, which the signature library

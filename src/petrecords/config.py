@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -22,6 +23,10 @@ DEFAULT_PET_TYPES = (
     "Horse",
     "Reptile",
 )
+
+
+DEFAULT_PAGE_SIZE = 100
+"""Records per page when a list asks for none: what existing clients of this API expect."""
 
 
 class ConfigurationError(Exception):
@@ -79,7 +84,11 @@ class Settings(BaseSettings):
     )
 
     pet_types: Annotated[tuple[str, ...], NoDecode] = DEFAULT_PET_TYPES
-    default_page_size: int = Field(default=20, ge=1)
+    default_page_size: int = Field(
+        default=DEFAULT_PAGE_SIZE,  # or the maximum when that is lower (_default_page_size_within_the_maximum)
+        ge=1,
+        description="records per page when a list asks for none (100, as existing clients expect; at most the maximum)",
+    )
     max_page_size: int = Field(default=100, ge=1, le=10000)
     max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024)
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
@@ -95,10 +104,20 @@ class Settings(BaseSettings):
 
     rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")
     redis_url: str | None = None
-    cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="exact origins (https://app.example) whose pages may call the API, comma-separated"
+    )
+    direct_routes: bool = Field(
+        default=True,
+        description="answer the busiest requests below the framework's router; false sends every request through "
+        "it (the same answers, slower: for comparisons)",
+    )
 
     changes_retention_days: int = Field(
         default=365, ge=0, description="how long changes are kept; 0 keeps them forever"
+    )
+    events_max_streams_per_caller: int = Field(
+        default=10, ge=1, le=10_000, description="live change streams each caller may hold at once in an instance"
     )
     events_keep_alive_seconds: float = Field(
         default=10.0, gt=0, le=15, description="how often a quiet live change stream sends a comment"
@@ -121,6 +140,15 @@ class Settings(BaseSettings):
         if len(set(folded)) != len(folded):
             raise ValueError("pet types must differ in more than letter case")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_page_size_within_the_maximum(cls, data: Any) -> Any:
+        """A maximum below 100 set alone is the default too: setting it must not make the default too large."""
+        if isinstance(data, dict) and "default_page_size" not in data and "max_page_size" in data:
+            with contextlib.suppress(TypeError, ValueError):
+                data = {**data, "default_page_size": min(DEFAULT_PAGE_SIZE, int(data["max_page_size"]))}
+        return data
 
     @model_validator(mode="after")
     def _page_sizes_agree(self) -> Settings:

@@ -78,6 +78,8 @@ class Endpoint:
     """Answered below the framework (see petrecords.routes.DirectRoutes) when no CORS headers are due."""
     aliases: tuple[str, ...] = ()
     """Other paths that are the same endpoint, answered alike, never redirected (`/v1/pets/`)."""
+    opens_with_ticket: bool = False
+    """A live stream of it opens with a stream ticket instead of a token (a browser's EventSource)."""
 
     @property
     def reads_body(self) -> bool:
@@ -170,6 +172,16 @@ class EndpointTable:
             if found is not None:
                 return self._canonical.get(template_path, template_path), found
         return None
+
+    def template_at(self, path: str) -> str | None:
+        """The template of a concrete path, or None when the service has no such path."""
+        found = self.template_of(path)
+        return None if found is None else found[0]
+
+    def allow_at(self, path: str) -> str | None:
+        """The `Allow` of a concrete path, or None when the service has no such path."""
+        template = self.template_at(path)
+        return None if template is None else self.allow(template)
 
     def direct_matcher(self) -> DirectMatcher:
         return DirectMatcher([endpoint for endpoint in self.endpoints if endpoint.direct])

@@ -9,7 +9,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 import msgspec
@@ -88,14 +88,80 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-class ServiceEdge:
-    """Request ids, security headers, the access log and request metrics, for every HTTP request."""
+ALLOWED_REQUEST_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "Idempotency-Key",
+    "If-Match",
+    "If-None-Match",
+    "Last-Event-ID",
+    "X-Request-ID",
+)
+"""The request headers a page of an allowed origin may send, besides the CORS-safelisted ones: exactly these."""
+EXPOSED_HEADERS = ("ETag", "Location", "X-Request-ID", "Retry-After", "Idempotent-Replayed")
+"""The response headers that browser code of an allowed origin may read."""
+PREFLIGHT_MAX_AGE_SECONDS = 600
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, store: StoreLookup, log_requests: bool) -> None:
+
+class CorsPolicy:
+    """Cross-origin requests from the configured origins (exact matches): a preflight is answered before the
+    token check, allowing the path's methods and exactly ALLOWED_REQUEST_HEADERS whatever it asks for (never
+    `*`), and every answer to such an origin says which headers its code may read."""
+
+    def __init__(self, origins: Iterable[str], allowed_methods: Callable[[str], str | None]) -> None:
+        self._origins = {origin.encode("latin-1") for origin in origins}
+        self._allowed_methods = allowed_methods
+        """The `Allow` of a concrete path, or None when the service has no such path."""
+
+    def origin_of(self, scope: Scope) -> bytes | None:
+        """The request's Origin when it is an allowed one."""
+        origin = _header(scope, b"origin")
+        return origin if origin in self._origins else None
+
+    def preflight(self, scope: Scope, origin: bytes) -> list[tuple[bytes, bytes]] | None:
+        """The headers of the answer to a preflight of a path the service has, or None when it is none."""
+        if scope["method"] != "OPTIONS" or _header(scope, b"access-control-request-method") is None:
+            return None
+        methods = self._allowed_methods(scope["path"])
+        if methods is None:
+            return None
+        return [
+            *self.answer_headers(origin),
+            (b"access-control-allow-methods", methods.encode()),
+            (b"access-control-allow-headers", ", ".join(ALLOWED_REQUEST_HEADERS).encode()),
+            (b"access-control-max-age", str(PREFLIGHT_MAX_AGE_SECONDS).encode()),
+        ]
+
+    @staticmethod
+    def answer_headers(origin: bytes) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"access-control-allow-origin", origin),
+            (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode()),
+        ]
+
+
+_VARY_ORIGIN = (b"vary", b"Origin")
+
+
+class ServiceEdge:
+    """Request ids, security headers, CORS, the access log and request metrics, for every HTTP request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        store: StoreLookup,
+        log_requests: bool,
+        cors: CorsPolicy | None = None,
+        template_of: Callable[[str], str | None] = lambda path: None,
+    ) -> None:
         self.app = app
         self._metrics = metrics
         self._store = store
         self._access_log = AccessLog() if log_requests else None
+        self._cors = cors
+        self._template_of = template_of
 
     def _pool_figures(self) -> dict[str, int]:
         store = self._store()
@@ -120,6 +186,15 @@ class ServiceEdge:
         added = [(b"x-request-id", request_id.encode()), _NOSNIFF, _SERVER]
         if private:
             added.append(_NO_STORE)
+        preflight = None
+        if self._cors is not None:
+            # An answer depends on the request's Origin: no shared cache may give it to another one.
+            added.append(_VARY_ORIGIN)
+            origin = self._cors.origin_of(scope)
+            if origin is not None:
+                preflight = self._cors.preflight(scope, origin)
+                if preflight is None:
+                    added.extend(self._cors.answer_headers(origin))
         state = scope.get("state")
         if state is None:
             state = scope["state"] = {}
@@ -152,6 +227,11 @@ class ServiceEdge:
             try:
                 if _ambiguous_path(scope):
                     await send_service_error(send_with_headers, NotFound())
+                elif preflight is not None:
+                    # Answered before the token check: a browser sends no credentials with a preflight.
+                    scope["path_template"] = self._template_of(path)
+                    await send_with_headers({"type": "http.response.start", "status": 204, "headers": preflight})
+                    await send_with_headers({"type": "http.response.body", "body": b""})
                 else:
                     await self.app(scope, receive, send_with_headers)
             except Exception:

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from litestar import HttpMethod, Request, Response, route
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
+from petrecords.auth import Caller
 from petrecords.endpoints import Access, Answer, Call, Endpoint, EndpointTable
-from petrecords.errors import MethodNotAllowed
+from petrecords.errors import MethodNotAllowed, RateLimited, Unauthenticated
 from petrecords.http import ASGIApp, Receive, Scope, Send, admit, read_request_body, send_service_error
+from petrecords.resources.feed import wants_event_stream
 from petrecords.responses import answer_failure, service_error_response
 from petrecords.services import Services
 
@@ -25,7 +28,12 @@ async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict
     scope["path_template"] = endpoint.path
     caller = None
     if endpoint.access is Access.API:
-        scope["user"] = caller = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+        ticket = _ticket_in(scope["query_string"])
+        if ticket is None:
+            caller = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+        else:
+            caller = await _admit_by_ticket(endpoint, scope, ticket, services)
+        scope["user"] = caller
     body = b""
     if endpoint.reads_body:
         settings = services.settings
@@ -44,6 +52,37 @@ async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict
         body=body,
         state=scope.setdefault("state", {}),
     )
+
+
+def _ticket_in(query: bytes) -> str | None:
+    """The stream ticket a query names, if it names one (a query without the word costs one look)."""
+    if b"ticket" not in query:
+        return None
+    try:
+        pairs = parse_qsl(query.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return None  # the endpoint's own parsing answers for that
+    return next((value for name, value in pairs if name == "ticket"), None)
+
+
+async def _admit_by_ticket(endpoint: Endpoint, scope: Scope, ticket: str, services: Services) -> Caller:
+    """The caller of a stream ticket, in place of a token: only for a live stream, never with a token as well.
+    Any use consumes the ticket, a refused one too."""
+    caller = await services.tickets.redeem(ticket)
+    stream = endpoint.opens_with_ticket and wants_event_stream(_header_text(scope, b"accept"))
+    if not stream or _header_text(scope, b"authorization") is not None:
+        raise Unauthenticated(
+            "A stream ticket opens one live change stream (GET /v1/changes with Accept: text/event-stream), and "
+            "takes the place of the bearer token there.",
+            token_sent=True,
+        )
+    if services.limiter is not None and (retry_after := await services.limiter.hit(caller.email)) is not None:
+        raise RateLimited(retry_after)
+    return caller
+
+
+def _header_text(scope: Scope, name: bytes) -> str | None:
+    return next((bytes(value).decode("latin-1") for key, value in scope["headers"] if key == name), None)
 
 
 # --- through the framework -------------------------------------------------------------------------
@@ -114,17 +153,15 @@ class DirectRoutes:
     """The endpoints the table marks direct, answered without the framework's routing, dependency injection and
     response machinery, which cost more than a primary-key lookup. They are the same requests as through the
     framework: the same `enter`, the same handler, the same failure answers. Anything else goes on to the
-    framework, whose routes answer alike; so does a request with an `Origin` when CORS is configured: the
-    framework adds the CORS headers."""
+    framework, whose routes answer alike (PETRECORDS_DIRECT_ROUTES=false sends everything there)."""
 
-    def __init__(self, app: ASGIApp, table: EndpointTable, services: Services, *, cors: bool) -> None:
+    def __init__(self, app: ASGIApp, table: EndpointTable, services: Services) -> None:
         self.app = app
         self._match = table.direct_matcher().match
         self._services = services
-        self._cors = cors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not (self._cors and _has_origin(scope)):
+        if scope["type"] == "http":
             found = self._match(scope["method"], scope["path"])
             if found is not None:
                 await self._answer(found[0], found[1], scope, receive, send)
@@ -140,10 +177,6 @@ class DirectRoutes:
             await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
             return
         await send_answer(send, answer)
-
-
-def _has_origin(scope: Scope) -> bool:
-    return any(key == b"origin" for key, _ in scope["headers"])
 
 
 async def send_answer(send: Send, answer: Answer) -> None:

@@ -13,6 +13,7 @@ from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import Context, SchemaContext
+from petrecords.resources.streams import Tickets
 from petrecords.store.base import Store
 from petrecords.values import now_ms
 
@@ -38,6 +39,8 @@ class Services:
         lists = configured_lists(self.settings)
         self._reading = Context.configured(lists, now_ms=0)
         self.schema_context = SchemaContext(lists)
+        self.tickets = Tickets(lambda: self.store)
+        """The stream tickets: issued by the feed, redeemed as a stream opens (routes.enter)."""
 
     @property
     def store(self) -> Store:

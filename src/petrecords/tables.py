@@ -170,3 +170,14 @@ service_state = sa.Table(
     sa.Column("holder", Text, nullable=True, comment="the instance that holds the lease"),
     sa.Column("lease_until", sa.BigInteger(), nullable=False, server_default="0", comment="epoch milliseconds"),
 )
+
+# Tickets that open one live change stream each (a browser's EventSource cannot send a token): kept by the hash of
+# the ticket, never the ticket itself, for the seconds they live, with the caller of the token they were issued for.
+stream_tickets = sa.Table(
+    "stream_tickets",
+    metadata,
+    sa.Column("ticket_hash", Text, primary_key=True, comment="SHA-256 of the ticket, hex"),
+    sa.Column("caller", sa.LargeBinary(), nullable=False, comment="the caller, as JSON: e-mail, role, groups, exp"),
+    sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Index(None, "expires_at"),
+)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from petrecords.pets import PETS
 from petrecords.resources.declaration import Errors, Field, OnDelete, Ownership, Reference, Resource, Values
 from petrecords.resources.fields import DAY_MS, Email, Embedded, Instant, Prose, RecordId
-from petrecords.resources.filters import AnyOf, Owner, TimeBound
+from petrecords.resources.filters import AnyOf, Owner, time_bound
 from petrecords.store.base import Operator, Row
 from petrecords.tables import Text, audit_columns, metadata
 from petrecords.vaccines import VACCINES
@@ -108,11 +108,11 @@ PET_VACCINATIONS = Resource(
         AnyOf("petId", "pet_id", RecordId(), "Only the vaccinations of these pets."),
         AnyOf("vaccineId", "vaccine_id", RecordId(), "Only vaccinations with these vaccines."),
         Owner("owner_id"),
-        TimeBound("appliedAt", "applied_at", Operator.EQUAL, "appliedAt is exactly this instant."),
-        TimeBound("appliedAtMin", "applied_at", Operator.AT_LEAST, "appliedAt ≥ this."),
-        TimeBound("appliedAtMax", "applied_at", Operator.AT_MOST, "appliedAt ≤ this."),
-        TimeBound("dueFrom", "due_at", Operator.AT_LEAST, "dueAt ≥ this."),
-        TimeBound("dueTo", "due_at", Operator.BELOW, "dueAt < this: with the current time, what is overdue."),
+        time_bound("appliedAt", "applied_at", Operator.EQUAL, "appliedAt is exactly this instant."),
+        time_bound("appliedAtMin", "applied_at", Operator.AT_LEAST, "appliedAt ≥ this."),
+        time_bound("appliedAtMax", "applied_at", Operator.AT_MOST, "appliedAt ≤ this."),
+        time_bound("dueFrom", "due_at", Operator.AT_LEAST, "dueAt ≥ this."),
+        time_bound("dueTo", "due_at", Operator.BELOW, "dueAt < this: with the current time, what is overdue."),
     ),
     sort_fields=(
         "id",

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from petrecords.resources.declaration import Field, Ownership, Resource, Writers
 from petrecords.resources.fields import Name, Prose, WholeNumber, pet_type
-from petrecords.resources.filters import AnyOf, Matches, NumberBound
+from petrecords.resources.filters import AnyOf, Matches, number_bound
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 from petrecords.text import PROSE_CONTROLS
@@ -57,8 +57,8 @@ VACCINES = Resource(
             "and tabs).",
             kept=PROSE_CONTROLS,
         ),
-        NumberBound("durationMin", "duration", Operator.AT_LEAST, "duration ≥ this (days)."),
-        NumberBound("durationMax", "duration", Operator.AT_MOST, "duration ≤ this (days)."),
+        number_bound("durationMin", "duration", Operator.AT_LEAST, "duration ≥ this (days)."),
+        number_bound("durationMax", "duration", Operator.AT_MOST, "duration ≤ this (days)."),
     ),
     sort_fields=("id", "name", "petType", "duration", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
     counted_by="pet_type",

@@ -73,9 +73,9 @@ class TestMissingToken:
         ("method", "path"),
         [
             ("POST", "/v1/pets"),
-            ("GET", f"/v1/pets/{uuid.uuid4()}"),
-            ("PUT", f"/v1/pets/{uuid.uuid4()}"),
-            ("DELETE", f"/v1/pets/{uuid.uuid4()}"),
+            ("GET", "/v1/pets/018f2a4e-1b2c-7d3e-8f40-5a6b7c8d9e0f"),
+            ("PUT", "/v1/pets/018f2a4e-1b2c-7d3e-8f40-5a6b7c8d9e0f"),
+            ("DELETE", "/v1/pets/018f2a4e-1b2c-7d3e-8f40-5a6b7c8d9e0f"),
         ],
     )
     async def test_every_pet_operation_needs_a_token(self, client: Client, method: str, path: str) -> None:

@@ -41,7 +41,14 @@ INTERNALS = re.compile(
     r"|litestar|msgspec|pydantic|exception|/work/|/usr/|site-packages",
     re.IGNORECASE,
 )
-UNKNOWN_PATHS = ["/nope", "/v1/petsX", "/v2/pets", "/v1", f"/v1/pets/{uuid.uuid4()}/owner", "/v1/pets/a/b/c"]
+UNKNOWN_PATHS = [
+    "/nope",
+    "/v1/petsX",
+    "/v2/pets",
+    "/v1",
+    "/v1/pets/018f2a4e-1b2c-7d3e-8f40-5a6b7c8d9e0f/owner",
+    "/v1/pets/a/b/c",
+]
 ORIGIN = "https://app.example"
 
 

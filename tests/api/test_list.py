@@ -155,23 +155,24 @@ class TestListEnvelope:
         assert body == {
             "items": [],
             "pageIndex": 1,
-            "pageSize": 20,
+            "pageSize": 100,
             "totalPages": 0,
             "totalCount": 0,
             "hasPreviousPage": False,
             "hasNextPage": False,
         }
 
-    async def test_defaults_are_first_page_of_twenty(self, client: Client) -> None:
-        for number in range(23):
+    async def test_defaults_are_first_page_of_a_hundred(self, client: Client) -> None:
+        """Contract v3 section 4: existing clients list a pet's vaccinations without pageSize and expect 100."""
+        for number in range(103):
             await create(client, f"Pet {number}")
 
         body = await page(client)
 
         assert body["pageIndex"] == 1
-        assert body["pageSize"] == 20
-        assert len(body["items"]) == 20
-        assert body["totalCount"] == 23
+        assert body["pageSize"] == 100
+        assert len(body["items"]) == 100
+        assert body["totalCount"] == 103
         assert body["totalPages"] == 2
         assert body["hasPreviousPage"] is False
         assert body["hasNextPage"] is True
@@ -517,7 +518,7 @@ class TestListVisibility:
         assert body == {
             "items": [],
             "pageIndex": 1,
-            "pageSize": 20,
+            "pageSize": 100,
             "totalPages": 0,
             "totalCount": 0,
             "hasPreviousPage": False,

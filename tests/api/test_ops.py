@@ -46,6 +46,19 @@ LIST_PARAMETERS = {
     "modifiedTo",
     "sort",
     "order",
+    # The conventions of web data providers (contract v3 section 4), for the sort fields of a pet.
+    "q",
+    "id",
+    "id_ne",
+    "name_like",
+    "petType_ne",
+    "ownerId_ne",
+    "createdAt_gte",
+    "createdAt_lte",
+    "createdBy_ne",
+    "modifiedAt_gte",
+    "modifiedAt_lte",
+    "modifiedBy_ne",
 }
 PET_FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$")
@@ -367,7 +380,7 @@ class TestOpenApi:
 
         assert {p["name"] for p in parameters if p["in"] == "query"} == LIST_PARAMETERS
 
-    @pytest.mark.parametrize("name", ["ids", "petType", "sort"])
+    @pytest.mark.parametrize("name", ["ids", "id", "petType", "sort", "order"])
     async def test_multi_valued_parameters_are_arrays(self, document: dict[str, Any], name: str) -> None:
         parameter = next(p for p in _parameters(document, "/v1/pets", "get") if p["name"] == name)
 

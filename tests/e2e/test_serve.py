@@ -43,7 +43,7 @@ def _crud_round_trip(server: Server, access_token: str) -> None:
         assert listed.status_code == 200
         page = listed.json()
         assert [item["id"] for item in page["items"]] == [record["id"]]
-        assert (page["totalCount"], page["totalPages"], page["pageIndex"], page["pageSize"]) == (1, 1, 1, 20)
+        assert (page["totalCount"], page["totalPages"], page["pageIndex"], page["pageSize"]) == (1, 1, 1, 100)
 
         deleted = http.delete(f"/v1/pets/{record['id']}")
         assert deleted.status_code == 200

@@ -49,7 +49,7 @@ class TestLocalTokens:
         secret = load_or_create_secret(settings)
         issued = issue_local_token(secret, user="Alice@Example.COM", admin=admin, ttl_seconds=60, settings=settings)
         caller = await _verify(LocalTokenVerifier(secret, settings), issued)
-        assert caller == Caller(email="alice@example.com", is_admin=admin)
+        assert (caller.email, caller.is_admin) == ("alice@example.com", admin)
 
     def test_token_carries_exp_iat_and_roles(self, tmp_path: Path) -> None:
         settings = _settings(tmp_path, auth_secret=SECRET)
@@ -72,7 +72,8 @@ class TestLocalTokens:
         claims = jwt.decode(issued, SECRET, algorithms=["HS256"])
         assert claims["email"] == "carol@example.com"
         assert claims["groups"] == ["root"]
-        assert await _verify(LocalTokenVerifier(secret, settings), issued) == Caller("carol@example.com", is_admin=True)
+        caller = await _verify(LocalTokenVerifier(secret, settings), issued)
+        assert (caller.email, caller.is_admin) == ("carol@example.com", True)
 
     @pytest.mark.parametrize("user", ["alice", "", "alice@example", "Alice <alice@example.com>"])
     def test_user_must_be_an_email(self, tmp_path: Path, user: str) -> None:

@@ -28,7 +28,7 @@ class TestDefaults:
         assert settings.pet_types == DEFAULT_PET_TYPES
         assert settings.pet_types[:4] == ("Dog", "Cat", "Capybara", "Other")
         assert len(settings.pet_types) == 12
-        assert settings.default_page_size == 20
+        assert settings.default_page_size == 100
         assert settings.max_page_size == 100
         assert settings.max_body_bytes == 16 * 1024
         assert settings.rate_limit == 6000
@@ -90,8 +90,13 @@ class TestPageSizes:
 
     def test_default_above_configured_maximum_is_rejected(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("PETRECORDS_MAX_PAGE_SIZE", "10")
+        monkeypatch.setenv("PETRECORDS_DEFAULT_PAGE_SIZE", "20")
         with pytest.raises(pydantic.ValidationError, match="default_page_size"):
             _settings()
+
+    def test_a_lower_maximum_is_the_default_when_no_default_is_set(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_MAX_PAGE_SIZE", "10")
+        assert _settings().default_page_size == 10
 
     @pytest.mark.parametrize(
         ("name", "value"), [("PETRECORDS_MAX_PAGE_SIZE", "0"), ("PETRECORDS_DEFAULT_PAGE_SIZE", "0")]

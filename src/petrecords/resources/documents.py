@@ -184,8 +184,17 @@ def _list_parameters(resource: Resource, context: DocumentContext) -> list[dict[
         ),
         parameter(
             "order",
-            {"type": "string", "enum": ["asc", "desc"], "default": "asc"},
-            "Direction of the sort fields without a `-` prefix.",
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": len(fields),
+                "items": {"type": "string", "enum": ["asc", "desc"]},
+                "default": ["asc"],
+            },
+            "`asc` or `desc`: the direction of the sort fields without a `-` prefix. Or one direction for each sort "
+            "field, in the same order (`sort=petType,name&order=asc,desc`, as web data providers send them), when no "
+            f"sort field carries a `-`. {SEVERAL}",
+            several=True,
         ),
     ]
     if [document["name"] for document in documented] != list(list_parameters(resource)):

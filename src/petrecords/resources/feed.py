@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from petrecords.auth import Caller
 from petrecords.config import Settings
 from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import CursorExpired, ValidationFailed
-from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, parameter
+from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, json_response, parameter
 from petrecords.resources.changes import change_wire, decode_cursor, encode_cursor
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA
@@ -24,12 +25,15 @@ from petrecords.resources.filters import SEVERAL, split_values
 from petrecords.resources.listing import query_pairs
 from petrecords.resources.live import COMMITTED_AT_OPEN, ChangeHub
 from petrecords.resources.schemas import page_schema
+from petrecords.resources.streams import TICKET_SECONDS, StreamSlots, stream_deadline
 from petrecords.services import Services
 from petrecords.store.base import Cursor, Store, Transaction
+from petrecords.values import format_timestamp
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
-FEED_PARAMETERS = ("after", "limit", "resource")
+FEED_PARAMETERS = ("after", "limit", "resource", "ticket")
+"""What the feed reads; `ticket` opens a live stream instead of a token (routes.enter redeems it)."""
 
 
 @dataclass(frozen=True)
@@ -121,16 +125,18 @@ async def feed_page(*, store: Store, caller: Caller, request: FeedRequest) -> di
 
 
 class Feed:
-    """`GET /v1/changes`: a page of the feed as JSON, or, to `Accept: text/event-stream`, the feed live."""
+    """`GET /v1/changes`: a page of the feed as JSON, or, to `Accept: text/event-stream`, the feed live; and
+    `POST /v1/changes/tickets`, what opens a stream from a page that cannot send a token."""
 
-    def __init__(self, services: Services, hub: ChangeHub) -> None:
+    def __init__(self, services: Services, hub: ChangeHub, slots: StreamSlots) -> None:
         self.services = services
         self.hub = hub
+        self.slots = slots
 
     async def changes(self, call: Call) -> Answer:
         request = parse_feed_query(query_pairs(call.query), self.services.resources)
         caller: Caller = call.caller
-        if "text/event-stream" not in (call.header(b"accept") or ""):
+        if not wants_event_stream(call.header(b"accept")):
             page = await feed_page(store=self.services.store, caller=caller, request=request)
             return Answer(200, msgspec.json.encode(page))
         last_event_id = call.header(b"last-event-id")
@@ -148,20 +154,35 @@ class Feed:
                 already = frozenset(await tx.committed_after(start, limit=COMMITTED_AT_OPEN))
         reader = None if caller.is_admin else caller.email
         hub = self.hub
+        deadline = stream_deadline(caller, leeway_seconds=self.services.settings.auth_leeway_seconds)
+        slot = self.slots.take(caller.email)
 
         async def frames() -> AsyncIterator[bytes]:
             yield b"retry: 1000\n\n"
             async for change in hub.follow(start, reader=reader, resources=request.resources, already=already):
+                if time.time() >= deadline:
+                    # The token that opened the stream has expired: the caller must show a new one.
+                    yield b": the token has expired\n\n"
+                    return
                 yield hub.frame(change)
 
-        return Answer(200, media_type=EVENT_STREAM, headers={"X-Accel-Buffering": "no"}, stream=frames())
+        return Answer(200, media_type=EVENT_STREAM, headers={"X-Accel-Buffering": "no"}, stream=slot.around(frames()))
+
+    async def new_ticket(self, call: Call) -> Answer:
+        caller: Caller = call.caller
+        ticket, expires_at = await self.services.tickets.issue(caller)
+        return Answer(201, msgspec.json.encode({"ticket": ticket, "expiresAt": format_timestamp(expires_at)}))
 
 
 EVENT_STREAM = "text/event-stream"
 
 
-def feed_endpoints(services: Services, hub: ChangeHub) -> list[Endpoint]:
-    feed = Feed(services, hub)
+def wants_event_stream(accept: str | None) -> bool:
+    return accept is not None and EVENT_STREAM in accept
+
+
+def feed_endpoints(services: Services, hub: ChangeHub, slots: StreamSlots) -> list[Endpoint]:
+    feed = Feed(services, hub, slots)
     return [
         Endpoint(
             "GET",
@@ -171,7 +192,17 @@ def feed_endpoints(services: Services, hub: ChangeHub) -> list[Endpoint]:
             "The changes the caller may see, in commit order: a page of JSON, or live as Server-Sent Events",
             feed.changes,
             functools.partial(_feed_document, services.resources),
-        )
+            opens_with_ticket=True,
+        ),
+        Endpoint(
+            "POST",
+            "/v1/changes/tickets",
+            "createChangeStreamTicket",
+            CHANGES_TAG,
+            "A ticket that opens one live change stream from a page that cannot send a token",
+            feed.new_ticket,
+            _ticket_document,
+        ),
     ]
 
 
@@ -209,6 +240,15 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
             },
         },
         "ChangeHistoryPage": page_schema("Change", settings),
+        "ChangeStreamTicket": {
+            "type": "object",
+            "required": ["ticket", "expiresAt"],
+            "additionalProperties": False,
+            "properties": {
+                "ticket": {"type": "string", "description": "Opens one live stream: `GET /v1/changes?ticket=…`."},
+                "expiresAt": {**TIMESTAMP_SCHEMA, "description": "After this, the ticket opens nothing."},
+            },
+        },
         "ChangeFeedPage": {
             "type": "object",
             "required": ["items", "nextCursor"],
@@ -268,6 +308,14 @@ def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str
                 several=True,
             ),
             parameter(
+                "ticket",
+                {"type": "string", "minLength": 1, "maxLength": 200},
+                "The live stream only, from a page whose EventSource cannot send a token: a ticket from "
+                "`POST /v1/changes/tickets`, in place of the bearer token. It opens one stream, once, within "
+                f"{TICKET_SECONDS} seconds, for the caller it was issued to; any use consumes it, and a ticket used "
+                "twice, expired, altered, sent with a token or to the JSON page is 401.",
+            ),
+            parameter(
                 "Accept",
                 {"type": "string", "examples": ["application/json", EVENT_STREAM]},
                 f"`{EVENT_STREAM}` for the live stream; anything else for a page of JSON.",
@@ -292,6 +340,26 @@ def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str
                     },
                 },
             },
-            **api_errors(errors.CursorExpired),
+            **api_errors(
+                errors.CursorExpired,
+                descriptions={
+                    errors.RateLimited: "Rate limit exceeded, or the caller already holds "
+                    f"{context.settings.events_max_streams_per_caller} live streams in this instance (with "
+                    "Retry-After)."
+                },
+            ),
+        },
+    }
+
+
+def _ticket_document(context: DocumentContext) -> dict[str, Any]:
+    return {
+        "description": "A browser's EventSource cannot send an Authorization header: a page asks for a ticket with "
+        f"its token, then opens `GET /v1/changes?ticket=…` with it. A ticket opens one stream, once, within "
+        f"{TICKET_SECONDS} seconds; the stream sees what the ticket's caller may see, and ends when that caller's "
+        "token expires. Tickets never appear in logs or metrics. No request body.",
+        "responses": {
+            "201": json_response("A new ticket.", "ChangeStreamTicket", *PRIVATE),
+            **api_errors(),
         },
     }

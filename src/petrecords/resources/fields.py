@@ -18,6 +18,7 @@ from petrecords.text import (
     BIDI_CONTROLS,
     CONTROL_CHARACTERS,
     INVISIBLE_CHARACTERS,
+    PROSE_CONTROLS,
     WHITE_SPACE,
     clean_name,
     clean_prose,
@@ -114,6 +115,12 @@ class Kind(Protocol):
         """The comparisons a list may make of it."""
         ...
 
+    @property
+    def kept_controls(self) -> str:
+        """The control characters its text may hold (free text keeps line feeds and tabs): a pattern that
+        matches it may hold them too, and no other."""
+        ...
+
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         """(stored value, None) when `value` (never None) is valid, else (None, what was expected)."""
         ...
@@ -124,6 +131,15 @@ class Kind(Protocol):
 
     def expected(self, context: Context) -> str:
         """What a value must be, as a noun phrase: "one of Dog, Cat", "a record id (a UUID)"."""
+        ...
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        """A value that a list compares the stored ones with, from a query parameter: (value, None), else (None,
+        what was expected). No bounds of the field apply (a bound outside them simply matches or not)."""
+        ...
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        """The JSON Schema of a query parameter that `read_text` reads."""
         ...
 
     def sort_key(self, column: str, context: Context) -> SortKey:
@@ -143,18 +159,34 @@ class SchemaContext:
 
 
 class _Plain:
-    """What most kinds answer: no null, no key, nothing embedded, sorted by the stored value."""
+    """What most kinds answer: no null, no key, nothing embedded, sorted by the stored value, compared with a
+    query parameter read as a value is."""
 
     nullable = False
     key_column: str | None = None
     embeds: str | None = None
     operations: frozenset[Operation] = frozenset()
+    kept_controls = ""
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        raise NotImplementedError
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        raise NotImplementedError
 
     def show(self, stored: Any) -> Any:
         return stored
 
     def sort_key(self, column: str, context: Context) -> SortKey:
         return SortKey(column)
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        return self.read(text, context)
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        schema = self.schema(context, sent=True)
+        schema.pop("description", None)
+        return schema
 
 
 # --- JSON Schema building blocks -------------------------------------------------------------------
@@ -289,6 +321,9 @@ class Name(_Plain):
         return _nullable(schema)
 
 
+_INTEGER_TEXT = re.compile(r"-?[0-9]{1,16}", re.ASCII)
+# A `+` in a query string decodes to a space; `... 01:00` is read as the offset `+01:00` it was.
+_SPACE_FOR_PLUS = re.compile(r" (\d{2}:\d{2})$", re.ASCII)
 _VISIBLE_TEXT = re.compile(f"[^{WHITE_SPACE}{INVISIBLE_CHARACTERS}]")
 _INVISIBLE_ONLY_TEXT = {"type": "string", **_INVISIBLE_ONLY}
 
@@ -302,6 +337,7 @@ class Prose(_Plain):
     key_column: str | None = None
     nullable: bool = True
     operations: frozenset[Operation] = frozenset({Operation.MATCH})
+    kept_controls = PROSE_CONTROLS
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         return clean_prose(value, max_length=self.max_length)
@@ -374,6 +410,10 @@ class Listed(_Plain):
         }
         return _nullable(schema) if self.nullable else schema
 
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        spellings = list(self.spellings(context))
+        return {"type": "string", "enum": spellings, "examples": [spellings[0]]}
+
 
 @functools.lru_cache(maxsize=64)
 def _fixed_choices(values: tuple[str, ...]) -> Choices:
@@ -425,6 +465,15 @@ class WholeNumber(_Plain):
     def expected(self, context: Context) -> str:
         return f"a whole number from {self.minimum} to {self.maximum}"
 
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        number = int(text) if _INTEGER_TEXT.fullmatch(text) else None
+        if number is None or not -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
+            return None, f"must be a whole number from {-MAX_SAFE_INTEGER} to {MAX_SAFE_INTEGER}."
+        return number, None
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "integer", "minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER}
+
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
         written = "A number with a non-zero fraction is refused; 365.0 is the whole number 365."
@@ -469,6 +518,17 @@ class Instant(_Plain):
 
     def expected(self, context: Context) -> str:
         return "an RFC 3339 date-time with Z or an offset, e.g. 2026-11-21T16:06:29.123Z"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        """The exact moment (epoch milliseconds, maybe with a fraction): compared exactly with the whole
+        milliseconds stored."""
+        moment = parse_datetime_ms(_SPACE_FOR_PLUS.sub(r"+\1", text))
+        if moment is None:
+            return None, "must be an RFC 3339 date-time, e.g. 2026-11-21T16:06:29.123Z."
+        return moment, None
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "format": "date-time", "pattern": DATE_TIME_INPUT_PATTERN}
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema = dict(DATE_TIME_INPUT_SCHEMA if sent else TIMESTAMP_SCHEMA)

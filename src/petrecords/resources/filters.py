@@ -4,7 +4,6 @@ the store, and how it describes itself in the OpenAPI document."""
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,19 +12,20 @@ from typing import Any, Protocol
 
 from petrecords.openapi import parameter
 from petrecords.resources.fields import (
-    DATE_TIME_INPUT_PATTERN,
     EMAIL_SCHEMA,
     MAX_SAFE_INTEGER,
     UUID_SCHEMA,
     Context,
+    Instant,
     Kind,
     RecordId,
     SchemaContext,
+    WholeNumber,
     character_class,
 )
 from petrecords.store.base import Condition, Operator
 from petrecords.text import has_forbidden_pattern_characters, match_key
-from petrecords.values import normalize_email, parse_datetime_ms
+from petrecords.values import normalize_email
 
 MAX_IDS = 1000
 MAX_PATTERN_LENGTH = 200
@@ -211,85 +211,66 @@ class Matches(OneParameter):
 CONTROL_POINTS = (*range(0x20), *range(0x7F, 0xA0))
 
 
-# A `+` in a query string decodes to a space; `... 01:00` is read as the offset `+01:00` it was.
-_SPACE_FOR_PLUS = re.compile(r" (\d{2}:\d{2})$", re.ASCII)
-DATE_TIME_PARAMETER_SCHEMA = {"type": "string", "format": "date-time", "pattern": DATE_TIME_INPUT_PATTERN}
+@dataclass(frozen=True)
+class Compared(OneParameter):
+    """`parameter` is a value of `kind` (read as a query parameter: kinds.Kind.read_text) that `column` must be
+    `operator`: a bound, an exact value, or one that the stored value differs from (null included)."""
 
-
-class _OneColumn:
     column: str
+    kind: Kind
+    operator: Operator
+    description: str
+    several = False
 
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.column,)
 
-
-@dataclass(frozen=True)
-class TimeBound(_OneColumn, OneParameter):
-    """`parameter` is an RFC 3339 date-time (`Z` or an offset); `column` (epoch milliseconds) must be `operator`
-    it. Stored times are whole milliseconds, so a bound between two of them is read exactly."""
-
-    column: str
-    operator: Operator
-    description: str
-    several = False
-
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
         if (given := self.given(values)) is None:
             return []
-        moment = parse_datetime_ms(_SPACE_FOR_PLUS.sub(r"+\1", given))
-        if moment is None:
-            errors[self.parameter] = ["must be an RFC 3339 date-time, e.g. 2026-11-21T16:06:29.123Z."]
+        value, problem = self.kind.read_text(given, context)
+        if problem is not None:
+            errors[self.parameter] = [problem]
             return []
-        return [_time_condition(self.column, self.operator, moment)]
+        if self.operator is Operator.DIFFERS:
+            return [Condition((self.column,), self.operator, (value,))]
+        return [_bound_condition(self.column, self.operator, value)]
 
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
-        return [parameter(self.parameter, DATE_TIME_PARAMETER_SCHEMA, self.description)]
+        return [parameter(self.parameter, self.kind.text_schema(context), self.description)]
 
 
-def _time_condition(column: str, operator: Operator, moment: Fraction | int) -> Condition:
-    whole = isinstance(moment, int) or moment.denominator == 1
+def _bound_condition(column: str, operator: Operator, value: Any) -> Condition:
+    """A comparison with a value that may fall between two stored ones: a moment with a fraction of a
+    millisecond, whose stored counterparts are whole."""
+    if not isinstance(value, Fraction):
+        return Condition((column,), operator, (value,))
+    whole = value.denominator == 1
     if operator in (Operator.AT_LEAST, Operator.BELOW):
         # >= x.4 is >= x+1, and so is < x.4 (< x+1): both take the next whole millisecond.
-        return Condition((column,), operator, (math.ceil(moment),))
+        return Condition((column,), operator, (math.ceil(value),))
     if operator is Operator.AT_MOST:
-        return Condition((column,), operator, (math.floor(moment),))
+        return Condition((column,), operator, (math.floor(value),))
     if not whole:
         return Condition((column,), Operator.NEVER, ())
-    return Condition((column,), operator, (int(moment),))
+    return Condition((column,), operator, (int(value),))
 
 
-@dataclass(frozen=True)
-class NumberBound(_OneColumn, OneParameter):
+ANY_MOMENT = Instant(-(2**62))
+"""The kind of a date-time a list compares stored ones with: any RFC 3339 date-time."""
+ANY_NUMBER = WholeNumber(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+
+
+def time_bound(parameter: str, column: str, operator: Operator, description: str) -> Compared:
+    """`parameter` is an RFC 3339 date-time (`Z` or an offset); `column` (epoch milliseconds) must be `operator`
+    it. Stored times are whole milliseconds, so a bound between two of them is read exactly."""
+    return Compared(parameter, column, ANY_MOMENT, operator, description)
+
+
+def number_bound(parameter: str, column: str, operator: Operator, description: str) -> Compared:
     """`parameter` is a whole number; `column` must be `operator` it."""
-
-    column: str
-    operator: Operator
-    description: str
-    several = False
-
-    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
-        if (given := self.given(values)) is None:
-            return []
-        number = read_integer(given)
-        if number is None:
-            errors[self.parameter] = [f"must be a whole number from {-MAX_SAFE_INTEGER} to {MAX_SAFE_INTEGER}."]
-            return []
-        return [Condition((self.column,), self.operator, (number,))]
-
-    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
-        schema = {"type": "integer", "minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER}
-        return [parameter(self.parameter, schema, self.description)]
-
-
-_INTEGER = re.compile(r"-?[0-9]{1,16}", re.ASCII)
-
-
-def read_integer(text: str) -> int | None:
-    if not _INTEGER.fullmatch(text):
-        return None
-    number = int(text)
-    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
+    return Compared(parameter, column, ANY_NUMBER, operator, description)
 
 
 def ids_filter(column: str = "id") -> AnyOf:

@@ -4,13 +4,24 @@ offending parameter at once."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.resources.declaration import Resource
-from petrecords.resources.fields import MAX_SAFE_INTEGER, Context
-from petrecords.resources.filters import Errors, Filter, Owner, TimeBound, ids_filter, split_values
+from petrecords.resources.fields import MAX_SAFE_INTEGER, Context, Email, Kind, Operation, RecordId
+from petrecords.resources.filters import (
+    ANY_MOMENT,
+    AnyOf,
+    Compared,
+    Errors,
+    Filter,
+    Matches,
+    Owner,
+    ids_filter,
+    split_values,
+    time_bound,
+)
 from petrecords.store.base import Condition, Operator, SortKey
 
 MAX_QUERY_FIELDS = 200
@@ -29,17 +40,92 @@ def common_filters() -> tuple[Filter, ...]:
     """The filters every resource has, before its own."""
     return (
         ids_filter(),
-        TimeBound("createdFrom", "created_at", Operator.AT_LEAST, "createdAt ≥ this (RFC 3339, `Z` or an offset)."),
-        TimeBound("createdTo", "created_at", Operator.BELOW, "createdAt < this."),
-        TimeBound("modifiedFrom", "modified_at", Operator.AT_LEAST, "modifiedAt ≥ this."),
-        TimeBound("modifiedTo", "modified_at", Operator.BELOW, "modifiedAt < this."),
+        time_bound("createdFrom", "created_at", Operator.AT_LEAST, "createdAt ≥ this (RFC 3339, `Z` or an offset)."),
+        time_bound("createdTo", "created_at", Operator.BELOW, "createdAt < this."),
+        time_bound("modifiedFrom", "modified_at", Operator.AT_LEAST, "modifiedAt ≥ this."),
+        time_bound("modifiedTo", "modified_at", Operator.BELOW, "modifiedAt < this."),
     )
 
 
 def list_filters(resource: Resource) -> tuple[Filter, ...]:
-    """Every filter of a resource's list, in the order its parameters are documented."""
+    """Every filter of a resource's list, in the order its parameters are documented: the common ones, its own,
+    and those of the web data providers' conventions."""
     common = common_filters()
-    return (common[0], *resource.filters, *common[1:])
+    return (common[0], *resource.filters, *common[1:], *convention_filters(resource))
+
+
+# --- the conventions of web data providers (Refine's and react-admin's simple REST, after json-server) ---------
+
+AUDIT_FIELDS: dict[str, tuple[str, Kind]] = {
+    "id": ("id", RecordId()),
+    "createdAt": ("created_at", ANY_MOMENT),
+    "createdBy": ("created_by", Email()),
+    "modifiedAt": ("modified_at", ANY_MOMENT),
+    "modifiedBy": ("modified_by", Email()),
+}
+"""The fields every record has: their columns and kinds."""
+SUFFIXES = {"_like": Operation.MATCH, "_gte": Operation.BOUND, "_lte": Operation.BOUND, "_ne": Operation.DIFFER}
+
+
+def compared_fields(resource: Resource) -> dict[str, tuple[str, Kind]]:
+    """The fields that the conventions compare: the sort fields, and the other fields a declared filter reads
+    (a vaccine's description, which `search` reads)."""
+    fields = {**AUDIT_FIELDS, **{f.name: (f.column, f.kind) for f in resource.fields if f.kind.embeds is None}}
+    filtered = {column for one in resource.filters for column in one.columns}
+    names = [
+        *resource.sort_fields,
+        *(
+            field.name
+            for field in resource.fields
+            if field.kind.embeds is None
+            and field.name not in resource.sort_fields
+            and {field.column, field.key_column} & filtered
+        ),
+    ]
+    return {name: fields[name] for name in names}
+
+
+def convention_filters(resource: Resource) -> tuple[Filter, ...]:
+    """`{field}_like` (a substring of a text field that can be matched), `{field}_gte` and `{field}_lte`
+    (inclusive bounds of a date-time or a number), `{field}_ne` (differs, null included: listed values, ids,
+    e-mails), `q` (the same as `search`) and `id` (the same as `ids`)."""
+    found: list[Filter] = []
+    for name, (column, kind) in compared_fields(resource).items():
+        if Operation.MATCH in kind.operations:
+            found.append(
+                Matches(
+                    f"{name}_like",
+                    (kind.key_column or column,),
+                    substring=True,
+                    description=f"Case-insensitive substring of {name}.",
+                    kept=kind.kept_controls,
+                )
+            )
+        if Operation.BOUND in kind.operations:
+            found.append(Compared(f"{name}_gte", column, kind, Operator.AT_LEAST, f"{name} ≥ this."))
+            found.append(Compared(f"{name}_lte", column, kind, Operator.AT_MOST, f"{name} ≤ this."))
+        if Operation.DIFFER in kind.operations:
+            found.append(Compared(f"{name}_ne", column, kind, Operator.DIFFERS, f"{name} differs (null included)."))
+    search = next((one for one in resource.filters if one.parameters == ("search",)), None)
+    if isinstance(search, Matches):
+        found.append(replace(search, parameter="q", description=f"The same as search: {search.description}"))
+    found.append(AnyOf("id", "id", RecordId(), "The same as ids (as a data provider's getMany sends them)."))
+    return tuple(found)
+
+
+def _misfit(resource: Resource, name: str) -> str | None:
+    """Why `name` is no parameter, when it is a convention's operator on a field it does not fit."""
+    for suffix in SUFFIXES:
+        field = name.removesuffix(suffix)
+        if field != name and field in compared_fields(resource):
+            fitting = [
+                other
+                for other, operation in SUFFIXES.items()
+                if operation in compared_fields(resource)[field][1].operations
+            ]
+            takes = ", ".join(f"{field}{other}" for other in fitting) if fitting else "no such operator"
+            return f"is not a parameter of this operation: {suffix} does not fit {field} (it takes {takes})."
+    return None
 
 
 def list_parameters(resource: Resource) -> tuple[str, ...]:
@@ -133,14 +219,17 @@ def parse_list_query(
 ) -> ListRequest:
     filters = list_filters(resource)
     known = list_parameters(resource)
-    several = {"sort"} | {name for one in filters if one.several for name in one.parameters}
+    several = {"sort", "order"} | {name for one in filters if one.several for name in one.parameters}
     values: dict[str, list[str]] = {}
     for name, value in pairs:
         values.setdefault(name, []).append(value)
     errors: Errors = {}
     for name, given in values.items():
         if name not in known:
-            errors[name] = ["is not a parameter of this operation; expected one of " + ", ".join(known) + "."]
+            errors[name] = [
+                _misfit(resource, name)
+                or "is not a parameter of this operation; expected one of " + ", ".join(known) + "."
+            ]
         elif name not in several and len(given) > 1:
             errors[name] = ["must be given once."]
     single = {name: given for name, given in values.items() if name not in errors}
@@ -167,17 +256,27 @@ def parse_list_query(
 
 
 def _sort(resource: Resource, values: dict[str, list[str]], errors: Errors, context: Context) -> tuple[SortKey, ...]:
-    descending_default = False
-    if (raw := values.get("order")) is not None:
-        if raw[0].lower() not in ("asc", "desc"):
-            errors["order"] = ["must be asc or desc."]
-        descending_default = raw[0].lower() == "desc"
+    """The sort: `sort` fields (`-` for descending) in the direction `order` gives those without `-`; or, with a
+    list of directions in `order`, each field in its own (as data providers send `sort=petType,name&order=asc,desc`,
+    no field then carrying a `-`)."""
+    directions = [item.lower() for item in split_values(values.get("order", []))]
+    if any(direction not in ("asc", "desc") for direction in directions):
+        errors["order"] = ["must be asc or desc, or a comma-separated list of them, one for each sort field."]
+        directions = []
+    items = split_values(values["sort"]) if "sort" in values else []
+    listed = len(directions) > 1
+    if listed and (len(directions) != len(items) or any(item.startswith("-") for item in items)):
+        errors["order"] = [
+            "must be asc or desc, or one of them for each sort field, in the same order, when no sort field carries "
+            f"a - (sort names {len(items)} field{'s' if len(items) != 1 else ''}; the default is createdAt)."
+        ]
+        listed, directions = False, []
+    descending_default = directions == ["desc"]
     columns = sort_columns(resource, context)
     sort: list[SortKey] = []
-    if "sort" in values:
+    if items:
         seen: set[str] = set()
-        for item in split_values(values["sort"]):
-            descending = item.startswith("-")
+        for position, item in enumerate(items):
             name = item.removeprefix("-").lower()
             key = columns.get(name)
             if key is None or name in seen:
@@ -188,7 +287,8 @@ def _sort(resource: Resource, values: dict[str, list[str]], errors: Errors, cont
                 ]
                 break
             seen.add(name)
-            sort.append(SortKey(key.column, descending or descending_default, key.rank))
+            descending = directions[position] == "desc" if listed else item.startswith("-") or descending_default
+            sort.append(SortKey(key.column, descending, key.rank))
     else:
         sort.append(SortKey("created_at", descending_default))
     if all(key.column != "id" for key in sort):

@@ -54,6 +54,8 @@ class Operator(enum.Enum):
     """Each value is a LIKE pattern (escape `\\`) that one of the columns must match."""
     NEVER = "never"
     """Matches nothing (a bound that no stored value can meet)."""
+    DIFFERS = "differs"
+    """The value differs from the one given, null included."""
 
 
 class Condition(msgspec.Struct, frozen=True):
@@ -255,6 +257,17 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def purge_expired_idempotency_keys(self, *, now_ms: int, limit: int) -> None: ...
+
+    @abc.abstractmethod
+    async def keep_ticket(self, ticket_hash: str, caller: bytes, *, expires_at_ms: int) -> None:
+        """Keep a stream ticket (by its hash) for its caller until it expires."""
+
+    @abc.abstractmethod
+    async def take_ticket(self, ticket_hash: str, *, now_ms: int) -> bytes | None:
+        """The caller of a ticket, which is gone once taken; None when there is no such ticket, or it expired."""
+
+    @abc.abstractmethod
+    async def purge_expired_tickets(self, *, now_ms: int, limit: int) -> None: ...
 
 
 class Store(abc.ABC):

@@ -160,6 +160,7 @@ def _condition(
         Operator.AT_LEAST: first >= bound,
         Operator.BELOW: first < bound,
         Operator.AT_MOST: first <= bound,
+        Operator.DIFFERS: first.is_distinct_from(bound),
     }
     return comparisons[operator]
 

@@ -69,6 +69,7 @@ from petrecords.store.records import (
 from petrecords.tables import (
     ALL_OWNERS,
     idempotency_keys,
+    stream_tickets,
 )
 
 _IDEMPOTENCY_KEY_IS = (idempotency_keys.c.caller == sa.bindparam("caller")) & (
@@ -90,6 +91,21 @@ _EXPIRED_IDEMPOTENCY_KEYS = (
 )
 PURGE_EXPIRED_IDEMPOTENCY_KEYS = sa.delete(idempotency_keys).where(
     sa.tuple_(idempotency_keys.c.caller, idempotency_keys.c.key).in_(_EXPIRED_IDEMPOTENCY_KEYS)
+)
+
+INSERT_TICKET = sa.insert(stream_tickets).values(values_of(stream_tickets))
+# Taken and gone in one statement: of two that send the same ticket at once, one gets it.
+TAKE_TICKET = (
+    sa.delete(stream_tickets)
+    .where(stream_tickets.c.ticket_hash == sa.bindparam("ticket_hash"))
+    .returning(stream_tickets.c.caller, stream_tickets.c.expires_at)
+)
+PURGE_EXPIRED_TICKETS = sa.delete(stream_tickets).where(
+    stream_tickets.c.ticket_hash.in_(
+        sa.select(stream_tickets.c.ticket_hash)
+        .where(stream_tickets.c.expires_at <= sa.bindparam("now_ms"))
+        .limit(sa.bindparam("limit"))
+    )
 )
 
 # Alembic's own table, which tables.py does not describe.
@@ -399,6 +415,19 @@ class SqlTransaction(Transaction):
 
     async def purge_expired_idempotency_keys(self, *, now_ms: int, limit: int) -> None:
         await self.execute(PURGE_EXPIRED_IDEMPOTENCY_KEYS, {"now_ms": now_ms, "limit": limit})
+
+    async def keep_ticket(self, ticket_hash: str, caller: bytes, *, expires_at_ms: int) -> None:
+        await self.execute(INSERT_TICKET, {"ticket_hash": ticket_hash, "caller": caller, "expires_at": expires_at_ms})
+
+    async def take_ticket(self, ticket_hash: str, *, now_ms: int) -> bytes | None:
+        rows = await self.fetch((TAKE_TICKET, {"ticket_hash": ticket_hash}))
+        if not rows:
+            return None
+        caller, expires_at = rows[0]
+        return bytes(caller) if expires_at > now_ms else None
+
+    async def purge_expired_tickets(self, *, now_ms: int, limit: int) -> None:
+        await self.execute(PURGE_EXPIRED_TICKETS, {"now_ms": now_ms, "limit": limit})
 
 
 class SqlStore(Store):

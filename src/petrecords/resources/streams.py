@@ -1,0 +1,163 @@
+"""What bounds a live change stream: the tickets that open one from a browser page (EventSource cannot send a
+token), how many a caller may hold at once, and when one ends."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import itertools
+import math
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import msgspec
+
+from petrecords.auth import Caller
+from petrecords.errors import RateLimited, Unauthenticated
+from petrecords.store.base import Store
+from petrecords.values import now_ms
+
+TICKET_SECONDS = 60
+"""How long a ticket may wait for its stream."""
+_TICKET_BYTES = 32
+_PURGED_PER_ISSUE = 100
+
+
+def _digest(ticket: str) -> str:
+    # Kept by its hash: the database never holds what opens a stream.
+    return hashlib.sha256(ticket.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Tickets:
+    """Stream tickets, kept in the database so that any instance redeems what another issued; each opens one
+    stream, once, within TICKET_SECONDS of its issue, for the caller it was issued to."""
+
+    def __init__(self, store: Callable[[], Store]) -> None:
+        self._store = store
+
+    async def issue(self, caller: Caller) -> tuple[str, int]:
+        """A new ticket for `caller`, and when it expires (epoch milliseconds)."""
+        ticket = secrets.token_urlsafe(_TICKET_BYTES)
+        now = now_ms()
+        expires_at = now + TICKET_SECONDS * 1000
+        async with self._store().transaction(write=True) as tx:
+            await tx.keep_ticket(_digest(ticket), msgspec.json.encode(caller), expires_at_ms=expires_at)
+            await tx.purge_expired_tickets(now_ms=now, limit=_PURGED_PER_ISSUE)
+        return ticket, expires_at
+
+    async def redeem(self, ticket: str) -> Caller:
+        """The caller of a ticket, which is then gone; 401 for one used before, expired or altered."""
+        async with self._store().transaction(write=True) as tx:
+            kept = await tx.take_ticket(_digest(ticket), now_ms=now_ms())
+        if kept is None:
+            raise Unauthenticated(
+                "The stream ticket is not valid: each opens one stream, once, within a minute.", token_sent=True
+            )
+        return msgspec.json.decode(kept, type=Caller)
+
+
+def stream_deadline(caller: Caller, *, leeway_seconds: float) -> float:
+    """When a caller's stream must end (seconds since 1970): its token's expiry, plus the clock-skew allowance."""
+    return caller.expires_at + leeway_seconds if math.isfinite(caller.expires_at) else math.inf
+
+
+class Slot:
+    """One stream's place among its caller's, given back once: when the stream ends, is closed, or is dropped
+    without ever being read (a client that went before its first event)."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def give_back(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def around(self, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The stream's frames, holding the slot until they end."""
+        return _Held(frames, self)
+
+    def __del__(self) -> None:
+        self.give_back()
+
+
+class _Held:
+    def __init__(self, frames: AsyncIterator[bytes], slot: Slot) -> None:
+        self._frames = frames
+        self._slot = slot
+
+    def __aiter__(self) -> _Held:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await anext(self._frames)
+        except BaseException:
+            self._slot.give_back()
+            raise
+
+    async def aclose(self) -> None:
+        self._slot.give_back()
+        close = getattr(self._frames, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class StreamSlots:
+    """How many live streams each caller holds in this instance, at most `limit` each.
+
+    Under `petrecords serve` the workers of an instance share a directory: a stream is a file named after its
+    process in its caller's folder, counted while that process lives, so that a worker that dies takes its
+    streams out of the count with it. An app that runs alone counts its own."""
+
+    def __init__(self, limit: int, *, directory: Path | None, retry_after_seconds: int) -> None:
+        self._limit = limit
+        self._directory = directory
+        self._retry_after = retry_after_seconds
+        self._held: dict[str, int] = {}
+        self._names = itertools.count()
+
+    def take(self, caller: str) -> Slot:
+        """One of the caller's slots; 429 when every one is taken."""
+        if self._directory is not None:
+            path = self._take_shared(self._directory, caller)
+            return Slot(lambda: path.unlink(missing_ok=True))
+        if self._held.get(caller, 0) >= self._limit:
+            raise RateLimited(self._retry_after)
+        self._held[caller] = self._held.get(caller, 0) + 1
+        return Slot(lambda: self._give_back(caller))
+
+    def _give_back(self, caller: str) -> None:
+        self._held[caller] -= 1
+        if not self._held[caller]:
+            del self._held[caller]
+
+    def _take_shared(self, directory: Path, caller: str) -> Path:
+        folder = directory / hashlib.sha256(caller.encode()).hexdigest()[:32]
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            held = 0
+            for slot in folder.glob("*.stream"):
+                if _alive(int(slot.name.split("-", 1)[0])):
+                    held += 1
+                else:
+                    slot.unlink(missing_ok=True)
+            if held >= self._limit:
+                raise RateLimited(self._retry_after)
+            slot = folder / f"{os.getpid()}-{next(self._names)}-{time.monotonic_ns()}.stream"
+            slot.touch()
+            return slot
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
