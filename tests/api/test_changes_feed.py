@@ -3,6 +3,7 @@ to a reader that follows nextCursor, visibility, retention, and the live stream.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -199,6 +200,65 @@ class TestFeed:
         assert_error(await client.get("/v1/changes"), 401, 997)
 
 
+class TestCursorsNeverHandedOut:
+    """A cursor is opaque: any the service never handed out (parts beyond what the database holds, one ahead of
+    the log's head, one no change has) is 400/994 naming where it came from, on the page and when a live stream
+    resumes, never a 500 nor a stream cut after its 200."""
+
+    @pytest.fixture
+    async def last(self, client: Client) -> tuple[int, int]:
+        """The cursor of the last change of a log of two, as numbers."""
+        await create(client, ALICE, name="one")
+        await create(client, ALICE, name="two")
+        await settled(client, 2)
+        cursor = (await read_all(client))[-1]["cursor"]
+        xid, position = cursor.split("-")
+        return int(xid, 16), int(position, 16)
+
+    @staticmethod
+    def never_handed_out(last: tuple[int, int]) -> list[str]:
+        xid, position = last
+        return [
+            "8000000000000000-0",
+            f"{xid:x}-8000000000000000",
+            "ffffffffffffffff-ffffffffffffffff",
+            "7fffffffffffffff-7fffffffffffffff",
+            f"{xid:x}-{position + 1:x}",  # one ahead of the log's head
+            f"{xid + 1:x}-0",
+            f"0{xid:x}-{position:x}",  # the last change's, written otherwise
+            f"{xid:X}-{position:X}" if xid else f"0-{position:X}0",
+        ]
+
+    async def test_on_the_page_it_is_400(self, client: Client, last: tuple[int, int]) -> None:
+        for cursor in self.never_handed_out(last):
+            response = await client.get("/v1/changes", params={"after": cursor}, headers=auth(ADMIN, admin=True))
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["after"], cursor
+
+    async def test_when_a_live_stream_resumes_it_is_400(self, client: Client, last: tuple[int, int]) -> None:
+        for cursor in self.never_handed_out(last):
+            headers = {**auth(ADMIN, admin=True), "Accept": "text/event-stream", "Last-Event-ID": cursor}
+            async with asyncio.timeout(5):  # a stream that opened would not end
+                response = await client.get("/v1/changes", headers=headers)
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["Last-Event-ID"], cursor
+            after = {"Accept": "text/event-stream", **auth(ADMIN, admin=True)}
+            async with asyncio.timeout(5):
+                response = await client.get("/v1/changes", params={"after": cursor}, headers=after)
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["after"], cursor
+
+    async def test_every_cursor_handed_out_is_taken(self, client: Client) -> None:
+        empty = await read_feed(client)  # an empty log's page: its nextCursor is where the kept changes start
+        await create(client, ALICE, name="one")
+        await create(client, ALICE, name="two")
+        await settled(client, 2)
+        changes = await read_all(client, limit=1)
+
+        for cursor in [empty["nextCursor"], *(change["cursor"] for change in changes)]:
+            assert (await read_feed(client, after=cursor))["nextCursor"]
+
+
 class TestRetention:
     async def test_expired_changes_go_and_a_cursor_behind_them_is_410(
         self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
@@ -219,7 +279,9 @@ class TestRetention:
             await store.close()
 
             assert removed == 4
-            assert (await read_feed(client))["items"] == []
+            kept_from = await read_feed(client)
+            assert kept_from["items"] == []
+            assert (await read_feed(client, after=kept_from["nextCursor"]))["items"] == []
             assert_error(await client.get(f"/v1/changes?after={first}", headers=auth()), 410, 983)
             assert (await client.get(f"{old.headers['location']}/history", headers=auth())).json()["totalCount"] == 0
 

@@ -39,7 +39,11 @@ KEEP_ALIVE_SPREAD = 0.75
 """The shortest wait for a keep-alive comment, as a fraction of the configured interval."""
 BUFFERED_CHANGES = 4096
 """Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
-_CURSOR = re.compile(r"([0-9a-f]{1,16})-([0-9a-f]{1,16})")
+_CURSOR = re.compile(r"(0|[1-9a-f][0-9a-f]{0,15})-(0|[1-9a-f][0-9a-f]{0,15})")
+"""A cursor as `encode_cursor` writes it: two parts in lower-case hexadecimal, without leading zeros."""
+_CURSOR_PART_LIMIT = 1 << 63
+"""Each part of a cursor is a signed 64-bit integer in the database."""
+_NOT_HANDED_OUT = "must be a cursor this service handed out (nextCursor, a change's cursor)."
 
 
 def encode_cursor(cursor: Cursor) -> str:
@@ -48,9 +52,10 @@ def encode_cursor(cursor: Cursor) -> str:
 
 def decode_cursor(name: str, text: str) -> Cursor:
     match = _CURSOR.fullmatch(text)
-    if match is None:
-        raise ValidationFailed.single(name, "must be a cursor this service handed out (nextCursor, a change's cursor).")
-    return int(match.group(1), 16), int(match.group(2), 16)
+    cursor = (int(match.group(1), 16), int(match.group(2), 16)) if match else None
+    if cursor is None or max(cursor) >= _CURSOR_PART_LIMIT:
+        raise ValidationFailed.single(name, _NOT_HANDED_OUT)
+    return cursor
 
 
 def change_wire(change: Change) -> dict[str, Any]:
@@ -154,15 +159,29 @@ def parse_feed_query(pairs: Sequence[tuple[str, str]], resources: ResourceSet) -
     return FeedRequest(after=after, limit=limit, resources=names)
 
 
-async def start_of(tx: Transaction, after: Cursor | None) -> Cursor:
+async def start_of(tx: Transaction, after: Cursor | None, *, name: str = "after") -> Cursor:
     """Where a read of the feed starts: after `after`, or at the oldest change kept; 410 when changes after
-    `after` have been removed by retention."""
+    `after` have been removed by retention; 400, naming the parameter, when `after` is no cursor this service
+    hands out (a change's, or where the kept changes start), such as one ahead of the log's head."""
     purged = await tx.purged_through()
     if after is None:
         return purged
     if after < purged:
         raise CursorExpired()
+    if after != purged and not await _is_a_change(tx, after):
+        if after < await tx.purged_through():  # removed by retention meanwhile
+            raise CursorExpired()
+        raise ValidationFailed.single(name, _NOT_HANDED_OUT)
     return after
+
+
+async def _is_a_change(tx: Transaction, cursor: Cursor) -> bool:
+    """Whether a kept change has this cursor: no cursor lies between it and the one just before it, so the first
+    change after that one is this change, if there is one. A cursor handed out is of a change that had committed
+    below the horizon, which only moves forward."""
+    xid, position = cursor
+    following = await tx.changes_after((xid, position - 1), limit=1, reader=None, resources=None)
+    return bool(following) and following[0].cursor == cursor
 
 
 HELD_BACK_WAIT_SECONDS = 2.0

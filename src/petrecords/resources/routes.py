@@ -435,7 +435,7 @@ def feed_routes(resources: ResourceSet) -> Router:
             last_event_id = request.headers.get("Last-Event-ID")
             already: frozenset[Cursor] = frozenset()
             if last_event_id is not None:
-                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id))
+                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id), name="Last-Event-ID")
             elif feed.after is not None:
                 start = await start_of(tx, feed.after)
             else:
