@@ -3,11 +3,14 @@ the client commands against a running server."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +191,59 @@ class TestClientCommands:
         result = _run("pets", "list", "--url", "http://127.0.0.1:1", "--token", "x", cwd=tmp_path)
 
         _one_line_failure(result, "cannot reach the server")
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each request's path and Authorization header. With `redirect_to` set, it answers every path but
+    those under /moved with a redirect to `redirect_to` + /moved + the path; otherwise with an empty page."""
+
+    redirect_to: str | None = None
+    seen: list[tuple[str, str | None]]
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        if self.redirect_to is not None and not self.path.startswith("/moved/"):
+            self.send_response(302)
+            self.send_header("Location", f"{self.redirect_to}/moved{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b'{"items": [], "pageIndex": 1, "pageSize": 20, "totalPages": 0, "totalCount": 0}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _http_server(redirect_to: str | None) -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
+    """A real HTTP server on a free port of its own: its URL, and the requests it received."""
+    seen: list[tuple[str, str | None]] = []
+    handler = type("Handler", (_Recorder,), {"redirect_to": redirect_to, "seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class TestClientRedirects:
+    def test_the_token_follows_a_redirect_within_the_origin_only(self, tmp_path: Path) -> None:
+        with _http_server("") as (server, asked):  # a relative Location: the same server
+            within = _run("pets", "list", "--url", server, "--token", "the-token", "--json", cwd=tmp_path)
+        with _http_server(None) as (elsewhere, reached), _http_server(elsewhere) as (server, redirected):
+            away = _run("pets", "list", "--url", server, "--token", "the-token", cwd=tmp_path)
+
+        assert within.returncode == 0, within.stderr
+        assert asked == [("/v1/pets?", "Bearer the-token"), ("/moved/v1/pets", "Bearer the-token")]
+        _one_line_failure(away, f"--url {server}", f"redirected to {elsewhere}")
+        assert redirected == [("/v1/pets?", "Bearer the-token")]
+        assert reached == []
