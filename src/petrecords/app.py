@@ -76,7 +76,7 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         app.state.store = open_store(settings)
-        duties = Duties(settings, lambda: app.state.store, instance=new_instance_id())
+        duties = Duties(settings, lambda: app.state.store, instance=new_instance_id(), metrics=metrics)
         duties.start()
         try:
             yield

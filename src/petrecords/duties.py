@@ -17,6 +17,7 @@ import nats.js.errors
 
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
+from petrecords.metrics import Metrics
 from petrecords.resources.feed import change_wire
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
@@ -40,15 +41,22 @@ class Retention:
     BATCH = 1000
     LEASE = "changes-retention"
 
-    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
+    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
         self._days = settings.changes_retention_days
         self._store = store
         self._instance = instance
+        self._metrics = metrics
 
     async def run(self) -> None:
         while True:
-            with contextlib.suppress(*STORE_ERRORS):
+            try:
                 await self.purge()
+            except STORE_ERRORS:
+                pass  # the database is away: the next round tries again
+            except Exception:
+                # A bug must not end retention for the life of the process: it is logged, counted and tried again.
+                self._metrics.duty_failures.labels("retention").inc()
+                log.exception("removing expired changes failed; trying again in %g s", self.INTERVAL_SECONDS)
             await asyncio.sleep(self.INTERVAL_SECONDS)
 
     async def purge(self, *, now: int | None = None) -> int:
@@ -238,8 +246,9 @@ class Duties:
     TASK_NAME = "petrecords duty"
     """The start of the names of their tasks."""
 
-    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
-        self._jobs: dict[str, Callable[[], Any]] = {"retention": Retention(settings, store, instance=instance).run}
+    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
+        retention = Retention(settings, store, instance=instance, metrics=metrics)
+        self._jobs: dict[str, Callable[[], Any]] = {"retention": retention.run}
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance).run
         self._tasks: list[asyncio.Task[None]] = []

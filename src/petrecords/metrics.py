@@ -1,5 +1,5 @@
 """Prometheus figures: requests and latency by route and status, database pool use and outages, the background
-duties' failures and what is waiting to be published to NATS."""
+duties' failures."""
 
 from __future__ import annotations
 
@@ -107,6 +107,14 @@ class Metrics:
             ["state"],
             registry=self.registry,
             **pool_mode,  # type: ignore[arg-type]
+        )
+
+        self.duty_failures = Counter(
+            "petrecords_duty_failures",
+            "Unexpected failures of a background duty (each logged with its traceback; the duty goes on), by duty: "
+            "retention, publisher.",
+            ["duty"],
+            registry=self.registry,
         )
 
     def observe(self, *, method: str, route: str, status: int, seconds: float) -> None:

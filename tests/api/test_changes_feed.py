@@ -4,6 +4,7 @@ to a reader that follows nextCursor, visibility, retention, and the live stream.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +14,11 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.duties import Retention
+from petrecords.metrics import Metrics
+from petrecords.store.base import Store
 from petrecords.values import now_ms
 from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, until
+from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, run_sql, until
 
 Client = AsyncTestClient[Any]
 DAY_MS = 86_400_000
@@ -272,7 +275,7 @@ class TestRetention:
             for number in range(3):
                 await create(client, ALICE, name=f"later {number}")
             await settled(client, 4)
-            retention = Retention(settings, lambda: store, instance="test")
+            retention = Retention(settings, lambda: store, instance="test", metrics=Metrics())
             retention.BATCH = 2  # small batches, to see several of them
 
             removed = await retention.purge(now=now_ms() + 31 * DAY_MS)
@@ -293,8 +296,51 @@ class TestRetention:
         async with make_client(settings) as client:
             await create(client, ALICE)
             await settled(client, 1)
-            retention = Retention(settings, lambda: store, instance="test")
+            retention = Retention(settings, lambda: store, instance="test", metrics=Metrics())
 
             assert await retention.purge(now=now_ms() + 10_000 * DAY_MS) == 0
             await store.close()
             assert len((await read_feed(client))["items"]) == 1
+
+    async def test_an_error_not_of_the_database_is_logged_counted_and_retention_goes_on(
+        self,
+        make_client: Callable[[Settings], Client],
+        make_settings: Callable[..., Settings],
+        database_url: str,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        settings = make_settings(changes_retention_days=30)
+        store = open_store(settings)
+        async with make_client(make_settings(changes_retention_days=0)) as client:  # whose own duty does nothing
+            await create(client, ALICE)
+            await settled(client, 1)
+            await run_sql(database_url, "UPDATE changes SET at = 0")  # written long ago: expired
+            rounds = 0
+
+            def store_once_broken() -> Store:
+                nonlocal rounds
+                rounds += 1
+                if rounds == 1:
+                    raise RuntimeError("not the database's")
+                return store
+
+            metrics = Metrics()
+            retention = Retention(settings, store_once_broken, instance="test", metrics=metrics)
+            retention.INTERVAL_SECONDS = 0.05  # a minute, shortened
+            running = asyncio.create_task(retention.run())
+            try:
+
+                async def purged() -> bool:
+                    return (await read_feed(client))["items"] == []
+
+                await until(purged, what="the expired change removed after the failure", seconds=5)
+            finally:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+                await store.close()
+
+        failures = [record for record in caplog.records if record.name == "petrecords.duties"]
+        assert [record.levelno for record in failures] == [logging.ERROR]
+        assert failures[0].exc_info is not None
+        assert str(failures[0].exc_info[1]) == "not the database's"
+        assert 'petrecords_duty_failures_total{duty="retention"} 1.0' in metrics.render().decode()
