@@ -104,6 +104,12 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=15, description="how often a quiet live change stream sends a comment"
     )
     nats_url: str | None = Field(default=None, description="nats://host:4222: publish every change to JetStream")
+    nats_stream: str = Field(
+        default="PETRECORDS",
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="the JetStream stream the changes are published to (made when missing); deployments that share "
+        "one NATS each need their own",
+    )
 
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

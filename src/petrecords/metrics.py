@@ -1,5 +1,5 @@
 """Prometheus figures: requests and latency by route and status, database pool use and outages, the background
-duties' failures."""
+duties' failures and what is waiting to be published to NATS."""
 
 from __future__ import annotations
 
@@ -115,6 +115,14 @@ class Metrics:
             "retention, publisher.",
             ["duty"],
             registry=self.registry,
+        )
+        unpublished_mode = {"multiprocess_mode": "livemostrecent"} if self._multiprocess else {}
+        self.nats_unpublished = Gauge(
+            "petrecords_nats_unpublished_changes",
+            "Committed changes not yet published to NATS JetStream: counted when publishing pauses and every minute "
+            "while it is paused, 0 once it has caught up.",
+            registry=self.registry,
+            **unpublished_mode,  # type: ignore[arg-type]
         )
 
     def observe(self, *, method: str, route: str, status: int, seconds: float) -> None:

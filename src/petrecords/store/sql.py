@@ -395,6 +395,11 @@ def committed_after_select(horizon: Horizon) -> sa.Select[Any]:
     )
 
 
+def count_after_select(horizon: Horizon) -> sa.Select[Any]:
+    """How many changes follow a cursor, committed whether or not past the horizon."""
+    return sa.select(sa.func.count()).select_from(changes).where(*_past_cursor(horizon))
+
+
 PURGE_CHANGES = sa.delete(changes).where(
     _change_cursor
     <= sa.tuple_(
@@ -981,6 +986,10 @@ class SqlTransaction(Transaction):
         values = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
         return [(row[0], row[1]) for row in await self.fetch((_committed_after(self.horizon), values))]
 
+    async def count_changes_after(self, cursor: Cursor) -> int:
+        values = {"after_xid": cursor[0], "after_position": cursor[1]}
+        return int((await self.fetch((_count_after(self.horizon), values)))[0][0])
+
     async def purged_through(self) -> Cursor:
         return await self.state_cursor(PURGED)
 
@@ -1087,3 +1096,8 @@ def _oldest(horizon: Horizon) -> sa.Select[Any]:
 @functools.lru_cache(maxsize=8)
 def _committed_after(horizon: Horizon) -> sa.Select[Any]:
     return committed_after_select(horizon)
+
+
+@functools.lru_cache(maxsize=8)
+def _count_after(horizon: Horizon) -> sa.Select[Any]:
+    return count_after_select(horizon)
