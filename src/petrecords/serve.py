@@ -16,7 +16,7 @@ from typing import Any
 
 from petrecords.auth import load_or_create_secret
 from petrecords.config import STOPPING_FILE_VARIABLE, ConfigurationError, Settings
-from petrecords.db import migrate
+from petrecords.db import check_database_folder, migrate
 
 log = logging.getLogger("petrecords.serve")
 
@@ -82,6 +82,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     from granian.server import Server
 
     check_port(host, port)
+    check_database_folder(settings)  # before the secret is made in the data directory
     load_or_create_secret(settings)
     migrate(settings)
     metrics_dir = None

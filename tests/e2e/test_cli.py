@@ -45,6 +45,35 @@ def _one_line_failure(result: subprocess.CompletedProcess[str], *expected: str) 
         assert text in lines[0], lines[0]
 
 
+BAD_SETTINGS = [
+    ({"PETRECORDS_DATABASE_URL": "garbage"}, "PETRECORDS_DATABASE_URL"),
+    ({"PETRECORDS_DATABASE_URL": "mysql://pets:hunter2@db/pets"}, "PETRECORDS_DATABASE_URL"),
+    ({"PETRECORDS_REDIS_URL": "garbage"}, "PETRECORDS_REDIS_URL"),
+    ({"PETRECORDS_REDIS_URL": "redis://cache:port/0"}, "PETRECORDS_REDIS_URL"),
+    (
+        {
+            "PETRECORDS_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+            "PETRECORDS_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "PETRECORDS_DATABASE_READ_URLS": "mysql://replica/pets",
+        },
+        "PETRECORDS_DATABASE_READ_URLS",
+    ),
+    (
+        {
+            "PETRECORDS_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+            "PETRECORDS_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "PETRECORDS_DATABASE_READ_URLS": "postgresql://replica/pets,not a url",
+        },
+        "PETRECORDS_DATABASE_READ_URLS",
+    ),
+    ({"PETRECORDS_AUTH_MODE": "jwks"}, "PETRECORDS_AUTH_JWKS_URL"),
+    ({"PETRECORDS_NATS_URL": "garbage"}, "PETRECORDS_NATS_URL"),
+    ({"PETRECORDS_RATELIMIT": "100"}, "did you mean PETRECORDS_RATE_LIMIT?"),
+    ({"PETRECORDS_DATABASE_URL": "sqlite:///no-such-folder/pets.sqlite3"}, "PETRECORDS_DATABASE_URL"),
+]
+"""Settings each refused in one line naming the setting, before anything is done."""
+
+
 class TestStartupFailures:
     def test_a_setting_out_of_range(self, tmp_path: Path) -> None:
         result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DB_POOL_SIZE": "0"})
@@ -69,6 +98,36 @@ class TestStartupFailures:
         result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(blocker / "data")})
 
         _one_line_failure(result, "PETRECORDS_DATA_DIR")
+
+    @pytest.mark.parametrize(("settings", "named"), BAD_SETTINGS)
+    def test_a_bad_setting_is_one_line_before_anything_is_served(
+        self, tmp_path: Path, settings: dict[str, str], named: str
+    ) -> None:
+        self._refused("serve", tmp_path, settings, named)
+
+    @pytest.mark.parametrize(("settings", "named"), [BAD_SETTINGS[1], BAD_SETTINGS[-2], BAD_SETTINGS[-1]])
+    def test_a_bad_setting_is_one_line_before_anything_is_migrated(
+        self, tmp_path: Path, settings: dict[str, str], named: str
+    ) -> None:
+        self._refused("migrate", tmp_path, settings, named)
+
+    @staticmethod
+    def _refused(command: str, tmp_path: Path, settings: dict[str, str], named: str) -> None:
+        arguments = [command, "--port", "0"] if command == "serve" else [command]
+        result = _run(*arguments, cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(tmp_path / "data"), **settings})
+
+        _one_line_failure(result, f"petrecords {command}: ", named)
+        assert result.returncode == 1
+        assert "hunter2" not in result.stderr
+        assert not result.stdout  # nothing migrated, nothing served, no log line
+        assert list(tmp_path.iterdir()) == []  # no data directory, secret or database made
+
+    def test_the_data_directory_is_made_when_missing(self, tmp_path: Path) -> None:
+        data_dir = tmp_path / "new" / "data"
+        result = _run("migrate", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+
+        assert result.returncode == 0, result.stderr
+        assert (data_dir / "petrecords.sqlite3").is_file()
 
     def test_a_busy_port(self, tmp_path: Path) -> None:
         with socket.socket() as taken:
