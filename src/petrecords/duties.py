@@ -170,7 +170,7 @@ class Publisher:
         cause = self._connect_error if isinstance(exc, nats.errors.NoServersError) and self._connect_error else exc
         reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         log.warning(
-            "publishing changes to NATS at %s is paused (%s); %s committed changes wait to be published",
+            "publishing changes to NATS paused (%s: %s); %s committed changes wait to be published",
             shown_url(self._url),
             reason,
             "an unknown number of" if waiting is None else waiting,
