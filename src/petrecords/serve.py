@@ -74,6 +74,20 @@ def check_port(host: str, port: int) -> None:
             raise ConfigurationError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
 
 
+def _granian_logging() -> dict[str, Any]:
+    """Granian's logging, in the server and in each worker: its lines as JSON, through the service's formatter."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "petrecords.logs.JsonFormatter"}},
+        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"}},
+        "loggers": {
+            "_granian": {"handlers": ["json"], "level": "INFO", "propagate": False},
+            "granian.access": {"handlers": ["json"], "level": "INFO", "propagate": False},
+        },
+    }
+
+
 def serve(settings: Settings, *, host: str, port: int, workers: int, threads: int, graceful_timeout: int) -> None:
     # Before Granian is imported: importing it raises the limit too, without a word.
     open_files = _raise_open_file_limit()
@@ -141,6 +155,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
             backpressure=connections,
             factory=True,
             log_access=False,
+            log_dictconfig=_granian_logging(),
             workers_kill_timeout=graceful_timeout,
         ).serve()
     finally:
