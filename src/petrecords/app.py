@@ -15,7 +15,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
-from petrecords.config import STOPPING_FILE_VARIABLE, Settings
+from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.duties import Duties
 from petrecords.http import ASGIApp, ServiceEdge
@@ -67,7 +67,9 @@ def create_token_verifier(settings: Settings) -> TokenVerifier:
     return VerifiedTokenCache(LocalTokenVerifier(load_or_create_secret(settings), settings))
 
 
-def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGIApp:
+def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_file: Path | None = None) -> ASGIApp:
+    """The service. Under `petrecords serve`, `stopping_file` appears once the server shuts down, and `ready_file`
+    once every one of its workers accepts connections (/readyz answers 503 until then)."""
     metrics = Metrics()
     rate_limiter = create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url)
     pet_types = PetTypes(settings.pet_types)
@@ -109,6 +111,7 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
     )
     app.state.settings = settings
     app.state.stopping_file = stopping_file
+    app.state.ready_file = ready_file
     app.state.pet_types = pet_types
     app.state.store = None
     app.state.rate_limiter = rate_limiter
@@ -128,8 +131,12 @@ def create_app_from_environment() -> ASGIApp:
     """The factory `petrecords serve` hands to each server worker: settings from PETRECORDS_* variables."""
     settings = Settings()
     configure_logging(settings.log_level)
-    stopping_file = os.environ.get(STOPPING_FILE_VARIABLE)
-    app = create_app(settings, stopping_file=Path(stopping_file) if stopping_file else None)
+    stopping_file, ready_file = os.environ.get(STOPPING_FILE_VARIABLE), os.environ.get(READY_FILE_VARIABLE)
+    app = create_app(
+        settings,
+        stopping_file=Path(stopping_file) if stopping_file else None,
+        ready_file=Path(ready_file) if ready_file else None,
+    )
     # A server process's modules, app, routes and statements live as long as it does: out of the collector's
     # full passes, which walked every one of them each time (60 ms pauses under writes, 100 ms with a thousand
     # live streams attached: the p99 of a create).

@@ -36,6 +36,9 @@ class ConfigurationError(Exception):
 STOPPING_FILE_VARIABLE = "PETRECORDS_SERVE_STOPPING_FILE"
 """Set by `petrecords serve` for its workers, not by operators: the file that appears once the server is
 shutting down."""
+READY_FILE_VARIABLE = "PETRECORDS_SERVE_READY_FILE"
+"""Set by `petrecords serve` for its workers, not by operators: the file that appears once every worker accepts
+connections."""
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
 """The signature algorithms an identity provider's tokens may use."""
 _DATABASE_URL_FORM = "sqlite:///PATH or postgresql://user:password@host:port/db"
@@ -250,6 +253,7 @@ OTHER_VARIABLES = frozenset(
         "PETRECORDS_TOKEN",
         # Set by `petrecords serve` for its workers.
         STOPPING_FILE_VARIABLE,
+        READY_FILE_VARIABLE,
         # The load balancer's, in deploy/haproxy.cfg, which a deployment may set beside the service's.
         "PETRECORDS_LB_BIND",
         "PETRECORDS_LB_STATS_SOCKET",

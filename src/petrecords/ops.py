@@ -55,6 +55,9 @@ async def readyz(request: Request[Any, Any, Any], store: NamedDependency[Store])
     if stopping is not None and stopping.exists():  # noqa: ASYNC240 - one stat costs less than a hop to a thread
         # Shutting down: a load balancer takes this instance out while it still answers what it gets.
         return service_error_response(DatabaseUnavailable("Not ready: the instance is shutting down."))
+    ready: Path | None = request.app.state.ready_file
+    if ready is not None and not ready.exists():  # noqa: ASYNC240 - as above
+        return service_error_response(DatabaseUnavailable("Not ready: the instance's workers are still starting."))
     if await store.schema_is_current():
         return Response(content=b'{"status":"ready"}', media_type="application/json")
     return service_error_response(

@@ -6,6 +6,7 @@ import errno
 import functools
 import logging
 import os
+import re
 import resource
 import shutil
 import socket
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from petrecords.auth import load_or_create_secret
-from petrecords.config import STOPPING_FILE_VARIABLE, ConfigurationError, Settings
+from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, ConfigurationError, Settings
 from petrecords.db import check_database_folder, migrate
 
 log = logging.getLogger("petrecords.serve")
@@ -74,15 +75,63 @@ def check_port(host: str, port: int) -> None:
             raise ConfigurationError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
 
 
-def _granian_logging() -> dict[str, Any]:
-    """Granian's logging, in the server and in each worker: its lines as JSON, through the service's formatter."""
+class NotListeningYet(logging.Filter):
+    """Keeps back Granian's "Listening at" line, which it says before it starts a single worker; WorkersReady
+    says it once every worker accepts connections."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Listening at")
+
+
+_WORKER_STARTED = re.compile(r"Started worker-([0-9]+)")
+
+
+class WorkersReady(logging.Handler):
+    """Sees each worker's "Started worker-N" line, which a worker logs as it begins to accept connections, and
+    marks it ready in `directory`. The last of `workers` to start makes the ready file (/readyz answers 200 from
+    then on) and says where the server listens."""
+
+    def __init__(self, *, directory: str, workers: int, url: str) -> None:
+        super().__init__()
+        self._directory = Path(directory)
+        self._workers = workers
+        self._url = url
+
+    def emit(self, record: logging.LogRecord) -> None:
+        started = _WORKER_STARTED.fullmatch(record.getMessage())
+        if started is None:
+            return
+        (self._directory / f"worker-{started.group(1)}").touch()
+        if len(list(self._directory.glob("worker-*"))) < self._workers:
+            return
+        try:
+            # Made once: a worker started again later (after a crash) changes nothing.
+            with (self._directory / "ready").open("x"):
+                pass
+        except FileExistsError:
+            return
+        log.info("Listening at: %s", self._url, extra={"fields": {"workers": self._workers}})
+
+
+def _granian_logging(serve_dir: Path, *, workers: int, url: str) -> dict[str, Any]:
+    """Granian's logging, in the server and in each worker: its lines as JSON, through the service's formatter,
+    and each worker's start seen by WorkersReady."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "petrecords.logs.JsonFormatter"}},
-        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"}},
+        "filters": {"not_listening_yet": {"()": f"{__name__}.NotListeningYet"}},
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "filters": ["not_listening_yet"],
+                "stream": "ext://sys.stdout",
+            },
+            "ready": {"()": f"{__name__}.WorkersReady", "directory": str(serve_dir), "workers": workers, "url": url},
+        },
         "loggers": {
-            "_granian": {"handlers": ["json"], "level": "INFO", "propagate": False},
+            "_granian": {"handlers": ["json", "ready"], "level": "INFO", "propagate": False},
             "granian.access": {"handlers": ["json"], "level": "INFO", "propagate": False},
         },
     }
@@ -109,6 +158,8 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
     stopping = serve_dir / "stopping"
     os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
+    os.environ[READY_FILE_VARIABLE] = str(serve_dir / "ready")
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     connections = _connections_per_worker(settings, open_files)
 
     drain_seconds = settings.shutdown_drain_seconds
@@ -155,7 +206,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
             backpressure=connections,
             factory=True,
             log_access=False,
-            log_dictconfig=_granian_logging(),
+            log_dictconfig=_granian_logging(serve_dir, workers=workers, url=url),
             workers_kill_timeout=graceful_timeout,
         ).serve()
     finally:
