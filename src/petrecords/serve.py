@@ -80,7 +80,7 @@ class NotListeningYet(logging.Filter):
     says it once every worker accepts connections."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Listening at")
+        return hasattr(record, "fields") or not record.getMessage().startswith("Listening at")
 
 
 _WORKER_STARTED = re.compile(r"Started worker-([0-9]+)")
@@ -110,7 +110,8 @@ class WorkersReady(logging.Handler):
                 pass
         except FileExistsError:
             return
-        log.info("Listening at: %s", self._url, extra={"fields": {"workers": self._workers}})
+        # Where Granian's own line went, whatever the service's log level.
+        logging.getLogger("_granian").info("Listening at: %s", self._url, extra={"fields": {"workers": self._workers}})
 
 
 def _granian_logging(serve_dir: Path, *, workers: int, url: str) -> dict[str, Any]:
