@@ -209,7 +209,7 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
         access_log.write(
             request_id="0123456789abcdef0000000000000001",
             method="GET",
-            route="/v1/pets/{record_id}",
+            route="/v1/pets/{petId}",
             path=path,
             status=200,
             seconds=0.000123,
@@ -220,12 +220,12 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
     figures.append(("access log line", await best_of(repeat, count, log_line)))
 
     async def tally(index: int) -> None:
-        metrics.observe(method="GET", route="/v1/pets/{record_id}", status=200, seconds=0.001)
+        metrics.observe(method="GET", route="/v1/pets/{petId}", status=200, seconds=0.001)
 
     figures.append(("metrics tally", await best_of(repeat, count, tally)))
 
-    state = app.app.app.state  # ServiceEdge -> RecordLookups -> Litestar
-    verifier = state.verifier
+    services = app.app.app.state.services  # ServiceEdge -> DirectRoutes -> Litestar
+    verifier = services.verifier
 
     async def token_check(index: int) -> None:
         await admit(service_scopes[index], verifier=verifier, limiter=None)
@@ -238,7 +238,7 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
 
     figures.append(("rate limit (off in the bench; when on)", await best_of(repeat, count, rate)))
 
-    store = state.store
+    store = services.store
     parsed_ids = [uuid.UUID(record_id) for record_id in ids]
 
     async def transaction(index: int) -> None:

@@ -6,12 +6,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from litestar.testing import AsyncTestClient, TestClient
 
 from petrecords.app import create_app
 from petrecords.config import Settings
 from petrecords.db import migrate
 from tests.support import SECRET, throwaway_postgres, wipe
+
+# How hard property-based tests look, for every one of them: `fast` in `make test`, `long` (the full number and
+# more) in `make test-long`, which runs every property-based test again (`-m hypothesis --hypothesis-profile long`).
+_QUIET = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
+settings.register_profile("fast", max_examples=40, stateful_step_count=50, **_QUIET)
+settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
+settings.load_profile("fast")
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -28,18 +36,23 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         yield url
 
 
+def test_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settings:
+    """The settings of the apps under test: the test database, the test secret, no rate limit, no access log."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "data_dir": data_dir,
+        "auth_secret": SECRET,
+        "rate_limit": 0,
+        "access_log": False,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
 @pytest.fixture
 def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {
-            "database_url": database_url,
-            "data_dir": tmp_path,
-            "auth_secret": SECRET,
-            "rate_limit": 0,
-            "access_log": False,
-        }
-        values.update(overrides)
-        return Settings(**values)
+        return test_settings(overrides.pop("database_url", database_url), tmp_path, **overrides)
 
     return make
 
@@ -65,10 +78,30 @@ async def make_client(database_url: str) -> AsyncIterator[Callable[[Settings], A
         await client.__aexit__(None, None, None)
 
 
+@pytest.fixture(scope="module")
+async def module_client(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[AsyncTestClient[Any]]:
+    """One app with the default test settings for a whole module: building an app and running its lifespan costs
+    more than most tests do."""
+    settings = test_settings(database_url, tmp_path_factory.mktemp("data"))
+    async with AsyncTestClient(app=create_app(settings)) as started:  # type: ignore[arg-type]
+        yield started
+
+
 @pytest.fixture
-async def client(
+async def client(database_url: str, module_client: AsyncTestClient[Any]) -> AsyncTestClient[Any]:
+    """The module's app, on an emptied database. A test that needs an app of its own (other settings, or one it
+    breaks) takes `make_client` or `fresh_client`."""
+    await wipe(database_url)
+    return module_client
+
+
+@pytest.fixture
+async def fresh_client(
     make_client: Callable[[Settings], AsyncTestClient[Any]], settings: Settings
 ) -> AsyncIterator[AsyncTestClient[Any]]:
+    """An app of its own for one test, on an emptied database."""
     async with make_client(settings) as started:
         yield started
 

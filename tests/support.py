@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import socket
 import time
 import uuid
@@ -83,7 +84,10 @@ def throwaway_postgres() -> Iterator[str]:
 
 
 async def wipe(database_url: str) -> None:
-    """Empty every table, keeping the schema."""
+    """Empty every table, keeping the schema. On PostgreSQL by DELETE, not TRUNCATE: TRUNCATE takes a quarter of a
+    second here, DELETE of a test's few rows two milliseconds. An app that outlives the wipe (one per test module)
+    must not take the emptied data for a state it has seen: the data's version (the sum of the kept counts'
+    `writes`) starts again from a random number, never from 0."""
     if database_url.startswith("sqlite"):
         connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
         with connection:
@@ -93,7 +97,14 @@ async def wipe(database_url: str) -> None:
         return
     pg = await asyncpg.connect(database_url, timeout=5)
     try:
-        await pg.execute("TRUNCATE " + ", ".join(f'"{table.name}"' for table in SCHEMA.sorted_tables))
+        async with pg.transaction():
+            for table in reversed(SCHEMA.sorted_tables):
+                await pg.execute(f'DELETE FROM "{table.name}"')  # noqa: S608 - the schema's own table names
+            await pg.execute(
+                "INSERT INTO record_counts (resource, scope, partition, slot, count, writes) "
+                "VALUES ('', '', '', 0, 0, $1)",
+                secrets.randbits(48),
+            )
     finally:
         await pg.close()
 
@@ -211,7 +222,7 @@ def store_of(app: ASGIApp) -> Store:
     inner: Any = app
     while not isinstance(inner, Litestar):
         inner = inner.app  # the layers in front of the framework
-    store: Store = inner.state.store
+    store: Store = inner.state.services.store
     return store
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store import sql
+from petrecords.store import queries, records, sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
 from tests.support import PET_RECORDS, of_types, pet_row, record_statements, until, wipe
@@ -77,20 +77,20 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
         offset=0,
     )
     statements: list[Any] = [
-        sql.select_by_id(PET_RECORDS),
-        sql.insert_statement(PET_RECORDS),
-        sql.update_statement(PET_RECORDS),
-        sql.delete_statement(PET_RECORDS),
+        records.select_by_id(PET_RECORDS),
+        records.insert_statement(PET_RECORDS),
+        records.update_statement(PET_RECORDS),
+        records.delete_statement(PET_RECORDS),
         sql.SELECT_IDEMPOTENT_RESPONSE,
         PostgresTransaction.idempotency_insert,
         sql.PURGE_EXPIRED_IDEMPOTENCY_KEYS,
         sql.SCHEMA_VERSION,
         PostgresTransaction.change_count,
         _TRY_LOCK,
-        sql.list_statement(PET_RECORDS, by_type)[0],
-        sql.list_statement(PET_RECORDS, by_type, keys_only=True, after_key=(0, "dog", uuid.UUID(int=0)))[0],
-        sql.count_statement(PET_RECORDS, conditions)[0],
-        sql.count_statement(PET_RECORDS, of_types("Dog"))[0],
+        queries.list_statement(PET_RECORDS, by_type)[0],
+        queries.list_statement(PET_RECORDS, by_type, keys_only=True, after_key=(0, "dog", uuid.UUID(int=0)))[0],
+        queries.count_statement(PET_RECORDS, conditions)[0],
+        queries.count_statement(PET_RECORDS, of_types("Dog"))[0],
     ]
     for statement in statements:
         compiled = statement.compile(dialect=dialect)

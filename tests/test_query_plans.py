@@ -21,19 +21,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from petrecords.app import open_store
 from petrecords.auth import Caller
 from petrecords.config import Settings
-from petrecords.resources.fields import DAY_MS, Context, PetTypes
+from petrecords.resources.fields import DAY_MS, Context
 from petrecords.resources.listing import parse_list_query
 from petrecords.resources.service import list_records
+from petrecords.services import configured_lists
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
+from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.postgres import _DIALECT, PostgresTransaction, _changes_page
-from petrecords.store.sql import (
-    Statement,
-    TrigramSearch,
-    changes_after_select,
-    changes_values,
-    count_statement,
-    list_statement,
-)
+from petrecords.store.queries import TrigramSearch, count_statement, list_statement
+from petrecords.store.records import Statement
 from petrecords.store.sqlite import SqliteTransaction
 from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
@@ -251,7 +247,7 @@ async def test_a_pets_vaccinations_are_two_statements_however_many_there_are(
         request = parse_list_query(
             PET_VACCINATIONS,
             [("order", "desc"), ("sort", "appliedAt"), ("petId", str(pet["id"]))],
-            context=Context(pet_types=PetTypes(settings.pet_types), now_ms=0),
+            context=Context.configured(configured_lists(settings), now_ms=0),
             default_page_size=20,
             max_page_size=100,
         )

@@ -4,37 +4,35 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
-from litestar.datastructures import State
-from litestar.di import Provide
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
+from petrecords.document import build_openapi
 from petrecords.duties import Duties
+from petrecords.endpoints import EndpointTable
 from petrecords.http import ASGIApp, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
 from petrecords.metrics import Metrics
-from petrecords.ops import OPS_ROUTES
+from petrecords.ops import ops_endpoints
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.registry import RESOURCES
-from petrecords.resources.document import build_openapi
-from petrecords.resources.feed import ChangeHub, new_instance_id
-from petrecords.resources.fields import PetTypes
-from petrecords.resources.routes import DirectRoutes, feed_routes, routes_of
-from petrecords.responses import handle_exception
+from petrecords.resources.feed import feed_endpoints
+from petrecords.resources.live import ChangeHub, new_instance_id
+from petrecords.resources.operations import resource_endpoints
+from petrecords.routes import DirectRoutes, exception_handler, framework_routes
+from petrecords.services import Services
 from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sqlite import SqliteStore
-
-T = TypeVar("T")
 
 
 def open_store(settings: Settings) -> Store:
@@ -48,60 +46,79 @@ def open_store(settings: Settings) -> Store:
     return PostgresStore(settings)
 
 
-def _constant(value: T) -> Provide:
-    def provide() -> T:
-        return value
-
-    provide.__annotations__["return"] = type(value)
-    return Provide(provide, use_cache=True, sync_to_thread=False)
-
-
-def _provide_store(state: State) -> Store:
-    store: Store = state.store
-    return store
-
-
 def create_token_verifier(settings: Settings) -> TokenVerifier:
     if settings.auth_mode == "jwks":
         return VerifiedTokenCache(JwksTokenVerifier(settings))
     return VerifiedTokenCache(LocalTokenVerifier(load_or_create_secret(settings), settings))
 
 
+def endpoint_table(services: Services, hub: ChangeHub, document: Callable[[], bytes]) -> EndpointTable:
+    """Every endpoint the service answers: each resource's, the change feed's and the operational ones."""
+    resources = services.resources
+    return EndpointTable(
+        [
+            *(endpoint for resource in resources.resources for endpoint in resource_endpoints(resource, services)),
+            *feed_endpoints(services, hub),
+            *ops_endpoints(services, document),
+        ]
+    )
+
+
+def _services(
+    settings: Settings, *, stopping_file: Path | None, ready_file: Path | None = None
+) -> tuple[Services, ChangeHub]:
+    RESOURCES.check()
+    services = Services(
+        settings=settings,
+        resources=RESOURCES,
+        verifier=create_token_verifier(settings),
+        limiter=create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url),
+        metrics=Metrics(),
+        stopping_file=stopping_file,
+        ready_file=ready_file,
+    )
+    hub = ChangeHub(
+        lambda: services.store_or_none,
+        keep_alive_seconds=settings.events_keep_alive_seconds,
+        stopping_file=stopping_file,
+    )
+    return services, hub
+
+
+def openapi_document(settings: Settings) -> bytes:
+    """The OpenAPI document that an application with these settings serves, without starting one."""
+    services, hub = _services(settings, stopping_file=None)
+    return build_openapi(settings, RESOURCES, endpoint_table(services, hub, lambda: b""))
+
+
 def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_file: Path | None = None) -> ASGIApp:
     """The service. Under `petrecords serve`, `stopping_file` appears once the server shuts down, and `ready_file`
     once every one of its workers accepts connections (/readyz answers 503 until then)."""
-    metrics = Metrics()
-    rate_limiter = create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url)
-    pet_types = PetTypes(settings.pet_types)
-    openapi = build_openapi(settings, RESOURCES)
+    services, hub = _services(settings, stopping_file=stopping_file, ready_file=ready_file)
+    rate_limiter = services.limiter
+    document = b""
+    table = endpoint_table(services, hub, lambda: document)
+    document = build_openapi(settings, RESOURCES, table)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        app.state.store = open_store(settings)
-        duties = Duties(settings, lambda: app.state.store, instance=new_instance_id(), metrics=metrics)
+        services.store_or_none = open_store(settings)
+        duties = Duties(settings, lambda: services.store_or_none, instance=new_instance_id(), metrics=services.metrics)
         duties.start()
         try:
             yield
         finally:
-            await app.state.change_hub.close()
+            await hub.close()
             await duties.stop()
-            await app.state.store.close()
-            app.state.store = None
+            store, services.store_or_none = services.store_or_none, None
+            if store is not None:
+                await store.close()
             if isinstance(rate_limiter, RedisRateLimiter):
                 await rate_limiter.close()
 
     app = Litestar(
-        route_handlers=[
-            *(routes_of(resource, RESOURCES) for resource in RESOURCES.resources),
-            feed_routes(RESOURCES),
-            *OPS_ROUTES,
-        ],
-        dependencies={
-            "metrics": _constant(metrics),
-            "openapi": _constant(openapi),
-            "store": Provide(_provide_store, sync_to_thread=False),
-        },
-        exception_handlers={Exception: handle_exception},
+        route_handlers=framework_routes(table, services),
+        exception_handlers={Exception: exception_handler(table)},
         lifespan=[lifespan],
         openapi_config=None,
         logging_config=None,
@@ -109,20 +126,13 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
         cors_config=CORSConfig(allow_origins=list(settings.cors_origins)) if settings.cors_origins else None,
         debug=False,
     )
-    app.state.settings = settings
-    app.state.stopping_file = stopping_file
-    app.state.ready_file = ready_file
-    app.state.pet_types = pet_types
-    app.state.store = None
-    app.state.rate_limiter = rate_limiter
-    app.state.change_hub = ChangeHub(
-        lambda: app.state.store, keep_alive_seconds=settings.events_keep_alive_seconds, stopping_file=stopping_file
-    )
-    app.state.verifier = create_token_verifier(settings)
+    app.state.services = services
+    app.state.hub = hub
+    app.state.endpoints = table
     return ServiceEdge(
-        cast("ASGIApp", DirectRoutes(app, RESOURCES)),
-        metrics=metrics,
-        store=lambda: app.state.store,
+        DirectRoutes(cast("ASGIApp", app), table, services, cors=bool(settings.cors_origins)),
+        metrics=services.metrics,
+        store=lambda: services.store_or_none,
         log_requests=settings.access_log,
     )
 

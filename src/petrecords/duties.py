@@ -20,7 +20,7 @@ import nats.js.errors
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
-from petrecords.resources.feed import change_wire
+from petrecords.resources.changes import change_wire
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms

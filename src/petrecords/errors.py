@@ -23,6 +23,8 @@ class ServiceError(Exception):
     status: ClassVar[int] = 500
     code: ClassVar[int] = 500
     default_message: ClassVar[str] = "Internal server error."
+    meaning: ClassVar[str] = "Unexpected error; the message reveals no internals."
+    """When the answer is given, for the API document."""
 
     def __init__(self, message: str | None = None, *, headers: Mapping[str, str] | None = None) -> None:
         self.message = message or self.default_message
@@ -36,6 +38,10 @@ class ServiceError(Exception):
 class ValidationFailed(ServiceError):
     status, code = 400, 994
     default_message = "The request is not valid."
+    meaning = (
+        "Malformed JSON, or a field, parameter or header that fails validation or is unknown; `errors` names each "
+        "offending one."
+    )
 
     def __init__(self, errors: Mapping[str, list[str]], *, what: str = "request") -> None:
         self.errors = {name: list(messages) for name, messages in errors.items()}
@@ -57,11 +63,13 @@ class MalformedRequest(ServiceError):
 
     status, code = 400, 994
     default_message = "The request is malformed."
+    meaning = ValidationFailed.meaning
 
 
 class Unauthenticated(ServiceError):
     status, code = 401, 997
     default_message = "A valid bearer token is required."
+    meaning = "Missing, malformed, expired or otherwise invalid bearer token."
 
     def __init__(self, message: str | None = None, *, token_sent: bool) -> None:
         challenge = 'Bearer error="invalid_token"' if token_sent else "Bearer"
@@ -71,16 +79,19 @@ class Unauthenticated(ServiceError):
 class Forbidden(ServiceError):
     status, code = 403, 997
     default_message = "You are not permitted to do this."
+    meaning = "Authenticated but not permitted."
 
 
 class NotFound(ServiceError):
     status, code = 404, 995
     default_message = "The specified resource was not found."
+    meaning = "The specified resource was not found (unknown or malformed id, or a record the caller may not see)."
 
 
 class MethodNotAllowed(ServiceError):
     status, code = 405, 993
     default_message = "The method is not allowed on this path."
+    meaning = "Method not allowed on this path (with Allow)."
 
 
 class BodyTimeout(ServiceError):
@@ -89,6 +100,7 @@ class BodyTimeout(ServiceError):
 
     status, code = 408, 984
     default_message = "The request body did not arrive in time."
+    meaning = "The request body did not arrive in time; the connection is closed after this answer."
 
     def __init__(self, seconds: float) -> None:
         super().__init__(
@@ -99,26 +111,31 @@ class BodyTimeout(ServiceError):
 class IdempotencyInProgress(ServiceError):
     status, code = 409, 991
     default_message = "A request with this Idempotency-Key is still in progress."
+    meaning = "An idempotent request with the same key is still in progress."
 
 
 class ReferencedRecord(ServiceError):
     status, code = 409, 985
     default_message = "The record is still referenced and cannot be deleted."
+    meaning = "The record is still referenced and cannot be deleted; nothing is deleted."
 
 
 class CursorExpired(ServiceError):
     status, code = 410, 983
     default_message = "The cursor is older than the changes still kept; start again without it."
+    meaning = "A change-feed cursor older than the changes still kept."
 
 
 class PreconditionFailed(ServiceError):
     status, code = 412, 992
     default_message = "The record has changed: If-Match does not match its current ETag."
+    meaning = "If-Match does not match the record's current ETag; nothing is written."
 
 
 class PayloadTooLarge(ServiceError):
     status, code = 413, 989
     default_message = "The request body is larger than the limit."
+    meaning = "Request body larger than the limit."
 
     def __init__(self, limit: int | None = None) -> None:
         super().__init__(f"The request body is larger than the limit of {limit} bytes." if limit else None)
@@ -127,15 +144,18 @@ class PayloadTooLarge(ServiceError):
 class UnsupportedMediaType(ServiceError):
     status, code = 415, 988
     default_message = "The request body must be sent as application/json (UTF-8)."
+    meaning = "Request body not sent as JSON."
 
 
 class IdempotencyKeyReused(ServiceError):
     status, code = 422, 990
     default_message = "This Idempotency-Key was already used with a different request."
+    meaning = "Idempotency-Key reused with a different request body."
 
 
 class RateLimited(ServiceError):
     status, code = 429, 987
+    meaning = "Rate limit exceeded (with Retry-After)."
 
     def __init__(self, retry_after_seconds: int) -> None:
         super().__init__(
@@ -150,6 +170,7 @@ class DatabaseUnavailable(ServiceError):
 
     status, code = 503, 986
     default_message = "The database is unavailable. Retry later."
+    meaning = "The database is unavailable (with Retry-After); the service recovers by itself when it returns."
     retry_after_seconds = 5
 
     def __init__(self, message: str | None = None, *, cause: str = "other", detail: str = "") -> None:
@@ -160,3 +181,24 @@ class DatabaseUnavailable(ServiceError):
 
 class InternalError(ServiceError):
     pass
+
+
+ANSWERED: tuple[type[ServiceError], ...] = (
+    ValidationFailed,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    BodyTimeout,
+    IdempotencyInProgress,
+    ReferencedRecord,
+    CursorExpired,
+    PreconditionFailed,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    IdempotencyKeyReused,
+    RateLimited,
+    InternalError,
+    DatabaseUnavailable,
+)
+"""Every failure the service answers, one class for each status and code: the API document is made from it."""

@@ -1,4 +1,4 @@
-"""ASGI layers around the routes: the edge every request passes, and the gate of the API routes."""
+"""The edge every HTTP request passes, and how an API request is let in: its caller, its rate, its body."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, cast
+from typing import Any
 
 import msgspec
-from litestar.middleware import MiddlewareProtocol
-from litestar.types import ASGIApp as LitestarASGIApp
-from litestar.types import Receive as LitestarReceive
-from litestar.types import Scope as LitestarScope
-from litestar.types import Send as LitestarSend
 
 from petrecords.auth import Caller, TokenVerifier, bearer_token
 from petrecords.errors import (
@@ -45,8 +40,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 error_log = logging.getLogger("petrecords.errors")
 
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=-]{1,128}")
-_JSON_MEDIA_TYPE = re.compile(r'\s*application/json\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_MEDIA_TYPE = re.compile(r'\s*([a-z0-9.+-]+/[a-z0-9.+-]+)\s*(?:;\s*charset\s*=\s*"?utf-?8"?\s*)?', re.IGNORECASE)
+JSON_MEDIA_TYPE = "application/json"
 # Metric labels come from closed sets, whatever a client sends: a made-up method or path must not add series.
 _KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"})
 OTHER_METHOD = "other"
@@ -220,38 +215,27 @@ async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter |
     return caller
 
 
-class ApiGate(MiddlewareProtocol):
-    """What every API request passes before its handler, in the contract's order:
-    a valid bearer token (401), the caller's rate (429), the body's size (413), its media type (415)."""
-
-    def __init__(self, app: LitestarASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: LitestarScope, receive: LitestarReceive, send: LitestarSend) -> None:
-        state = scope["litestar_app"].state
-        plain_scope = cast("Scope", scope)
-        scope["user"] = await admit(plain_scope, verifier=state.verifier, limiter=state.rate_limiter)
-
-        if plain_scope["method"] in _BODY_METHODS:
-            settings = state.settings
-            body = await read_json_body(
-                plain_scope,
-                cast("Receive", receive),
-                limit=settings.max_body_bytes,
-                timeout_seconds=settings.body_timeout_seconds,
-            )
-            receive = cast("LitestarReceive", _replay(body))
-        await self.app(scope, receive, send)
-
-
-async def read_json_body(scope: Scope, receive: Receive, *, limit: int, timeout_seconds: float) -> bytes:
+async def read_request_body(
+    scope: Scope, receive: Receive, *, limit: int, timeout_seconds: float, media_types: tuple[str, ...]
+) -> bytes:
     """The body of an API request, after its caller was admitted: its size (413), its deadline (408), its
-    media type (415)."""
+    media type (415): one of `media_types`, with no parameter but a UTF-8 charset."""
     body = await _read_body(scope, receive, limit=limit, timeout_seconds=timeout_seconds)
     content_type = _header(scope, b"content-type")
-    if content_type is None or not _JSON_MEDIA_TYPE.fullmatch(content_type.decode("latin-1")):
-        raise UnsupportedMediaType()
+    if content_type is None or not _accepted_media_type(content_type.decode("latin-1"), media_types):
+        raise UnsupportedMediaType(_unsupported_message(media_types))
     return body
+
+
+def _accepted_media_type(content_type: str, media_types: tuple[str, ...]) -> bool:
+    match = _MEDIA_TYPE.fullmatch(content_type)
+    return match is not None and match.group(1).lower() in media_types
+
+
+def _unsupported_message(media_types: tuple[str, ...]) -> str | None:
+    if media_types == (JSON_MEDIA_TYPE,):
+        return None
+    return f"The request body must be sent as {' or '.join(media_types)} (UTF-8)."
 
 
 async def _read_body(scope: Scope, receive: Receive, *, limit: int, timeout_seconds: float) -> bytes:
@@ -277,16 +261,3 @@ async def _read_body(scope: Scope, receive: Receive, *, limit: int, timeout_seco
     except TimeoutError:
         raise BodyTimeout(timeout_seconds) from None
     return b"".join(chunks)
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return receive

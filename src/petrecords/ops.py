@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import swagger_ui
-from litestar import Request, Response, get
-from litestar.di import NamedDependency
-from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
 
-from petrecords.errors import DatabaseUnavailable
-from petrecords.metrics import Metrics
-from petrecords.responses import service_error_response
-from petrecords.store.base import Store
+from petrecords import errors
+from petrecords.endpoints import Access, Answer, Call, Endpoint
+from petrecords.errors import DatabaseUnavailable, NotFound, ServiceError
+from petrecords.openapi import DocumentContext, error_response, headers, json_response, parameter
+from petrecords.services import Services
 
 _DOCS_ASSETS = Path(swagger_ui.__file__).parent / "static"
 _DOCS_FILES = {
@@ -44,54 +43,143 @@ _DOCS_INIT = b"""window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#sw
 _DOCS_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
 
 
-@get("/healthz", sync_to_thread=False)
-def healthz() -> Response[bytes]:
-    return Response(content=b'{"status":"ok"}', media_type="application/json")
+OPS_TAG = "operations"
+HEALTH_SCHEMA = {
+    "type": "object",
+    "required": ["status"],
+    "additionalProperties": False,
+    "properties": {"status": {"type": "string", "enum": ["ok", "ready"]}},
+}
 
 
-@get(["/readyz", "/health"])
-async def readyz(request: Request[Any, Any, Any], store: NamedDependency[Store]) -> Response[bytes]:
-    stopping: Path | None = request.app.state.stopping_file
-    if stopping is not None and stopping.exists():  # noqa: ASYNC240 - one stat costs less than a hop to a thread
-        # Shutting down: a load balancer takes this instance out while it still answers what it gets.
-        return service_error_response(DatabaseUnavailable("Not ready: the instance is shutting down."))
-    ready: Path | None = request.app.state.ready_file
-    if ready is not None and not ready.exists():  # noqa: ASYNC240 - as above
-        return service_error_response(DatabaseUnavailable("Not ready: the instance's workers are still starting."))
-    if await store.schema_is_current():
-        return Response(content=b'{"status":"ready"}', media_type="application/json")
-    return service_error_response(
-        DatabaseUnavailable("Not ready: the database does not answer or its schema is not current.")
-    )
+def _failure(error: ServiceError) -> Answer:
+    return Answer(error.status, msgspec.json.encode(error.body()), error.headers)
 
 
-@get("/metrics", sync_to_thread=False)
-def metrics(metrics: NamedDependency[Metrics]) -> Response[bytes]:
-    return Response(content=metrics.render(), media_type="text/plain; version=0.0.4")
+class Operations:
+    def __init__(self, services: Services, openapi: Callable[[], bytes]) -> None:
+        self.services = services
+        self._openapi = openapi
+
+    async def healthz(self, call: Call) -> Answer:
+        return Answer(200, b'{"status":"ok"}')
+
+    async def readyz(self, call: Call) -> Answer:
+        stopping = self.services.stopping_file
+        if stopping is not None and stopping.exists():
+            # Shutting down: a load balancer takes this instance out while it still answers what it gets.
+            return _failure(DatabaseUnavailable("Not ready: the instance is shutting down."))
+        ready = self.services.ready_file
+        if ready is not None and not ready.exists():
+            return _failure(DatabaseUnavailable("Not ready: the instance's workers are still starting."))
+        store = self.services.store_or_none
+        if store is not None and await store.schema_is_current():
+            return Answer(200, b'{"status":"ready"}')
+        return _failure(DatabaseUnavailable("Not ready: the database does not answer or its schema is not current."))
+
+    async def metrics(self, call: Call) -> Answer:
+        return Answer(200, self.services.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def openapi(self, call: Call) -> Answer:
+        return Answer(200, self._openapi())
+
+    async def docs_page(self, call: Call) -> Answer:
+        return Answer(200, _DOCS_PAGE, {"Content-Security-Policy": _DOCS_CSP}, media_type="text/html")
+
+    async def docs_asset(self, call: Call) -> Answer:
+        name = call.params["name"]
+        if name == "docs-init.js":
+            return Answer(200, _DOCS_INIT, media_type="text/javascript")
+        media_type = _DOCS_FILES.get(name)
+        if media_type is None:
+            raise NotFound()
+        return Answer(
+            200,
+            (_DOCS_ASSETS / name).read_bytes(),
+            {"Cache-Control": "public, max-age=86400"},
+            media_type=media_type,
+        )
 
 
-@get("/openapi.json", sync_to_thread=False)
-def openapi_document(openapi: NamedDependency[bytes]) -> Response[bytes]:
-    return Response(content=openapi, media_type="application/json")
+def _health(ready: bool) -> Callable[[DocumentContext], dict[str, Any]]:
+    def document(context: DocumentContext) -> dict[str, Any]:
+        responses: dict[str, Any] = {"200": json_response("OK", "Health")}
+        if ready:
+            responses["503"] = error_response(errors.DatabaseUnavailable, private=False)
+        return {"security": [], "responses": responses}
+
+    return document
 
 
-@get("/docs", sync_to_thread=False)
-def docs_page() -> Response[bytes]:
-    return Response(content=_DOCS_PAGE, media_type="text/html", headers={"Content-Security-Policy": _DOCS_CSP})
+def _plain(description: str, media_type: str, schema: dict[str, Any]) -> Callable[[DocumentContext], dict[str, Any]]:
+    def document(context: DocumentContext) -> dict[str, Any]:
+        return {
+            "security": [],
+            "responses": {
+                "200": {"description": description, "headers": headers(), "content": {media_type: {"schema": schema}}}
+            },
+        }
+
+    return document
 
 
-@get("/docs/assets/{name:str}", sync_to_thread=False)
-def docs_asset(name: FromPath[str]) -> Response[bytes]:
-    if name == "docs-init.js":
-        return Response(content=_DOCS_INIT, media_type="text/javascript")
-    media_type = _DOCS_FILES.get(name)
-    if media_type is None:
-        raise NotFoundException()
-    return Response(
-        content=(_DOCS_ASSETS / name).read_bytes(),
-        media_type=media_type,
-        headers={"Cache-Control": "public, max-age=86400"},
-    )
+def _asset_document(context: DocumentContext) -> dict[str, Any]:
+    names = sorted((*_DOCS_FILES, "docs-init.js"))
+    return {
+        "security": [],
+        "parameters": [
+            parameter("name", {"type": "string", "enum": names}, "The file's name.", where="path", required=True)
+        ],
+        "responses": {
+            "200": {
+                "description": "The file.",
+                "headers": headers(),
+                "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+            },
+            "404": error_response(errors.NotFound, private=False),
+        },
+    }
 
 
-OPS_ROUTES = [healthz, readyz, metrics, openapi_document, docs_page, docs_asset]
+def ops_endpoints(services: Services, openapi: Callable[[], bytes]) -> list[Endpoint]:
+    """The operational endpoints: no token."""
+    ops = Operations(services, openapi)
+
+    def endpoint(path: str, operation_id: str, summary: str, handle: Any, document: Any) -> Endpoint:
+        return Endpoint("GET", path, operation_id, OPS_TAG, summary, handle, document, access=Access.OPEN)
+
+    return [
+        endpoint("/healthz", "healthz", "Liveness: 200 while the process serves", ops.healthz, _health(ready=False)),
+        endpoint(
+            "/readyz",
+            "readyz",
+            "Readiness: the database answers and the schema is current",
+            ops.readyz,
+            _health(ready=True),
+        ),
+        endpoint("/health", "health", "Readiness, as /readyz", ops.readyz, _health(ready=True)),
+        endpoint(
+            "/metrics",
+            "metrics",
+            "Prometheus metrics",
+            ops.metrics,
+            _plain("Prometheus text format.", "text/plain", {"type": "string"}),
+        ),
+        endpoint(
+            "/openapi.json",
+            "openapi",
+            "This document",
+            ops.openapi,
+            _plain("OpenAPI 3.1 document.", "application/json", {"type": "object"}),
+        ),
+        endpoint(
+            "/docs",
+            "docs",
+            "Interactive API documentation (works offline)",
+            ops.docs_page,
+            _plain("HTML page.", "text/html", {"type": "string"}),
+        ),
+        endpoint(
+            "/docs/assets/{name}", "docsAsset", "A file of the documentation page", ops.docs_asset, _asset_document
+        ),
+    ]

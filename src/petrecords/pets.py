@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from petrecords.resources.declaration import Field, Ownership, Resource
-from petrecords.resources.fields import Email, Name, PetType
+from petrecords.resources.fields import Email, Name, pet_type
 from petrecords.resources.filters import AnyOf, Matches, Owner
 from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 
@@ -53,11 +53,11 @@ PETS = Resource(
             ),
         ),
         Field("name", "name", Name(max_length=NAME_MAX_LENGTH, key_column="name_key"), required=True),
-        Field("petType", "pet_type", PetType(), required=True),
+        Field("petType", "pet_type", pet_type(), required=True),
     ),
     ownership=Ownership(column="owner_id", settable=True),
     filters=(
-        AnyOf("petType", "pet_type", PetType(), "Only these pet types (case-insensitive)."),
+        AnyOf("petType", "pet_type", pet_type(), "Only these pet types (case-insensitive)."),
         Owner("owner_id"),
         Matches("name", ("name_key",), substring=False, description="Case-insensitive match of the whole name."),
         Matches("search", ("name_key",), substring=True, description="Case-insensitive substring of the name."),

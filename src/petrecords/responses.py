@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import msgspec
-from litestar import Request, Response
+from litestar import Response
 from litestar.exceptions import HTTPException
 
 from petrecords.errors import (
@@ -38,11 +38,7 @@ def _from_framework(exc: HTTPException) -> ServiceError:
     if status == 404:
         return NotFound()
     if status == 405:
-        allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
-        methods = {method.strip() for method in allow.split(",") if method.strip()}
-        if "GET" in methods:
-            methods.add("HEAD")  # the edge answers HEAD wherever GET is allowed
-        return MethodNotAllowed(headers={"Allow": ", ".join(sorted(methods))} if methods else None)
+        return MethodNotAllowed()
     if status == 413:
         return PayloadTooLarge()
     if 400 <= status < 500:
@@ -74,7 +70,3 @@ def answer_failure(exc: BaseException, state: dict[str, Any]) -> ServiceError:
     elif isinstance(error, InternalError) or error.status >= 500:
         logger.error("request %s failed", request_id, exc_info=exc)
     return error
-
-
-def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    return service_error_response(answer_failure(exc, request.scope.setdefault("state", {})))

@@ -94,6 +94,7 @@ PET_VACCINATIONS = Resource(
                 "omits it).",
                 example="2027-11-21T16:06:29.123Z",
             ),
+            derived=True,
         ),
         Field("notes", "notes", Prose(max_length=2000)),
         Field("vaccine", "", Embedded("vaccineId"), read_only=True, description="The vaccine, as its GET returns it."),

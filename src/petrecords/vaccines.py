@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from petrecords.resources.declaration import Field, Ownership, Resource, Writers
-from petrecords.resources.fields import Name, PetType, Prose, WholeNumber
+from petrecords.resources.fields import Name, Prose, WholeNumber, pet_type
 from petrecords.resources.filters import AnyOf, Matches, NumberBound
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
@@ -42,12 +42,12 @@ VACCINES = Resource(
     fields=(
         Field("name", "name", Name(max_length=100, key_column="name_key", example="Rabies"), required=True),
         Field("description", "description", Prose(max_length=1000, key_column="description_key")),
-        Field("petType", "pet_type", PetType(), required=True),
+        Field("petType", "pet_type", pet_type(), required=True),
         Field("duration", "duration", WholeNumber(1, 36500, "Days of protection."), required=True),
     ),
     ownership=Ownership(writers=Writers.ADMIN),
     filters=(
-        AnyOf("petType", "pet_type", PetType(), "Only vaccines for these pet types (case-insensitive)."),
+        AnyOf("petType", "pet_type", pet_type(), "Only vaccines for these pet types (case-insensitive)."),
         Matches("name", ("name_key",), substring=False, description="Case-insensitive match of the whole name."),
         Matches(
             "search",

@@ -9,7 +9,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
-from petrecords.resources.feed import sees
+from petrecords.resources.changes import sees
 from tests.api.test_changes_feed import settled
 from tests.api.test_vaccines import admin, create_vaccine
 from tests.support import ALICE, BOB, auth, create

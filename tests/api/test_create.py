@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient, TestClient
 
@@ -289,7 +289,6 @@ class TestCreatePetType:
         assert "Axolotl" in body["message"]
         assert "Dragon" in body["message"]
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(
         candidate=st.one_of(
             st.text(max_size=12),

@@ -19,11 +19,14 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.pets import PETS
-from petrecords.resources.fields import Context, PetTypes
+from petrecords.resources.fields import Context
 from petrecords.resources.listing import parse_list_query
+from petrecords.services import configured_lists
 from petrecords.store.base import Condition, Operator, PageQuery, Store
 from petrecords.store.pages import BLOCK
-from petrecords.store.sql import SqlTransaction, list_statement, reader_of
+from petrecords.store.queries import list_statement
+from petrecords.store.records import reader_of
+from petrecords.store.sql import SqlTransaction
 from tests.support import ALICE, BOB, PET_RECORDS, auth, pet_body, pet_row
 
 ROWS = 2 * BLOCK + 300
@@ -61,7 +64,7 @@ def _alice_query(settings: Settings, params: dict[str, str]) -> PageQuery:
     request = parse_list_query(
         PETS,
         list(params.items()),
-        context=Context(pet_types=PetTypes(settings.pet_types), now_ms=0),
+        context=Context.configured(configured_lists(settings), now_ms=0),
         default_page_size=settings.default_page_size,
         max_page_size=settings.max_page_size,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
@@ -123,7 +123,6 @@ def test_someone_elses_record_is_missing_both_ways(cors_client: TestClient[Any])
     assert created.json()["ownerId"] == ALICE
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     content=st.one_of(
         st.binary(max_size=300),

@@ -7,16 +7,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from tests.support import auth, parts_of_names_from, pet_body
 
 SyncClient = TestClient[Any]
-PROPERTY_SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
 
 SEEDED = 7
 MAX_PAGE_SIZE = 100
@@ -75,7 +72,6 @@ def clearly_invalid(value: str) -> bool:
 def test_any_paging_values_are_a_consistent_page_or_400(sync_client: SyncClient) -> None:
     seed(sync_client, tuple(f"Pet {number}" for number in range(SEEDED)))
 
-    @PROPERTY_SETTINGS
     @given(page_index=st.none() | paging_values, page_size=st.none() | paging_values)
     def check(page_index: str | None, page_size: str | None) -> None:
         given_values = (("pageIndex", page_index), ("pageSize", page_size))
@@ -194,7 +190,6 @@ patterns = st.one_of(
 def test_any_name_or_search_pattern_is_200_with_matches_or_400(sync_client: SyncClient) -> None:
     seed(sync_client, NAMES)
 
-    @PROPERTY_SETTINGS
     @given(parameter=st.sampled_from(["name", "search"]), pattern=patterns)
     def check(parameter: str, pattern: str) -> None:
         response = sync_client.get("/v1/pets", params={parameter: pattern, "pageSize": "100"}, headers=auth())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
@@ -14,7 +14,6 @@ from tests.support import auth, pet_body
 CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.text(max_size=120))
 def test_any_name_is_stored_trimmed_or_rejected(sync_client: TestClient[Any], name: str) -> None:
     response = sync_client.post("/v1/pets", json=pet_body(name), headers=auth())

@@ -12,7 +12,7 @@ from typing import Any
 
 import pysqlite3.dbapi2 as sqlite3
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient, TestClient
 
@@ -63,7 +63,6 @@ def test_search_answers_exactly_the_brute_force_matches(sync_client: SyncClient)
     for name in NAMES:
         assert sync_client.post("/v1/pets", json=pet_body(name), headers=auth()).status_code == 201
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(pattern=search_patterns)
     def check(pattern: str) -> None:
         response = sync_client.get("/v1/pets", params={"search": pattern, "pageSize": "100"}, headers=auth())

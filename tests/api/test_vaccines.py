@@ -83,7 +83,19 @@ class TestCreateVaccine:
     async def test_duration_bounds(self, client: Client, duration: int) -> None:
         assert (await create_vaccine(client, duration=duration)).json()["duration"] == duration
 
-    @pytest.mark.parametrize("duration", [0, -1, 36501, 1.5, 1.0, "365", True, None, [365]])
+    @pytest.mark.parametrize("written", ["365.0", "3.65e2", "36500.000"])
+    async def test_a_whole_number_with_a_fraction_part_is_that_number(self, client: Client, written: str) -> None:
+        """JSON Schema counts 365.0 an integer, and so does the service (contract v3 section 10.1)."""
+        content = b'{"name": "Rabies", "petType": "Dog", "duration": %s}' % written.encode()
+        response = await client.post(
+            "/v1/vaccines", content=content, headers={**admin(), "Content-Type": "application/json"}
+        )
+
+        assert response.status_code == 201, response.text
+        assert response.json()["duration"] == int(float(written))
+        assert isinstance(response.json()["duration"], int)
+
+    @pytest.mark.parametrize("duration", [0, -1, 36501, 1.5, 365.25, 0.0, 36501.0, "365", True, None, [365]])
     async def test_a_bad_duration_is_400(self, client: Client, duration: Any) -> None:
         response = await client.post("/v1/vaccines", json=vaccine_body(duration=duration), headers=admin())
 
@@ -160,10 +172,21 @@ class TestReplaceVaccine:
         assert (replaced["name"], replaced["description"], replaced["duration"]) == ("Rabies 3y", None, 1095)
         assert replaced["createdAt"] == created["createdAt"]
 
-    async def test_an_omitted_description_becomes_null(self, client: Client) -> None:
+    async def test_an_omitted_description_is_kept(self, client: Client) -> None:
+        """Contract v3 section 3: a client that does not know a field never erases it."""
         created = (await create_vaccine(client, description="old")).json()
 
         response = await client.put(f"/v1/vaccines/{created['id']}", json=vaccine_body(), headers=admin())
+
+        assert response.json()["description"] == "old"
+        assert response.headers["etag"] != (await create_vaccine(client)).headers["etag"]
+
+    async def test_a_null_description_clears_it(self, client: Client) -> None:
+        created = (await create_vaccine(client, description="old")).json()
+
+        response = await client.put(
+            f"/v1/vaccines/{created['id']}", json=vaccine_body(description=None), headers=admin()
+        )
 
         assert response.json()["description"] is None
 

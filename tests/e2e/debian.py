@@ -5,11 +5,13 @@ PgBouncer refuse to run as."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 INSTALL_SECONDS = 600
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "petrecords-tests-apt.lock"
 
 
 def unavailable(reason: str) -> None:
@@ -44,13 +47,27 @@ def _apt_get(*args: str) -> bool:
     return done.returncode == 0
 
 
+@contextlib.contextmanager
+def _installing() -> Iterator[None]:
+    """One install at a time on this machine: parallel test workers would otherwise meet apt's own lock and fail."""
+    with INSTALL_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def program(name: str, *, package: str, directory: Path | None = None) -> str:
     """The path of program `name`, installing Debian's `package` when it is missing (with `apt-get update`
     first when the install fails as it is)."""
     found = shutil.which(name, path=None if directory is None else str(directory))
     if found is None:
-        if not _apt_get("install", "-y", package) and not (_apt_get("update") and _apt_get("install", "-y", package)):
-            unavailable(f"{name} is not installed and `apt-get install {package}` failed")
+        with _installing():
+            found = shutil.which(name, path=None if directory is None else str(directory))
+            installed = found is not None or _apt_get("install", "-y", package)
+            if not installed and not (_apt_get("update") and _apt_get("install", "-y", package)):
+                unavailable(f"{name} is not installed and `apt-get install {package}` failed")
         found = shutil.which(name, path=None if directory is None else str(directory))
     if found is None:
         unavailable(f"{name} is still missing after installing {package}")

@@ -382,6 +382,17 @@ def _within(moment: Fraction, earliest: int, latest: int) -> int:
     return rounded if earliest <= rounded <= latest else earliest + rounded % (latest - earliest)
 
 
+def _after_any_stored_application(body: dict[str, Any]) -> None:
+    """A patch's `dueAt` without `appliedAt`: later than any stored one can be (a few minutes after now)."""
+    due = parse_datetime_ms(body["dueAt"])
+    if due is None:
+        return
+    soon = time.time_ns() // 1_000_000 + 10 * 60_000
+    due_ms = _within(due, soon, LATEST_MS)
+    if due_ms != math.floor(due + Fraction(1, 2)):
+        body["dueAt"] = format_timestamp(due_ms)
+
+
 def _in_time(body: dict[str, Any]) -> None:
     """`appliedAt` not before 1900 nor after now; `dueAt` later than it, and not after the year 9999 in UTC."""
     applied = parse_datetime_ms(body["appliedAt"]) if isinstance(body.get("appliedAt"), str) else None
@@ -403,20 +414,18 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     """Bring a body that schemathesis generated as valid within the rules that a JSON Schema cannot state,
     each of which the document states in prose:
 
-    - a whole number is written without a fraction (JSON Schema reads 365.0 as the integer 365);
     - a reference names a record the caller may see, and a vaccination's vaccine is one for its pet's type
       (no schema knows which records exist);
-    - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it.
+    - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it (a patch that
+      moves `appliedAt` has its `dueAt` computed again, since the stored one may come before it).
 
     Cases meant to be invalid are sent as generated.
     """
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
         return
-    for name, value in case.body.items():
-        if isinstance(value, float) and value.is_integer():
-            case.body[name] = int(value)
-    if case.method.upper() not in ("POST", "PUT"):
+    method = case.method.upper()
+    if method not in ("POST", "PUT", "PATCH"):
         return
     api = _api_of(case)
     collection = case.operation.path.split("/{", 1)[0]
@@ -424,7 +433,11 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     if collection in api.paths and "post" in api.paths[collection] and api.references(collection):
         _name_real_records(api, base, collection, case.body, _caller())
     if "appliedAt" in case.body:
+        if method == "PATCH" and case.body.get("dueAt") is None:
+            case.body["dueAt"] = None
         _in_time(case.body)
+    elif method == "PATCH" and isinstance(case.body.get("dueAt"), str):
+        _after_any_stored_application(case.body)
 
 
 # --- a schemathesis bug ----------------------------------------------------------------------------

@@ -7,11 +7,12 @@ import asyncio
 import uuid
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from petrecords.resources import feed
-from petrecords.resources.feed import ChangeHub, event_stream_frame, sees
+from petrecords.resources import live as feed
+from petrecords.resources.changes import sees
+from petrecords.resources.live import ChangeHub, event_stream_frame
 from petrecords.store.base import Change, Cursor
 from petrecords.tables import SHARED
 
@@ -69,7 +70,6 @@ def _visible_after(
     ]
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     polled=polls,
     reader=st.sampled_from((*OWNERS, None)),
@@ -103,7 +103,6 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
     assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
 
 
-@settings(max_examples=200, deadline=None)
 @given(poll=st.lists(st.tuples(owner_of, owner_of, st.just("pets")), min_size=1, max_size=4))
 def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
     poll: list[tuple[str | None, str | None, str]],
@@ -128,7 +127,6 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
         assert not result[stranger]
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     polled=polls,
     reader=st.sampled_from((*OWNERS, None)),
@@ -193,7 +191,6 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=1000, deadline=None)
 @given(
     steps=steps,
     reader=st.sampled_from((*OWNERS, None)),

@@ -12,7 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from petrecords.resources.fields import Embedded, Kind, Name, Prose
+from petrecords.config import ConfigurationError
+from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
 from petrecords.store.base import Collection, Join
 from petrecords.tables import SEARCHABLE
@@ -34,19 +35,22 @@ class Field:
     read_only: bool = False
     """Set by the service; a client may send it back, and it is ignored."""
     description: str = ""
+    derived: bool = False
+    """Computed by the resource's rules when a body does not give it, on a replace too: a replace that omits it
+    computes it again instead of keeping the stored value."""
 
     @property
     def key_column(self) -> str | None:
         """The column that holds the field's matching and sorting key, when it has one."""
-        return self.kind.key_column if isinstance(self.kind, Name | Prose) else None
+        return self.kind.key_column
 
     @property
     def nullable(self) -> bool:
-        return isinstance(self.kind, Prose)
+        return self.kind.nullable
 
     @property
     def embedded(self) -> bool:
-        return isinstance(self.kind, Embedded)
+        return self.kind.embeds is not None
 
 
 class OnDelete(enum.Enum):
@@ -137,9 +141,7 @@ class Resource:
     @functools.cached_property
     def embeds(self) -> tuple[Embed, ...]:
         return tuple(
-            Embed(declared.name, declared.kind.reference)
-            for declared in self.fields
-            if isinstance(declared.kind, Embedded)
+            Embed(declared.name, declared.kind.embeds) for declared in self.fields if declared.kind.embeds is not None
         )
 
     @functools.cached_property
@@ -206,6 +208,14 @@ class ResourceSet:
             for target in resources
         }
 
+    def check(self) -> None:
+        """Refuse declarations that name what does not exist (a sort field, a filter's column, a reference), so
+        that a typo stops the start-up with one line instead of answering 500: raises DeclarationError."""
+        for resource in self.resources:
+            problem = _problem_of(resource, self.resources)
+            if problem is not None:
+                raise DeclarationError(f"resource {resource.name}: {problem}")
+
     def dependents(self, resource: Resource) -> tuple[Dependent, ...]:
         return self._dependents.get(resource.name, ())
 
@@ -213,3 +223,53 @@ class ResourceSet:
         """How many references away from records that refer to nothing: the order in which a transaction
         takes the locks of several resources' records (referenced ones first), so that none waits in a cycle."""
         return max((self.rank(reference.target) + 1 for reference in resource.references), default=0)
+
+
+class DeclarationError(ConfigurationError):
+    """A resource's declaration names something that does not exist."""
+
+
+AUDIT_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
+
+
+def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | None:
+    """What is wrong with one declaration, in a few words, or None."""
+    columns = set(resource.table.columns.keys())
+    names = [field.name for field in resource.fields]
+    if len(set(names)) != len(names) or set(names) & set(AUDIT_FIELDS):
+        return "its fields' names must be distinct, and none may be an audit field's"
+    for declared in resource.fields:
+        if declared.kind.embeds is not None:
+            if declared.kind.embeds not in {reference.field for reference in resource.references}:
+                return f"field {declared.name!r} embeds {declared.kind.embeds!r}, which is not one of its references"
+            continue
+        for column in (declared.column, declared.kind.key_column):
+            if column is not None and column not in columns:
+                return (
+                    f"field {declared.name!r} names the column {column!r}, which its table {resource.table.name} lacks"
+                )
+    sortable = {*AUDIT_FIELDS, *(field.name for field in resource.fields if field.kind.embeds is None)}
+    for name in resource.sort_fields:
+        if name not in sortable:
+            return f"sort field {name!r} is not one of its fields ({', '.join(sorted(sortable))})"
+    if len({name.lower() for name in resource.sort_fields}) != len(resource.sort_fields):
+        return "its sort fields must be distinct"
+    for one in resource.filters:
+        for column in one.columns:
+            if column not in columns:
+                return f"filter {', '.join(one.parameters)} names the column {column!r}, which its table lacks"
+    for reference in resource.references:
+        if reference.field not in names:
+            return f"reference {reference.field!r} is not one of its fields"
+        if reference.target not in registered:
+            return f"reference {reference.field!r} names the resource {reference.target.name}, which is not registered"
+    ownership = resource.ownership
+    if ownership.column is not None and ownership.column not in columns:
+        return f"its owner column {ownership.column!r} is not a column of its table"
+    if ownership.through is not None and ownership.through not in {
+        reference.field for reference in resource.references
+    }:
+        return f"its owner follows {ownership.through!r}, which is not one of its references"
+    if resource.counted_by is not None and resource.counted_by not in columns:
+        return f"it is counted by {resource.counted_by!r}, which is not a column of its table"
+    return None

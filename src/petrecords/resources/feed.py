@@ -1,119 +1,35 @@
-"""The change log, read: a record's history, the commit-ordered feed of every change a caller may see, and
-that feed live, as Server-Sent Events."""
+"""The change feed: every change a caller may see, in commit order, a page at a time as JSON or live as
+Server-Sent Events (`GET /v1/changes`)."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
-import random
-import re
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+import functools
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from itertools import takewhile
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from petrecords import errors
 from petrecords.auth import Caller
-from petrecords.errors import CursorExpired, NotFound, ValidationFailed
-from petrecords.resources.declaration import Resource, ResourceSet
-from petrecords.resources.filters import split_values
-from petrecords.resources.service import visible
-from petrecords.store.base import Change, Cursor, Store, Transaction
-from petrecords.tables import SHARED
-from petrecords.values import format_timestamp, parse_record_id
+from petrecords.config import Settings
+from petrecords.endpoints import Answer, Call, Endpoint
+from petrecords.errors import CursorExpired, ValidationFailed
+from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, parameter
+from petrecords.resources.changes import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor
+from petrecords.resources.declaration import ResourceSet
+from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA
+from petrecords.resources.filters import SEVERAL, split_values
+from petrecords.resources.listing import query_pairs
+from petrecords.resources.live import COMMITTED_AT_OPEN, ChangeHub
+from petrecords.resources.schemas import page_schema
+from petrecords.services import Services
+from petrecords.store.base import Cursor, Store, Transaction
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 FEED_PARAMETERS = ("after", "limit", "resource")
-POLL_SECONDS = 0.2
-"""How often a process looks for new changes while it has live subscribers."""
-POLL_BATCH = 500
-COMMITTED_AT_OPEN = 10_000
-"""At most this many changes that committed before a stream opened, while an older write was still in
-flight (they follow the stream's start cursor), are kept out of it."""
-KEEP_ALIVE_SPREAD = 0.75
-"""The shortest wait for a keep-alive comment, as a fraction of the configured interval."""
-BUFFERED_CHANGES = 4096
-"""Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
-_CURSOR = re.compile(r"(0|[1-9a-f][0-9a-f]{0,15})-(0|[1-9a-f][0-9a-f]{0,15})")
-"""A cursor as `encode_cursor` writes it: two parts in lower-case hexadecimal, without leading zeros."""
-_CURSOR_PART_LIMIT = 1 << 63
-"""Each part of a cursor is a signed 64-bit integer in the database."""
-_NOT_HANDED_OUT = "must be a cursor this service handed out (nextCursor, a change's cursor)."
-
-
-def encode_cursor(cursor: Cursor) -> str:
-    return f"{cursor[0]:x}-{cursor[1]:x}"
-
-
-def decode_cursor(name: str, text: str) -> Cursor:
-    match = _CURSOR.fullmatch(text)
-    cursor = (int(match.group(1), 16), int(match.group(2), 16)) if match else None
-    if cursor is None or max(cursor) >= _CURSOR_PART_LIMIT:
-        raise ValidationFailed.single(name, _NOT_HANDED_OUT)
-    return cursor
-
-
-def change_wire(change: Change) -> dict[str, Any]:
-    return {
-        "cursor": encode_cursor(change.cursor),
-        "resource": change.resource,
-        "id": str(change.record_id),
-        "action": change.action,
-        "version": change.version,
-        "at": format_timestamp(change.at),
-        "by": change.by,
-        "record": msgspec.Raw(change.record),
-    }
-
-
-def sees(reader: str | None, change: Change) -> bool:
-    """Whether a caller (None: an administrator) may see a change: of a shared record, or of a record they
-    owned before or after the write."""
-    return reader is None or change.owner_after in (SHARED, reader) or change.owner_before == reader
-
-
-# --- history ---------------------------------------------------------------------------------------
-
-
-async def history_page(
-    *, tx: Transaction, caller: Caller, resource: Resource, record_id: str, page_index: int, page_size: int
-) -> dict[str, Any]:
-    """A record's changes, oldest first: for whoever may read the record now, or, once it is deleted, whoever
-    could read it just before. Anyone else gets 404, as for a record that never existed."""
-    parsed = parse_record_id(record_id)
-    if parsed is None:
-        raise NotFound()
-    row = await tx.get(resource.collection, parsed)
-    if row is not None:
-        if not visible(resource, caller, row):
-            raise NotFound()
-    else:
-        last = await tx.last_change(resource.name, parsed)
-        if last is None or last.action != "deleted" or not (caller.is_admin or sees(caller.email, last)):
-            raise NotFound()
-    total = await tx.count_history(resource.name, parsed)
-    offset = (page_index - 1) * page_size
-    items: Sequence[Change] = []
-    if offset < total:
-        items = await tx.history(resource.name, parsed, limit=page_size, offset=offset)
-    total_pages = -(-total // page_size)
-    return {
-        "items": [change_wire(change) for change in items],
-        "pageIndex": page_index,
-        "pageSize": page_size,
-        "totalPages": total_pages,
-        "totalCount": total,
-        "hasPreviousPage": page_index > 1,
-        "hasNextPage": page_index < total_pages,
-    }
-
-
-# --- the feed --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -171,7 +87,7 @@ async def start_of(tx: Transaction, after: Cursor | None, *, name: str = "after"
     if after != purged and not await _is_a_change(tx, after):
         if after < await tx.purged_through():  # removed by retention meanwhile
             raise CursorExpired()
-        raise ValidationFailed.single(name, _NOT_HANDED_OUT)
+        raise ValidationFailed.single(name, NOT_HANDED_OUT)
     return after
 
 
@@ -215,325 +131,181 @@ async def feed_page(*, store: Store, caller: Caller, request: FeedRequest) -> di
         pause = min(pause * 2, longest)
 
 
-# --- live ------------------------------------------------------------------------------------------
+# --- the endpoint ----------------------------------------------------------------------------------
 
 
-class ChangeHub:
-    """Follows the change log for a process's live subscribers: one query per poll, whatever their number.
+class Feed:
+    """`GET /v1/changes`: a page of the feed as JSON, or, to `Accept: text/event-stream`, the feed live."""
 
-    The hub keeps the most recent changes that its subscribers may see, in order: every change while an
-    administrator subscribes, else those of shared records and of records one of its subscribers' callers owned
-    before or after the write, so that the writes of everyone else are never read out of the database. For
-    each caller it knows from which cursor on it holds all of theirs; a subscriber reads what follows its own
-    cursor from there, filtered for it, and one that is further behind (it resumed from an old cursor, fell
-    behind, or its caller's changes were let go) reads from the database until it has caught up.
-    """
+    def __init__(self, services: Services, hub: ChangeHub) -> None:
+        self.services = services
+        self.hub = hub
 
-    def __init__(
-        self, store: Callable[[], Store | None], *, keep_alive_seconds: float, stopping_file: Path | None = None
-    ) -> None:
-        self._store = store
-        self._stopping_file = stopping_file
-        """Appears when the server shuts down: the streams end then, so that its workers can stop."""
-        self._keep_alive_seconds = keep_alive_seconds
-        """How often a live stream with nothing to say sends a comment (the contract asks for at least every
-        15 s; proxies that close quiet connections sooner want it more often)."""
-        self._buffer: collections.deque[Change] = collections.deque()
-        self._by_owner: dict[str, collections.deque[Change]] = {}
-        """The buffer's changes by each owner they had before or after the write ('' for shared records): a
-        subscriber reads only those of its own and the shared ones, so that streams of callers who own none of
-        the writes cost nothing per change."""
-        self._buffered: set[Cursor] = set()
-        self._polled_through: Cursor | None = None
-        """Every change up to this cursor has been polled (None: not yet): kept if a subscriber polled for may
-        see it."""
-        self._complete_after: Cursor | None = None
-        """The cursor of the last change the buffer let go (at first, the head of the log when polling began)."""
-        self._let_go: dict[str, Cursor | None] = {}
-        """For each caller with a live stream here, and for shared records: the buffer holds every change of
-        theirs after this cursor (None: not known yet). It moves on when the buffer lets one of theirs go, and a
-        caller's first stream starts it where the polls have got to, since they read for the callers streaming
-        then. A stream behind it reads from the database."""
-        self._streams_of: dict[str, int] = {}
-        """How many live streams each caller has here: the polls read their changes, `_let_go` keeps their
-        entries."""
-        self._admin_streams = 0
-        self._admin_since: Cursor | None = None
-        """While administrators stream, the polls read every change: the buffer holds each one after this
-        cursor (and after the last it let go)."""
-        self._frames: dict[Cursor, bytes] = {}
-        """The event of each buffered change that a stream sent, encoded once for every stream that sends it."""
-        self._waiting: dict[str | None, set[asyncio.Future[None]]] = {}
-        """The streams waiting for changes, by the caller they read for (None: administrators): a poll wakes
-        only those whose callers may see one of its changes, not every stream of the process."""
-        self._subscribers = 0
-        self._poller: asyncio.Task[None] | None = None
-        self._closed = asyncio.Event()
-
-    @property
-    def subscribers(self) -> int:
-        return self._subscribers
-
-    async def close(self) -> None:
-        """End every live stream (the process is shutting down) and stop polling."""
-        self._closed.set()
-        self._wake(None)
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-
-    async def follow(
-        self,
-        cursor: Cursor,
-        *,
-        reader: str | None,
-        resources: tuple[str, ...] | None,
-        already: frozenset[Cursor] = frozenset(),
-    ) -> AsyncIterator[Change | None]:
-        """The changes after `cursor` that `reader` (None: an administrator) may see, as they commit, but those
-        in `already` (committed before the stream opened); None when there has been nothing to send for the
-        keep-alive interval."""
-        self._open_stream(reader)
-        self._start_polling()
-        try:
-            while not self._closed.is_set():
-                changes, cursor = await self._after(cursor, reader=reader, resources=resources)
-                for change in changes:
-                    if change.cursor not in already:
-                        yield change
-                if not changes and not await self._wait_for_more(cursor, reader):
-                    yield None
-        finally:
-            self._close_stream(reader)
-
-    def _open_stream(self, reader: str | None) -> None:
-        self._subscribers += 1
-        if reader is None:
-            self._admin_streams += 1
-            if self._admin_streams == 1:
-                self._admin_since = self._polled_through
-        else:
-            self._streams_of[reader] = self._streams_of.get(reader, 0) + 1
-            self._let_go.setdefault(reader, self._polled_through)
-
-    def _close_stream(self, reader: str | None) -> None:
-        self._subscribers -= 1
-        if reader is None:
-            self._admin_streams -= 1
-            if not self._admin_streams:
-                self._admin_since = None
-        else:
-            self._streams_of[reader] -= 1
-            if not self._streams_of[reader]:
-                del self._streams_of[reader], self._let_go[reader]
-
-    def _held_after(self, reader: str | None) -> Cursor | None:
-        """The cursor after which the buffer holds every change that `reader` may see (None: not known)."""
-        if reader is None:
-            if self._complete_after is None or self._admin_since is None:
-                return None
-            return max(self._complete_after, self._admin_since)
-        mine, shared = self._let_go.get(reader), self._let_go.get(SHARED)
-        return None if mine is None or shared is None else max(mine, shared)
-
-    async def _after(
-        self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
-    ) -> tuple[list[Change], Cursor]:
-        """The next changes after `cursor` for this subscriber, and the cursor it has then read up to (past the
-        changes it may not see)."""
-        held_after, polled_through = self._held_after(reader), self._polled_through
-        if held_after is not None and polled_through is not None and cursor >= held_after:
-            if polled_through <= cursor:
-                return [], cursor
-            if reader is None:
-                following = _after_cursor(self._buffer, cursor)
+    async def changes(self, call: Call) -> Answer:
+        request = parse_feed_query(query_pairs(call.query), self.services.resources)
+        caller: Caller = call.caller
+        if "text/event-stream" not in (call.header(b"accept") or ""):
+            page = await feed_page(store=self.services.store, caller=caller, request=request)
+            return Answer(200, msgspec.json.encode(page))
+        last_event_id = call.header(b"last-event-id")
+        # A transaction of its own, ended before a live stream starts: a stream holds no connection.
+        async with self.services.store.transaction(write=False) as tx:
+            already: frozenset[Cursor] = frozenset()
+            if last_event_id is not None:
+                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id), name="Last-Event-ID")
+            elif request.after is not None:
+                start = await start_of(tx, request.after)
             else:
-                # Every change the reader may see is among these (sees()); filtered below as any other.
-                mine = _after_cursor(self._by_owner.get(reader, ()), cursor)
-                shared = _after_cursor(self._by_owner.get(SHARED, ()), cursor)
-                merged = {change.cursor: change for change in (*mine, *shared)}
-                following = [merged[key] for key in sorted(merged)]
-            wanted = [change for change in following if _wanted(change, reader, resources)]
-            return wanted, polled_through
-        store = self._store()
-        if store is None:
-            return [], cursor
-        async with store.transaction(write=False) as tx:
-            found = list(await tx.changes_after(cursor, limit=POLL_BATCH, reader=reader, resources=resources))
-        if found:
-            return found, found[-1].cursor
-        # Nothing it may see before the database's horizon, which is past where the buffer holds all of the
-        # reader's (that was read before, and a reader's horizon only moves forward): the rest comes from there.
-        return [], max(cursor, held_after) if held_after is not None else cursor
+                # From now on: after the last change no write in flight can precede, but those committed
+                # already (a transaction that began earlier is still writing).
+                start = await tx.head_cursor()
+                already = frozenset(await tx.committed_after(start, limit=COMMITTED_AT_OPEN))
+        reader = None if caller.is_admin else caller.email
+        hub = self.hub
 
-    def frame(self, change: Change | None) -> bytes:
-        """The Server-Sent Event of a change (or a keep-alive comment), the same bytes for every stream."""
-        if change is None:
-            return event_stream_frame(None)
-        encoded = self._frames.get(change.cursor)
-        if encoded is None:
-            encoded = event_stream_frame(change)
-            if change.cursor in self._buffered:
-                self._frames[change.cursor] = encoded
-        return encoded
+        async def frames() -> AsyncIterator[bytes]:
+            yield b"retry: 1000\n\n"
+            async for change in hub.follow(start, reader=reader, resources=request.resources, already=already):
+                yield hub.frame(change)
 
-    def keep_alive_interval(self) -> float:
-        """How long a quiet stream waits before its next comment: at most the configured interval, at least
-        three quarters of it, drawn for each wait so that streams opened together (a client reconnecting its
-        thousand streams) do not all send at once ever after."""
-        return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
-
-    async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
-        """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
-        interval passed first."""
-        polled_through = self._polled_through
-        if (polled_through is not None and polled_through > cursor) or self._closed.is_set():
-            return True
-        waiter = asyncio.get_running_loop().create_future()
-        waiting = self._waiting.setdefault(reader, set())
-        waiting.add(waiter)
-        try:
-            async with asyncio.timeout(self.keep_alive_interval()):
-                await waiter
-        except TimeoutError:
-            return False
-        finally:
-            waiting.discard(waiter)
-            if not waiting and self._waiting.get(reader) is waiting:
-                del self._waiting[reader]
-        return True
-
-    def _wake(self, readers: set[str] | None) -> None:
-        """Wake the streams of these callers and of administrators; None: every stream."""
-        if readers is None or SHARED in readers:
-            groups = list(self._waiting.values())
-        else:
-            groups = [self._waiting[key] for key in (None, *readers) if key in self._waiting]
-        for waiting in groups:
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    def _start_polling(self) -> None:
-        if self._poller is None or self._poller.done():
-            self._poller = asyncio.get_running_loop().create_task(self._poll())
-
-    async def _poll(self) -> None:
-        # Polling, not LISTEN/NOTIFY: it works through any connection pooler, and costs one indexed query per
-        # interval per process while someone listens.
-        while self._subscribers and not self._closed.is_set():
-            if self._stopping_file is not None and self._stopping_file.exists():
-                self._closed.set()
-                self._wake(None)
-                break
-            got = 0
-            with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
-                got = await self._poll_once()
-            await asyncio.sleep(0 if got == POLL_BATCH else POLL_SECONDS)
-        self._buffer.clear()
-        self._by_owner.clear()
-        self._buffered.clear()
-        self._frames.clear()
-        self._polled_through = self._complete_after = self._admin_since = None
-        self._let_go = dict.fromkeys(self._let_go)
-
-    async def _poll_once(self) -> int:
-        store = self._store()
-        if store is None:
-            return 0
-        async with store.transaction(write=False) as tx:
-            last = self._polled_through
-            if last is None:
-                last = await tx.head_cursor()
-                self._start_buffer(last)
-            # The callers streaming now: one who starts while this poll is under way is not among them.
-            readers = None if self._admin_streams else sorted(self._streams_of)
-            if readers is None:
-                found = list(await tx.changes_after(last, limit=POLL_BATCH, reader=None, resources=None))
-                through = found[-1].cursor if found else last
-            else:
-                head = await tx.head_cursor()
-                found = list(await tx.changes_seen_by(last, through=head, readers=readers, limit=POLL_BATCH))
-                through = found[-1].cursor if len(found) == POLL_BATCH else max(head, last)
-        self._keep(found, through=through, polled_for=readers)
-        return len(found)
-
-    def _start_buffer(self, head: Cursor) -> None:
-        """Start keeping changes after `head`, the last one committed: none of them has been let go yet."""
-        self._polled_through = self._complete_after = head
-        self._let_go[SHARED] = head
-        for reader, let_go in self._let_go.items():
-            if let_go is None:
-                self._let_go[reader] = head
-        if self._admin_streams:
-            self._admin_since = head
-
-    def _keep(self, found: list[Change], *, through: Cursor | None = None, polled_for: list[str] | None = None) -> None:
-        """Add polled changes to the buffer (every change up to `through` polled, for the callers `polled_for`,
-        None: for everyone), let the oldest go beyond its size, and wake the streams of those who may see them."""
-        if found:
-            self._wake(set().union(*(_owners(change) for change in found)))
-        self._buffer.extend(found)
-        for change in found:
-            self._buffered.add(change.cursor)
-            for owner in _owners(change):
-                self._by_owner.setdefault(owner, collections.deque()).append(change)
-        if through is None:
-            through = found[-1].cursor if found else self._polled_through
-        self._polled_through = through
-        if polled_for is not None and through is not None:
-            # Those who began to stream while the poll was under way: it did not read their changes.
-            polled = set(polled_for)
-            for reader, let_go in self._let_go.items():
-                if reader != SHARED and reader not in polled:
-                    self._let_go[reader] = _later(let_go, through)
-            if self._admin_streams:
-                self._admin_since = _later(self._admin_since, through)
-        while len(self._buffer) > BUFFERED_CHANGES:
-            oldest = self._buffer.popleft()
-            self._complete_after = oldest.cursor
-            self._buffered.discard(oldest.cursor)
-            self._frames.pop(oldest.cursor, None)
-            for owner in _owners(oldest):
-                if owner in self._let_go:
-                    self._let_go[owner] = _later(self._let_go[owner], oldest.cursor)
-                # The oldest change of the buffer is the oldest of each of its owners' too.
-                kept = self._by_owner[owner]
-                kept.popleft()
-                if not kept:
-                    del self._by_owner[owner]
+        return Answer(200, media_type=EVENT_STREAM, headers={"X-Accel-Buffering": "no"}, stream=frames())
 
 
-def _later(known: Cursor | None, cursor: Cursor) -> Cursor:
-    """`cursor`, or the one already known when that is later: where a buffer holds everything from only moves on."""
-    return cursor if known is None else max(known, cursor)
+EVENT_STREAM = "text/event-stream"
 
 
-def _owners(change: Change) -> set[str]:
-    return {owner for owner in (change.owner_before, change.owner_after) if owner is not None}
+def feed_endpoints(services: Services, hub: ChangeHub) -> list[Endpoint]:
+    feed = Feed(services, hub)
+    return [
+        Endpoint(
+            "GET",
+            "/v1/changes",
+            "listChanges",
+            CHANGES_TAG,
+            "The changes the caller may see, in commit order: a page of JSON, or live as Server-Sent Events",
+            feed.changes,
+            functools.partial(_feed_document, services.resources),
+        )
+    ]
 
 
-def _after_cursor(changes: Sequence[Change] | collections.deque[Change], cursor: Cursor) -> list[Change]:
-    """The changes after `cursor` of changes in cursor order, read from the newest back: a subscriber that keeps
-    up is a few changes behind the end, and a scan from the start per subscriber per poll made a thousand
-    streams cost the writers most of a core."""
-    following = list(takewhile(lambda change: change.cursor > cursor, reversed(changes)))
-    following.reverse()
-    return following
+CHANGES_TAG = "changes"
 
 
-def _wanted(change: Change, reader: str | None, resources: tuple[str, ...] | None) -> bool:
-    return sees(reader, change) and (resources is None or change.resource in resources)
+def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]:
+    """The change, a page of a record's history, and a page of the feed."""
+    return {
+        "Change": {
+            "type": "object",
+            "description": "A committed write of a record: created, replaced (a replace, an update, or a write that "
+            "follows another record, such as a vaccination following its pet to a new owner) or deleted.",
+            "required": ["cursor", "resource", "id", "action", "version", "at", "by", "record"],
+            "additionalProperties": False,
+            "properties": {
+                "cursor": {
+                    "type": "string",
+                    "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$",
+                    "description": "Opaque: where the change stands in the feed (its commit order).",
+                },
+                "resource": {"type": "string", "enum": [resource.name for resource in resources.resources]},
+                "id": {**UUID_SCHEMA, "description": "The record's id."},
+                "action": {"type": "string", "enum": list(ACTIONS)},
+                "version": {"type": "integer", "minimum": 1, "description": "The record's writes, counted from 1."},
+                "at": {**TIMESTAMP_SCHEMA, "description": "When the write was made."},
+                "by": {**EMAIL_SCHEMA, "description": "Who made the write."},
+                "record": {
+                    "description": "The record as it was after the write (for `deleted`, just before it), as its "
+                    "GET shows it.",
+                    "oneOf": [
+                        {"$ref": f"#/components/schemas/{resource.schema_name}"} for resource in resources.resources
+                    ],
+                },
+            },
+        },
+        "ChangeHistoryPage": page_schema("Change", settings),
+        "ChangeFeedPage": {
+            "type": "object",
+            "required": ["items", "nextCursor"],
+            "additionalProperties": False,
+            "properties": {
+                "items": {"type": "array", "maxItems": MAX_LIMIT, "items": {"$ref": "#/components/schemas/Change"}},
+                "nextCursor": {
+                    "type": "string",
+                    "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$",
+                    "description": "Where the next page starts: send it as `after`.",
+                },
+            },
+        },
+    }
 
 
-def event_stream_frame(change: Change | None) -> bytes:
-    """One Server-Sent Event: the change (id: its cursor, event: its action), or a keep-alive comment."""
-    if change is None:
-        return b": keep-alive\n\n"
-    data = msgspec.json.encode(change_wire(change))
-    return b"id: %s\nevent: %s\ndata: %s\n\n" % (encode_cursor(change.cursor).encode(), change.action.encode(), data)
+ACTIONS = ("created", "replaced", "deleted")
+_EVENT_FORMAT = (
+    "Server-Sent Events, sent as the changes commit: `retry: 1000` first, then for each change `id:` its cursor, "
+    "`event:` its action and `data:` the change as JSON (the Change schema) on one line, each event ending with an "
+    "empty line; a comment line (`: keep-alive`) at least every 15 seconds while there is nothing to send. A client "
+    "that reconnects with `Last-Event-ID` resumes after that change; without it (and without `after`) the stream "
+    "starts with the changes committed after it opened."
+)
 
 
-def new_instance_id() -> str:
-    return uuid.uuid4().hex
+def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str, Any]:
+    return {
+        "description": "The changes the caller may see (an administrator: every change; anyone else: the changes of "
+        "records they owned before or after the write, and every change of the shared catalogue), in the order "
+        "their transactions committed. A page holds `limit` changes whenever at least that many visible changes "
+        "follow the cursor; an empty page means the caller has every committed change they may see. A client that "
+        "keeps calling with the last `nextCursor` receives every change exactly once, in commit order, whatever "
+        "the number of instances and concurrent writers. With `Accept: text/event-stream` the same changes "
+        "stream live.",
+        "parameters": [
+            parameter(
+                "after",
+                {"type": "string", "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"},
+                "A cursor this service handed out (a change's `cursor`, a page's `nextCursor`): start after it. "
+                "Omitted: at the oldest change kept (a stream: with the changes committed after it opened). Older "
+                "than what is kept: 410.",
+            ),
+            parameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+                "Changes per page.",
+            ),
+            parameter(
+                "resource",
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "string", "enum": [resource.name for resource in resources.resources]},
+                },
+                f"Only the changes of these resources. {SEVERAL}",
+                several=True,
+            ),
+            parameter(
+                "Accept",
+                {"type": "string", "examples": ["application/json", EVENT_STREAM]},
+                f"`{EVENT_STREAM}` for the live stream; anything else for a page of JSON.",
+                where="header",
+            ),
+            parameter(
+                "Last-Event-ID",
+                {"type": "string", "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"},
+                "The live stream only: resume after this cursor (EventSource sends it when it reconnects).",
+                where="header",
+            ),
+        ],
+        "responses": {
+            "200": {
+                "description": "A page of changes, or the live stream.",
+                "headers": headers(*PRIVATE),
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ChangeFeedPage"}},
+                    EVENT_STREAM: {
+                        "schema": {"type": "string", "description": _EVENT_FORMAT},
+                        "example": 'retry: 1000\n\nid: 1f4-0\nevent: created\ndata: {"cursor":"1f4-0",...}\n\n',
+                    },
+                },
+            },
+            **api_errors(errors.CursorExpired),
+        },
+    }

@@ -3,13 +3,17 @@ itself in the OpenAPI document. A kind knows no resource."""
 
 from __future__ import annotations
 
+import enum
+import functools
 import math
+import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
+from petrecords.store.base import SortKey
 from petrecords.text import (
     BIDI_CONTROLS,
     CONTROL_CHARACTERS,
@@ -34,8 +38,8 @@ DAY_MS = 86_400_000
 LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-class PetTypes:
-    """The configured pet types, matched case-insensitively, returned in their configured spelling."""
+class Choices:
+    """A list of values that a field takes: matched case-insensitively, returned in their listed spelling."""
 
     def __init__(self, spellings: Iterable[str]) -> None:
         self.spellings = tuple(spellings)
@@ -43,7 +47,7 @@ class PetTypes:
 
     @property
     def sort_order(self) -> tuple[str, ...]:
-        """The spellings in case-insensitive order: how `sort=petType` ranks them."""
+        """The spellings in case-insensitive order: how a sort by the field ranks them."""
         return tuple(sorted(self.spellings, key=lambda spelling: (match_key(spelling), spelling)))
 
     def resolve(self, value: str) -> str | None:
@@ -54,20 +58,61 @@ class PetTypes:
         return "one of " + ", ".join(self.spellings)
 
 
+PET_TYPES = "pet_types"
+"""The configured list of pet types, by the name of its setting."""
+
+
 @dataclass(frozen=True)
 class Context:
-    """What reading a value may depend on besides the value: the configured pet types and the clock."""
+    """What reading a value may depend on besides the value: the configured lists of values and the clock."""
 
-    pet_types: PetTypes
+    choices: Mapping[str, Choices]
+    """Each configured list of values, by the name of its setting."""
     now_ms: int
+
+    @classmethod
+    def configured(cls, lists: Mapping[str, Iterable[str]], *, now_ms: int) -> Context:
+        return cls({name: Choices(values) for name, values in lists.items()}, now_ms)
 
 
 Problem = str
 """What was expected, as the tail of a validation message: "must be a string."."""
 
 
+class Operation(enum.Enum):
+    """How a list may compare a field with a value a client names (beyond equality to one of several)."""
+
+    MATCH = "like"
+    """A pattern of its text (`{field}_like`)."""
+    BOUND = "bound"
+    """Ordered: inclusive bounds (`{field}_gte`, `{field}_lte`)."""
+    DIFFER = "ne"
+    """Every record whose value differs, null included (`{field}_ne`)."""
+
+
 class Kind(Protocol):
-    """How one field is read from a client, shown to one, and described."""
+    """Everything the layer needs to know of one kind of field: how it is read from a client, shown to one,
+    compared, sorted and described."""
+
+    @property
+    def nullable(self) -> bool:
+        """Whether a stored value may be null: a client's null then clears it (else null means not given)."""
+        ...
+
+    @property
+    def key_column(self) -> str | None:
+        """The column that holds the field's matching and sorting key (lower-cased text), if it has one."""
+        ...
+
+    @property
+    def embeds(self) -> str | None:
+        """For a field that shows another record whole: the reference field that names it."""
+        ...
+
+    @property
+    def operations(self) -> frozenset[Operation]:
+        """The comparisons a list may make of it."""
+        ...
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         """(stored value, None) when `value` (never None) is valid, else (None, what was expected)."""
@@ -77,6 +122,14 @@ class Kind(Protocol):
         """The wire form of a stored value (never None)."""
         ...
 
+    def expected(self, context: Context) -> str:
+        """What a value must be, as a noun phrase: "one of Dog, Cat", "a record id (a UUID)"."""
+        ...
+
+    def sort_key(self, column: str, context: Context) -> SortKey:
+        """How a sort by the field (stored in `column`) orders records, ascending."""
+        ...
+
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         """The JSON Schema of the value as the service returns it, or (`sent`) as a client may send it."""
         ...
@@ -84,9 +137,24 @@ class Kind(Protocol):
 
 @dataclass(frozen=True)
 class SchemaContext:
-    """What a schema may depend on: the configured pet types."""
+    """What a schema may depend on: the configured lists of values, by the name of their setting."""
 
-    pet_types: tuple[str, ...]
+    lists: Mapping[str, tuple[str, ...]]
+
+
+class _Plain:
+    """What most kinds answer: no null, no key, nothing embedded, sorted by the stored value."""
+
+    nullable = False
+    key_column: str | None = None
+    embeds: str | None = None
+    operations: frozenset[Operation] = frozenset()
+
+    def show(self, stored: Any) -> Any:
+        return stored
+
+    def sort_key(self, column: str, context: Context) -> SortKey:
+        return SortKey(column)
 
 
 # --- JSON Schema building blocks -------------------------------------------------------------------
@@ -169,27 +237,36 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Name:
+class Name(_Plain):
     """A name: trimmed, 1 to `max_length` code points, no control characters or bidirectional controls, at least
-    one visible character. Matched and sorted by its key (`key_column`): case-insensitive, in NFC."""
+    one visible character. Matched and sorted by its key (`key_column`): case-insensitive, in NFC. `nullable`:
+    an optional name, which blank text (or null) clears."""
 
     max_length: int
-    key_column: str
+    key_column: str | None = None
     example: str = "Rex"
+    nullable: bool = False
+    operations: frozenset[Operation] = frozenset({Operation.MATCH})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if self.nullable and isinstance(value, str) and not _VISIBLE_TEXT.search(value):
+            return None, None
         return clean_name(value, max_length=self.max_length)
 
-    def show(self, stored: Any) -> Any:
-        return stored
+    def expected(self, context: Context) -> str:
+        return f"a name of 1 to {self.max_length} characters"
+
+    def sort_key(self, column: str, context: Context) -> SortKey:
+        return SortKey(self.key_column or column)
 
     def description(self) -> str:
+        blank = " Blank text or null clears it (it is then null)." if self.nullable else ""
         return (
             f"Trimmed of white space at both ends, then 1–{self.max_length} characters (code points) "
             "with no control characters (C0, DEL, C1), no bidirectional embedding, override or isolate "
             "(U+202A–U+202E, U+2066–U+2069), and at least one visible character (not only zero-width or other "
             "default-ignorable characters). Stored as sent (after trimming); matched and sorted in Unicode "
-            "normalization form C, case-insensitively."
+            f"normalization form C, case-insensitively.{blank}"
         )
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
@@ -204,28 +281,41 @@ class Name:
         else:
             schema.update(minLength=1, maxLength=self.max_length, pattern=f"^{core}$")
         schema.update({"not": _INVISIBLE_ONLY, "description": self.description(), "examples": [self.example]})
-        return schema
+        if not self.nullable:
+            return schema
+        if sent:
+            # As sent, blank text stands for null as well.
+            return {"oneOf": [schema, _INVISIBLE_ONLY_TEXT, {"type": "null"}], "description": self.description()}
+        return _nullable(schema)
+
+
+_VISIBLE_TEXT = re.compile(f"[^{WHITE_SPACE}{INVISIBLE_CHARACTERS}]")
+_INVISIBLE_ONLY_TEXT = {"type": "string", **_INVISIBLE_ONLY}
 
 
 @dataclass(frozen=True)
-class Prose:
+class Prose(_Plain):
     """Free text or null: trimmed; empty or blank is null; at most `max_length` code points; no control
     characters but line feed and tab. Searched by its key (`key_column`) when it has one."""
 
     max_length: int
     key_column: str | None = None
-    nullable: ClassVar[bool] = True
+    nullable: bool = True
+    operations: frozenset[Operation] = frozenset({Operation.MATCH})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         return clean_prose(value, max_length=self.max_length)
 
-    def show(self, stored: Any) -> Any:
-        return stored
+    def expected(self, context: Context) -> str:
+        return f"text of at most {self.max_length} characters"
+
+    def sort_key(self, column: str, context: Context) -> SortKey:
+        return SortKey(self.key_column or column)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         description = (
             f"Trimmed of white space at both ends; at most {self.max_length} characters (code points); no control "
-            "characters other than line feed and tab. Empty, blank or absent is stored and returned as null."
+            "characters other than line feed and tab. Empty, blank or null is stored and returned as null."
         )
         forbidden = r"\u0000-\u0008\u000b-\u001f\u007f-\u009f"
         core = f"[^{_SPACE}{forbidden}](?:[^{forbidden}]{{0,{self.max_length - 2}}}[^{_SPACE}{forbidden}])?"
@@ -238,33 +328,69 @@ class Prose:
 
 
 @dataclass(frozen=True)
-class PetType:
-    """One of the configured pet types, matched case-insensitively, stored in its configured spelling."""
+class Listed(_Plain):
+    """One of a list of values, matched case-insensitively, stored and returned in the list's spelling, sorted
+    case-insensitively: fixed `values`, or the list configured in the setting `setting` (the pet types)."""
+
+    values: tuple[str, ...] = ()
+    setting: str | None = None
+    description: str = ""
+    nullable: bool = False
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def __post_init__(self) -> None:
+        if bool(self.values) == (self.setting is not None):
+            raise ValueError("a listed kind takes either its values or the setting that configures them")
+
+    def choices(self, context: Context) -> Choices:
+        return _fixed_choices(self.values) if self.setting is None else context.choices[self.setting]
+
+    def spellings(self, context: SchemaContext) -> tuple[str, ...]:
+        return self.values if self.setting is None else context.lists[self.setting]
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
-        resolved = context.pet_types.resolve(value) if isinstance(value, str) else None
+        choices = self.choices(context)
+        resolved = choices.resolve(value) if isinstance(value, str) else None
         if resolved is None:
-            return None, f"must be {context.pet_types.expected}."
+            return None, f"must be {choices.expected}."
         return resolved, None
 
-    def show(self, stored: Any) -> Any:
-        return stored
+    def expected(self, context: Context) -> str:
+        return self.choices(context).expected
+
+    def sort_key(self, column: str, context: Context) -> SortKey:
+        # SQL lower() folds only ASCII on both databases; the listed values are ranked here instead.
+        return SortKey(column, rank=self.choices(context).sort_order)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
-        return {
+        spellings = list(self.spellings(context))
+        described = self.description or "One of the listed values"
+        schema = {
             "type": "string",
-            "enum": list(context.pet_types),
-            "description": "One of the configured pet types, matched case-insensitively (any letter case is "
-            "accepted); returned in its configured spelling.",
-            "examples": [context.pet_types[0]],
+            "enum": spellings,
+            "description": f"{described}, matched case-insensitively (any letter case is accepted); returned in "
+            "its listed spelling.",
+            "examples": [spellings[0]],
         }
+        return _nullable(schema) if self.nullable else schema
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_choices(values: tuple[str, ...]) -> Choices:
+    return Choices(values)
+
+
+def pet_type(description: str = "One of the configured pet types") -> Listed:
+    """The kind of a pet type: one of the configured ones."""
+    return Listed(setting=PET_TYPES, description=description)
 
 
 @dataclass(frozen=True)
-class Email:
+class Email(_Plain):
     """A user identifier: an e-mail address, stored in lower case."""
 
     description: str = ""
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         email = normalize_email(value) if isinstance(value, str) else None
@@ -272,59 +398,67 @@ class Email:
             return None, "must be an e-mail address."
         return email, None
 
-    def show(self, stored: Any) -> Any:
-        return stored
+    def expected(self, context: Context) -> str:
+        return "an e-mail address"
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         return {**EMAIL_SCHEMA, "description": self.description} if self.description else dict(EMAIL_SCHEMA)
 
 
 @dataclass(frozen=True)
-class WholeNumber:
-    """An integer from `minimum` to `maximum`; a JSON number with a fraction (even `.0`) is refused."""
+class WholeNumber(_Plain):
+    """An integer from `minimum` to `maximum`. A JSON number that is a whole number is one, however it is
+    written (`365.0`, `3.65e2`), as JSON Schema counts it; one with a non-zero fraction is refused."""
 
     minimum: int
     maximum: int
     description: str = ""
+    operations: frozenset[Operation] = frozenset({Operation.BOUND})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not self.minimum <= value <= self.maximum:
             return None, f"must be a whole number from {self.minimum} to {self.maximum}."
         return value, None
 
-    def show(self, stored: Any) -> Any:
-        return stored
+    def expected(self, context: Context) -> str:
+        return f"a whole number from {self.minimum} to {self.maximum}"
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
-        # JSON Schema reads 365.0 as the integer 365, so only the description can say that it is refused.
-        written = "Written as a whole number: a number with a fraction or an exponent (365.0, 3.65e2) is refused."
+        written = "A number with a non-zero fraction is refused; 365.0 is the whole number 365."
         schema["description"] = f"{self.description} {written}" if self.description else written
         return schema
 
 
 @dataclass(frozen=True)
-class Instant:
+class Instant(_Plain):
     """A moment a client names: an RFC 3339 date-time with `Z` or an offset, any number of fraction digits,
     rounded to the millisecond; at or after `earliest_ms`, not later than the service's clock plus
     `latest_ahead_ms` when that is set, and never after the end of the year 9999 in UTC. Returned in UTC with
-    milliseconds."""
+    milliseconds. `future`: later than the service's clock."""
 
     earliest_ms: int
     latest_ahead_ms: int | None = None
     description: str = ""
     example: str = "2026-11-21T16:06:29.123Z"
+    nullable: bool = False
+    future: bool = False
+    operations: frozenset[Operation] = frozenset({Operation.BOUND})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         moment = parse_datetime_ms(value) if isinstance(value, str) else None
         if moment is None:
-            return None, "must be an RFC 3339 date-time with Z or an offset, e.g. 2026-11-21T16:06:29.123Z."
+            return None, f"must be {self.expected(context)}."
         rounded = math.floor(moment + Fraction(1, 2))
         if rounded < self.earliest_ms:
             return None, f"must not be before {format_timestamp(self.earliest_ms)}."
         if self.latest_ahead_ms is not None and rounded > context.now_ms + self.latest_ahead_ms:
             minutes = self.latest_ahead_ms // 60_000
             return None, f"must not be later than {minutes} minutes after the service's clock."
+        if self.future and rounded <= context.now_ms:
+            return None, "must be in the future."
         if rounded > LATEST_MS:
             # 9999-12-31T23:30:00-01:00 is a valid RFC 3339 date-time, but in UTC its year has five digits.
             return None, f"must not be later than {format_timestamp(LATEST_MS)}, the last moment RFC 3339 writes."
@@ -333,19 +467,23 @@ class Instant:
     def show(self, stored: Any) -> Any:
         return format_timestamp(stored)
 
+    def expected(self, context: Context) -> str:
+        return "an RFC 3339 date-time with Z or an offset, e.g. 2026-11-21T16:06:29.123Z"
+
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         schema = dict(DATE_TIME_INPUT_SCHEMA if sent else TIMESTAMP_SCHEMA)
         schema["examples"] = [self.example]
         if self.description:
             schema["description"] = self.description
-        return schema
+        return _nullable(schema) if self.nullable else schema
 
 
 @dataclass(frozen=True)
-class RecordId:
+class RecordId(_Plain):
     """The id of a record of another resource (checked against it by the resource's references)."""
 
     description: str = ""
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         record_id = parse_record_id(value) if isinstance(value, str) else None
@@ -356,21 +494,25 @@ class RecordId:
     def show(self, stored: Any) -> Any:
         return str(stored)
 
+    def expected(self, context: Context) -> str:
+        return "a record id (a UUID)"
+
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         return {**UUID_SCHEMA, "description": self.description} if self.description else dict(UUID_SCHEMA)
 
 
 @dataclass(frozen=True)
-class Embedded:
-    """The record that `reference` names, shown whole, as its own GET returns it. Read-only."""
+class Embedded(_Plain):
+    """The record that the reference field `embeds` names, shown whole, as its own GET returns it. Read-only: the
+    reference's resource reads, shows and describes it."""
 
-    reference: str
+    embeds: str
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         raise TypeError("an embedded record is read-only")
 
-    def show(self, stored: Any) -> Any:
-        raise TypeError("an embedded record is shown by its own resource")
+    def expected(self, context: Context) -> str:
+        raise TypeError("an embedded record is read-only")
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         raise TypeError("an embedded record is described by its own resource")
@@ -388,15 +530,19 @@ def record_uuid(value: Any) -> uuid.UUID:
 __all__ = [
     "DAY_MS",
     "MAX_SAFE_INTEGER",
+    "PET_TYPES",
+    "Choices",
     "Context",
     "Email",
+    "Embedded",
     "Instant",
     "Kind",
+    "Listed",
     "Name",
-    "PetType",
-    "PetTypes",
+    "Operation",
     "Prose",
     "RecordId",
     "SchemaContext",
     "WholeNumber",
+    "pet_type",
 ]

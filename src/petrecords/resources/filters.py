@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
+from petrecords.openapi import parameter
 from petrecords.resources.fields import (
     DATE_TIME_INPUT_PATTERN,
     EMAIL_SCHEMA,
@@ -18,7 +19,6 @@ from petrecords.resources.fields import (
     UUID_SCHEMA,
     Context,
     Kind,
-    PetType,
     RecordId,
     SchemaContext,
     character_class,
@@ -46,6 +46,11 @@ class Filter(Protocol):
     @property
     def several(self) -> bool:
         """Whether its parameter takes several values (comma-separated or repeated)."""
+        ...
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of the resource's table that it compares."""
         ...
 
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
@@ -77,27 +82,6 @@ def split_values(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",")]
 
 
-def parameter(
-    name: str,
-    schema: dict[str, Any],
-    description: str,
-    *,
-    where: str = "query",
-    required: bool = False,
-    several: bool = False,
-) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "name": name,
-        "in": where,
-        "required": required,
-        "description": description,
-        "schema": schema,
-    }
-    if several:
-        document["style"], document["explode"] = "form", False
-    return document
-
-
 @dataclass(frozen=True)
 class AnyOf:
     """`parameter` names one or more values of `column` (comma-separated or repeated), read as `kind` reads them."""
@@ -112,6 +96,10 @@ class AnyOf:
     def parameters(self) -> tuple[str, ...]:
         return (self.parameter,)
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
         if self.parameter not in values:
             return []
@@ -123,18 +111,12 @@ class AnyOf:
         return [Condition((self.column,), Operator.IN, tuple(dict.fromkeys(value for value, _ in read)))]
 
     def _expected(self, context: Context) -> str:
-        if isinstance(self.kind, PetType):
-            return f"must be {context.pet_types.expected} (comma-separated or repeated)."
-        if isinstance(self.kind, RecordId):
-            return f"must be at most {MAX_IDS} record ids (UUIDs), comma-separated or repeated."
-        return "must be valid values, comma-separated or repeated."
+        return f"must be {MAX_IDS} or fewer values, each {self.kind.expected(context)}, comma-separated or repeated."
 
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
         items = self.kind.schema(context, sent=True)
         items.pop("description", None)
-        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": items}
-        if isinstance(self.kind, RecordId):
-            schema["maxItems"] = MAX_IDS
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": MAX_IDS, "items": items}
         return [parameter(self.parameter, schema, f"{self.description} {SEVERAL}", several=True)]
 
 
@@ -149,6 +131,10 @@ class Owner:
     @property
     def parameters(self) -> tuple[str, ...]:
         return (self.parameter,)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
 
     def owner(self, values: Values, errors: Errors) -> str | None:
         given = values.get(self.parameter)
@@ -230,8 +216,16 @@ _SPACE_FOR_PLUS = re.compile(r" (\d{2}:\d{2})$", re.ASCII)
 DATE_TIME_PARAMETER_SCHEMA = {"type": "string", "format": "date-time", "pattern": DATE_TIME_INPUT_PATTERN}
 
 
+class _OneColumn:
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+
 @dataclass(frozen=True)
-class TimeBound(OneParameter):
+class TimeBound(_OneColumn, OneParameter):
     """`parameter` is an RFC 3339 date-time (`Z` or an offset); `column` (epoch milliseconds) must be `operator`
     it. Stored times are whole milliseconds, so a bound between two of them is read exactly."""
 
@@ -266,7 +260,7 @@ def _time_condition(column: str, operator: Operator, moment: Fraction | int) -> 
 
 
 @dataclass(frozen=True)
-class NumberBound(OneParameter):
+class NumberBound(_OneColumn, OneParameter):
     """`parameter` is a whole number; `column` must be `operator` it."""
 
     column: str

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.resources.declaration import Resource
-from petrecords.resources.fields import MAX_SAFE_INTEGER, Context, Name, PetType
+from petrecords.resources.fields import MAX_SAFE_INTEGER, Context
 from petrecords.resources.filters import Errors, Filter, Owner, TimeBound, ids_filter, split_values
 from petrecords.store.base import Condition, Operator, SortKey
 
@@ -113,16 +113,9 @@ def sort_columns(resource: Resource, context: Context) -> dict[str, SortKey]:
     """Each sort field, by its lower-cased name, as the store sorts it (ascending)."""
     keys = {name.lower(): SortKey(column) for name, column in AUDIT_SORT_FIELDS.items()}
     for name in resource.sort_fields:
-        if name.lower() in keys:
-            continue
-        declared = resource.field_named(name)
-        if isinstance(declared.kind, Name):
-            keys[name.lower()] = SortKey(declared.kind.key_column)
-        elif isinstance(declared.kind, PetType):
-            # SQL lower() folds only ASCII on both databases; the configured types are ranked here instead.
-            keys[name.lower()] = SortKey(declared.column, rank=context.pet_types.sort_order)
-        else:
-            keys[name.lower()] = SortKey(declared.column)
+        if name.lower() not in keys:
+            declared = resource.field_named(name)
+            keys[name.lower()] = declared.kind.sort_key(declared.column, context)
     return {name.lower(): keys[name.lower()] for name in sort_field_names(resource)}
 
 

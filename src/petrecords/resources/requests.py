@@ -7,13 +7,14 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from petrecords.errors import MalformedRequest, ValidationFailed
-from petrecords.resources.declaration import Errors, Resource
+from petrecords.resources.declaration import Errors, Field, Resource
 from petrecords.resources.fields import Context
 
 READ_ONLY_AUDIT_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
@@ -88,27 +89,39 @@ class Body:
     document: Any
 
 
+def _ignored(resource: Resource) -> set[str]:
+    """Members a body may carry that are not written: the read-only fields and what clients send back."""
+    return {*READ_ONLY_AUDIT_FIELDS, *resource.tolerated, *(field.name for field in resource.fields if field.read_only)}
+
+
+def _unknown_members(resource: Resource, document: dict[str, Any], writable: Mapping[str, Field]) -> Errors:
+    ignored = _ignored(resource)
+    return {
+        name: [f"is not a field of a {resource.title} record."]
+        for name in sorted(document)
+        if name not in writable and name not in ignored
+    }
+
+
+def _check_path_id(document: dict[str, Any], path_id: str | None, errors: Errors) -> None:
+    if path_id is not None and "id" in document:
+        raw_id = document["id"]
+        if not isinstance(raw_id, str) or raw_id.lower() != path_id.lower():
+            errors["id"] = ["must equal the id in the path when present."]
+
+
 def read_body(resource: Resource, document: Any, *, context: Context, path_id: str | None = None) -> Body:
     """Check a create/replace body against `resource`'s fields, reporting every offending field at once.
 
     Read-only fields are ignored whatever their value (and so are embedded records, which clients send back),
     except that on replace (`path_id` given) an `id`, when present, must equal the id in the path. `null`
-    stands for "not given" except where a field holds null.
+    clears a field that may be null, and stands for "not given" for any other.
     """
     required = ", ".join(field.name for field in resource.fields if field.required)
     if not isinstance(document, dict):
         raise ValidationFailed.single("body", f"must be a JSON object with {required}.")
-    ignored = {
-        *READ_ONLY_AUDIT_FIELDS,
-        *resource.tolerated,
-        *(field.name for field in resource.fields if field.read_only),
-    }
     writable = {field.name: field for field in resource.fields if not field.read_only}
-    errors: Errors = {
-        name: [f"is not a field of a {resource.title} record."]
-        for name in sorted(document)
-        if name not in writable and name not in ignored
-    }
+    errors = _unknown_members(resource, document, writable)
     values: dict[str, Any] = {}
     sent: set[str] = set()
     for name, field in writable.items():
@@ -117,7 +130,10 @@ def read_body(resource: Resource, document: Any, *, context: Context, path_id: s
                 errors[name] = ["is required" + _expected_tail(field.kind.read(None, context)[1]) + "."]
             continue
         value = document[name]
-        if value is None and not field.required and not field.nullable:
+        if value is None and not field.required:
+            if field.nullable:
+                values[field.column] = None
+                sent.add(name)
             continue
         stored, problem = field.kind.read(value, context)
         if problem is not None:
@@ -125,15 +141,52 @@ def read_body(resource: Resource, document: Any, *, context: Context, path_id: s
             continue
         values[field.column] = stored
         sent.add(name)
-    if path_id is not None and "id" in document:
-        raw_id = document["id"]
-        if not isinstance(raw_id, str) or raw_id.lower() != path_id.lower():
-            errors["id"] = ["must equal the id in the path when present."]
+    _check_path_id(document, path_id, errors)
     if not errors and resource.check is not None:
         errors.update(resource.check(values))
     if errors:
         raise ValidationFailed(errors, what="request body")
     return Body(values=values, sent=frozenset(sent), document=document)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A JSON Merge Patch of a record's client-set fields, read: the members it names, each checked on its own
+    (null kept as null: it clears the field, or, for one that cannot be null, asks for it as not given)."""
+
+    members: dict[str, Any]
+    """Wire name -> the value as sent."""
+    values: dict[str, Any]
+    """Column -> the stored value of each member that names a value."""
+
+
+def read_patch(resource: Resource, document: Any, *, context: Context, path_id: str) -> Patch:
+    """Check a patch alone, before the record it applies to is read: every member a field a client may write (or
+    one a client may send back), each value valid for its field, no null for a required field."""
+    if not isinstance(document, dict):
+        raise ValidationFailed.single("body", "must be a JSON object (a JSON Merge Patch of the record's fields).")
+    writable = {field.name: field for field in resource.fields if not field.read_only}
+    errors = _unknown_members(resource, document, writable)
+    members: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for name, value in document.items():
+        field = writable.get(name)
+        if field is None:
+            continue
+        members[name] = value
+        if value is None:
+            if field.required:
+                errors[name] = ["must not be null: the field is required (leave it out to keep it)."]
+            continue
+        stored, problem = field.kind.read(value, context)
+        if problem is not None:
+            errors[name] = [problem]
+        else:
+            values[field.column] = stored
+    _check_path_id(document, path_id, errors)
+    if errors:
+        raise ValidationFailed(errors, what="request body")
+    return Patch(members=members, values=values)
 
 
 def _expected_tail(problem: str | None) -> str:

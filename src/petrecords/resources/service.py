@@ -13,9 +13,10 @@ import msgspec
 
 from petrecords.auth import Caller
 from petrecords.errors import Forbidden, NotFound, PreconditionFailed, ReferencedRecord, ValidationFailed
-from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Values, Writers
+from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Values, Writers
+from petrecords.resources.fields import Context
 from petrecords.resources.listing import ListRequest
-from petrecords.resources.requests import Body, EntityTags, entity_tag
+from petrecords.resources.requests import Body, EntityTags, Patch, entity_tag, read_body
 from petrecords.resources.wire import Shown, show
 from petrecords.store.base import Condition, Lock, NewChange, Operator, PageQuery, Row, Store, Transaction
 from petrecords.tables import SHARED
@@ -83,19 +84,22 @@ def _own_lock(resources: ResourceSet, resource: Resource, record_id: uuid.UUID) 
     return Lock(resources.rank(resource), resource.name, record_id)
 
 
-async def _referenced(*, tx: Transaction, caller: Caller, resource: Resource, values: Values) -> dict[str, Row]:
+async def _referenced(
+    *, tx: Transaction, caller: Caller, resource: Resource, values: Values, only: Sequence[Reference] | None = None
+) -> dict[str, Row]:
     """The records a body refers to, each one the caller may see, and the rules that need them; 400 naming
-    each field that fails, alike whether its record is missing or someone else's."""
+    each field that fails, alike whether its record is missing or someone else's. `only`: just these references,
+    without the rules."""
     found: dict[str, Row] = {}
     errors: dict[str, list[str]] = {}
-    for reference in resource.references:
+    for reference in resource.references if only is None else only:
         column = resource.field_named(reference.field).column
         row = await tx.get(reference.target.collection, values[column])
         if row is None or not visible(reference.target, caller, row):
             errors[reference.field] = [reference.message]
         else:
             found[reference.field] = row
-    if not errors and resource.complete is not None:
+    if not errors and only is None and resource.complete is not None:
         errors.update(resource.complete(values, found))
     if errors:
         raise ValidationFailed(errors, what="request body")
@@ -133,13 +137,14 @@ def _keys(resource: Resource, values: Values) -> dict[str, Any]:
     return keys
 
 
-def _writable_values(resource: Resource, body: Body) -> Values:
-    """What a body sets, without the owner (which `_owner_of` decides); a field holding null that was not
-    sent is reset to null, as a replace replaces every field."""
+def _writable_values(resource: Resource, body: Body, *, creating: bool) -> Values:
+    """What a body sets, without the owner (which `_owner_of` decides). A new record's fields that may be null
+    and were not sent are null; a replace keeps them as they are."""
     values = {column: value for column, value in body.values.items() if column != resource.ownership.column}
-    for declared in resource.fields:
-        if declared.nullable and not declared.read_only and declared.column not in values:
-            values[declared.column] = None
+    if creating:
+        for declared in resource.fields:
+            if declared.nullable and not declared.read_only and declared.column not in values:
+                values[declared.column] = None
     return values
 
 
@@ -190,7 +195,7 @@ async def create_record(
     await tx.lock(_reference_locks(resources, resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     _permit_write(resource, caller)
-    values = _writable_values(resource, body)
+    values = _writable_values(resource, body, creating=True)
     timestamp = now_ms()
     row: Row = {
         "id": new_record_id(),
@@ -240,11 +245,96 @@ async def replace_record(
     await tx.lock([*_reference_locks(resources, resource, body.values), _own_lock(resources, resource, parsed)])
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    return await _replace_held(
+        tx=tx,
+        caller=caller,
+        resource=resource,
+        resources=resources,
+        current=current,
+        body=body,
+        referenced=referenced,
+        if_match=if_match,
+    )
+
+
+class ReferencesMoved(Exception):
+    """The record's references changed between its first read and its locks (a concurrent replace): the
+    transaction holds the wrong records and must start again."""
+
+
+async def update_record(
+    *,
+    tx: Transaction,
+    caller: Caller,
+    resource: Resource,
+    resources: ResourceSet,
+    record_id: str,
+    patch: Patch,
+    context: Context,
+    if_match: EntityTags | None,
+) -> Row:
+    """Apply a JSON Merge Patch: the record with the patch applied, checked and written as a replace with every
+    field. Raises ReferencesMoved when the record's references changed while its locks were being taken."""
+    named = [reference for reference in resource.references if reference.field in patch.members]
+    # The references the patch names fail with 400 before the record is looked up (404), as a replace's do.
+    await _referenced(tx=tx, caller=caller, resource=resource, values=patch.values, only=named)
+    parsed = parse_record_id(record_id)
+    if parsed is None:
+        raise NotFound()
+    first = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    body = _patched(resource, first, patch, context)
+    await tx.lock([*_reference_locks(resources, resource, body.values), _own_lock(resources, resource, parsed)])
+    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    columns = [resource.field_named(reference.field).column for reference in resource.references]
+    if any(current[column] != first[column] for column in columns):
+        raise ReferencesMoved()
+    if current != first:
+        body = _patched(resource, current, patch, context)
+    referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
+    return await _replace_held(
+        tx=tx,
+        caller=caller,
+        resource=resource,
+        resources=resources,
+        current=current,
+        body=body,
+        referenced=referenced,
+        if_match=if_match,
+    )
+
+
+def _patched(resource: Resource, current: Row, patch: Patch, context: Context) -> Body:
+    """The replace body that the stored record with the patch applied is: every field a client sets, as the
+    record shows it, then the patch's members (null: clears the field, or, for one that cannot be null, leaves
+    it as not given). The owner is in it only when the patch names it."""
+    shown = show(resource, current)
+    document: dict[str, Any] = {
+        field.name: shown[field.name]
+        for field in resource.fields
+        if not field.read_only and field.name != resource.ownership.field
+    }
+    document.update(patch.members)
+    return read_body(resource, document, context=context)
+
+
+async def _replace_held(
+    *,
+    tx: Transaction,
+    caller: Caller,
+    resource: Resource,
+    resources: ResourceSet,
+    current: Row,
+    body: Body,
+    referenced: Mapping[str, Row],
+    if_match: EntityTags | None,
+) -> Row:
+    """Write `current`, held by this transaction, as `body` says: the rest of a replace once its records are
+    held and read."""
     _permit_write(resource, caller)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
     _check_if_match(resource, if_match, current)
-    values = _writable_values(resource, body)
+    values = _writable_values(resource, body, creating=False)
     timestamp = max(now_ms(), current["modified_at"])  # never earlier than the last write, whatever the clocks
     replaced: Row = {
         **current,
@@ -257,7 +347,7 @@ async def replace_record(
     }
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
-        followers = await _hold_followers(tx=tx, resources=resources, resource=resource, record_id=parsed)
+        followers = await _hold_followers(tx=tx, resources=resources, resource=resource, record_id=current["id"])
     await tx.update(resource.collection, _stored(resource, replaced), previous=current)
     shown = _with_embeds(resource=resource, row=replaced, referenced=referenced)
     await _keep(

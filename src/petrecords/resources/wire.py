@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from petrecords.resources.declaration import Resource
-from petrecords.resources.fields import Embedded
 from petrecords.store.base import Row
 from petrecords.values import format_timestamp
 
@@ -22,8 +21,8 @@ def show(resource: Resource, row: Row) -> Shown:
         "modifiedBy": row["modified_by"],
     }
     for declared in resource.fields:
-        if isinstance(declared.kind, Embedded):
-            shown[declared.name] = show(resource.reference_of(declared.kind.reference).target, row[declared.name])
+        if (reference := declared.kind.embeds) is not None:
+            shown[declared.name] = show(resource.reference_of(reference).target, row[declared.name])
             continue
         value = row[declared.column]
         shown[declared.name] = None if value is None else declared.kind.show(value)

@@ -46,26 +46,23 @@ from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import IdempotencyInProgress
 from petrecords.store.base import Change, Cursor, Lock
-from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
-from petrecords.store.pages import PageAnchors
-from petrecords.store.replicas import ReadReplicas
-from petrecords.store.sql import (
+from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
-    WRITES_VERSION,
-    SqlStore,
-    SqlTransaction,
-    Statement,
-    TrigramSearch,
     change_insert,
     change_of,
     changes_after_select,
     changes_seen_by_select,
     changes_values,
-    count_upsert,
-    idempotency_upsert,
     state_upserts,
 )
+from petrecords.store.counts import WRITES_VERSION, count_upsert
+from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
+from petrecords.store.pages import PageAnchors
+from petrecords.store.queries import TrigramSearch
+from petrecords.store.records import Statement
+from petrecords.store.replicas import ReadReplicas
+from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
 from petrecords.tables import changes
 
 log = logging.getLogger("petrecords.replicas")
@@ -563,7 +560,7 @@ class PostgresStore(SqlStore):
         self._init = functools.partial(_set_statement_timeout, milliseconds=timeout_ms) if pooler == "session" else None
         self._recovering: set[asyncio.Task[None]] = set()
         self._size = settings.db_pool_size
-        self.replicas: ReadReplicas | None = None
+        self.replicas: ReadReplicas[PostgresStore] | None = None
         if url is None and settings.database_read_urls:
             replicas = [PostgresStore(settings, url=replica_url) for replica_url in settings.database_read_urls]
             self.replicas = ReadReplicas(settings, self, replicas)

@@ -34,7 +34,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis.asyncio
 import redis.exceptions
@@ -43,9 +43,23 @@ import sqlalchemy as sa
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.faults import DATABASE_ERRORS
+from petrecords.store.sql import SqlTransaction
 
-if TYPE_CHECKING:
-    from petrecords.store.postgres import PostgresStore
+
+class PooledStore(Protocol):
+    """What the replicas ask of a PostgreSQL store, the primary's or a replica's: transactions, and connections
+    of its pool."""
+
+    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqlTransaction: ...
+
+    async def acquire(self) -> Any: ...
+
+    async def release(self, connection: Any) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=PooledStore)
 
 log = logging.getLogger("petrecords.replicas")
 
@@ -136,8 +150,8 @@ class ReadPositions:
         await self._client.aclose()
 
 
-class Replica:
-    def __init__(self, store: PostgresStore) -> None:
+class Replica(Generic[S]):
+    def __init__(self, store: S) -> None:
         self.store = store
         self.replayed: int | None = None
         """What it had replayed when last asked; None while it does not answer (or is not a standby)."""
@@ -147,10 +161,10 @@ def _position(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-class ReadReplicas:
+class ReadReplicas(Generic[S]):
     """The replicas of one process, with what it knows of how far behind each is."""
 
-    def __init__(self, settings: Settings, primary: PostgresStore, replicas: Sequence[PostgresStore]) -> None:
+    def __init__(self, settings: Settings, primary: S, replicas: Sequence[S]) -> None:
         if settings.redis_url is None:
             raise ValueError("read replicas need PETRECORDS_REDIS_URL")
         self._primary = primary
@@ -186,7 +200,7 @@ class ReadReplicas:
         while self._samples and self._samples[0][0] < moment - self._max_lag - 2 * POLL_SECONDS:
             self._samples.popleft()
 
-    async def _probe(self, replica: Replica) -> None:
+    async def _probe(self, replica: Replica[S]) -> None:
         try:
             async with asyncio.timeout(PROBE_SECONDS), replica.store.transaction(write=False) as tx:
                 rows = await tx.fetch((_REPLAYED_POSITION, {}))
@@ -200,7 +214,7 @@ class ReadReplicas:
         since = time.monotonic() - self._max_lag
         return next((position for moment, position in self._samples if moment >= since), None)
 
-    async def acquire(self, caller: str) -> tuple[PostgresStore, Any] | None:
+    async def acquire(self, caller: str) -> tuple[S, Any] | None:
         """A replica's store and a connection of it that has replayed everything `caller` must see; None when
         no replica may answer (the primary does)."""
         self._start()
@@ -237,7 +251,7 @@ class ReadReplicas:
             await store.release(connection)
         return None
 
-    def failed(self, store: PostgresStore) -> None:
+    def failed(self, store: S) -> None:
         """A replica that failed a read answers no more until the poller finds it answering again."""
         for replica in self._replicas:
             if replica.store is store:

@@ -38,6 +38,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Row
+from petrecords.store.changelog import change_insert, changes_seen_by_select, state_upserts
+from petrecords.store.counts import count_upsert
 from petrecords.store.faults import (
     CONNECTION,
     DATABASE_ERRORS,
@@ -50,21 +52,9 @@ from petrecords.store.faults import (
     vanished,
 )
 from petrecords.store.pages import PageAnchors
-from petrecords.store.sql import (
-    SCHEMA_VERSION,
-    Reader,
-    SqlStore,
-    SqlTransaction,
-    Statement,
-    TrigramSearch,
-    change_insert,
-    changes_seen_by_select,
-    count_upsert,
-    idempotency_upsert,
-    reader_of,
-    select_by_id,
-    state_upserts,
-)
+from petrecords.store.queries import TrigramSearch
+from petrecords.store.records import Reader, Statement, reader_of, select_by_id
+from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction, idempotency_upsert
 
 # Waits between attempts to take the write lock that another process holds, until busy_timeout. Under load
 # another worker holds it almost always, free only for moments between the commit of one of its groups and

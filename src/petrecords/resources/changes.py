@@ -1,0 +1,50 @@
+"""A change as clients see it: its wire form, its cursor, and who may see it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from petrecords.errors import ValidationFailed
+from petrecords.store.base import Change, Cursor
+from petrecords.tables import SHARED
+from petrecords.values import format_timestamp
+
+_CURSOR = re.compile(r"(0|[1-9a-f][0-9a-f]{0,15})-(0|[1-9a-f][0-9a-f]{0,15})")
+"""A cursor as `encode_cursor` writes it: two parts in lower-case hexadecimal, without leading zeros."""
+_CURSOR_PART_LIMIT = 1 << 63
+"""Each part of a cursor is a signed 64-bit integer in the database."""
+NOT_HANDED_OUT = "must be a cursor this service handed out (nextCursor, a change's cursor)."
+
+
+def encode_cursor(cursor: Cursor) -> str:
+    return f"{cursor[0]:x}-{cursor[1]:x}"
+
+
+def decode_cursor(name: str, text: str) -> Cursor:
+    match = _CURSOR.fullmatch(text)
+    cursor = (int(match.group(1), 16), int(match.group(2), 16)) if match else None
+    if cursor is None or max(cursor) >= _CURSOR_PART_LIMIT:
+        raise ValidationFailed.single(name, NOT_HANDED_OUT)
+    return cursor
+
+
+def change_wire(change: Change) -> dict[str, Any]:
+    return {
+        "cursor": encode_cursor(change.cursor),
+        "resource": change.resource,
+        "id": str(change.record_id),
+        "action": change.action,
+        "version": change.version,
+        "at": format_timestamp(change.at),
+        "by": change.by,
+        "record": msgspec.Raw(change.record),
+    }
+
+
+def sees(reader: str | None, change: Change) -> bool:
+    """Whether a caller (None: an administrator) may see a change: of a shared record, or of a record they
+    owned before or after the write."""
+    return reader is None or change.owner_after in (SHARED, reader) or change.owner_before == reader

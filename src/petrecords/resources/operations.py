@@ -1,0 +1,301 @@
+"""The endpoints of a resource, made from its declaration: list, create, get, replace, update, delete and
+history. Each handler reads the request, calls one service function and shapes the answer."""
+
+from __future__ import annotations
+
+import functools
+
+import msgspec
+
+from petrecords.auth import Caller
+from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
+from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused
+from petrecords.resources import documents, service
+from petrecords.resources.declaration import Resource
+from petrecords.resources.history import history_page
+from petrecords.resources.listing import parse_list_query, parse_paging, query_pairs
+from petrecords.resources.requests import (
+    Body,
+    EntityTags,
+    canonical_json_hash,
+    check_idempotency_key,
+    decode_json,
+    read_body,
+    read_patch,
+)
+from petrecords.resources.service import etag_of
+from petrecords.resources.wire import show
+from petrecords.services import Services
+from petrecords.store.base import Row, StoredResponse, Transaction
+from petrecords.values import now_ms
+
+_PURGE_EVERY = 100
+_UPDATE_ATTEMPTS = 5
+"""How often an update starts again when a concurrent replace moved the record's references meanwhile."""
+
+
+def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
+    return Answer(status, msgspec.json.encode(show(resource, row)), {"ETag": etag_of(resource, row)})
+
+
+def _entity_tags(call: Call, header: bytes, name: str) -> EntityTags | None:
+    value = call.header(header)
+    return None if value is None else EntityTags.parse(name, value)
+
+
+def _caller(call: Call) -> Caller:
+    caller: Caller = call.caller
+    return caller
+
+
+class ResourceOperations:
+    """The handlers of one resource's endpoints, for one application."""
+
+    def __init__(self, resource: Resource, services: Services) -> None:
+        self.resource = resource
+        self.services = services
+        self.record_parameter = resource.path_parameter
+
+    def _record_id(self, call: Call) -> str:
+        return call.params[self.record_parameter]
+
+    async def list_records(self, call: Call) -> Answer:
+        settings = self.services.settings
+        request = parse_list_query(
+            self.resource,
+            query_pairs(call.query),
+            context=self.services.context(),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        caller = _caller(call)
+        async with self.services.store.transaction(write=False, caller=caller.email) as tx:
+            page = await service.list_records(tx=tx, caller=caller, resource=self.resource, request=request)
+        return Answer(200, msgspec.json.encode(page.wire()))
+
+    async def get_record(self, call: Call) -> Answer:
+        caller = _caller(call)
+        if_none_match = call.header(b"if-none-match")
+        tags = None if if_none_match is None else EntityTags.parse("If-None-Match", if_none_match)
+        # A conditional read compares the version a client holds with the current one: a replica's may be older
+        # than one the client read elsewhere, and its 200 would take the client back. The primary answers those.
+        row = await service.read_visible(
+            store=self.services.store,
+            caller=caller,
+            resource=self.resource,
+            record_id=self._record_id(call),
+            reader=None if if_none_match is not None else caller.email,
+        )
+        etag = etag_of(self.resource, row)
+        if tags is not None and tags.match_weak(etag):
+            return Answer(304, b"", {"ETag": etag}, media_type=None)
+        return Answer(200, msgspec.json.encode(show(self.resource, row)), {"ETag": etag})
+
+    async def create(self, call: Call) -> Answer:
+        body = read_body(self.resource, decode_json(call.body), context=self.services.context())
+        caller = _caller(call)
+        # Answered once the transaction has ended: a 201 is sent only for a create that committed.
+        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+            return await self._create_in(tx, caller, body, call.header(b"idempotency-key"))
+
+    async def _create_in(self, tx: Transaction, caller: Caller, body: Body, raw_key: str | None) -> Answer:
+        """The record created, or the answer kept for its `Idempotency-Key`."""
+        resource, settings = self.resource, self.services.settings
+        key = None if raw_key is None else check_idempotency_key(raw_key)
+        now = request_hash = None
+        if key is not None:
+            request_hash = canonical_json_hash(body.document)
+            now = now_ms()
+            stored = await tx.claim_idempotency_key(caller.email, key, now_ms=now)
+            if stored is not None:
+                if stored.request_hash != request_hash or stored.resource != resource.name:
+                    raise IdempotencyKeyReused()
+                headers = {"Idempotent-Replayed": "true"}
+                headers.update(
+                    {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
+                )
+                return Answer(stored.status, stored.body, headers)
+
+        row, record = await service.create_record(
+            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body
+        )
+        location = f"{resource.path}/{row['id']}"
+        etag = etag_of(resource, row)
+        answer = Answer(201, record, {"ETag": etag, "Location": location})
+        if key is None or request_hash is None or now is None:
+            return answer
+        kept = StoredResponse(
+            resource=resource.name, request_hash=request_hash, status=201, body=record, location=location, etag=etag
+        )
+        expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
+        await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)
+        if row["id"].int % _PURGE_EVERY == 0:
+            await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
+        return answer
+
+    async def replace(self, call: Call) -> Answer:
+        record_id = self._record_id(call)
+        body = read_body(self.resource, decode_json(call.body), context=self.services.context(), path_id=record_id)
+        if_match = _entity_tags(call, b"if-match", "If-Match")
+        caller = _caller(call)
+        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+            row = await service.replace_record(
+                tx=tx,
+                caller=caller,
+                resource=self.resource,
+                resources=self.services.resources,
+                record_id=record_id,
+                body=body,
+                if_match=if_match,
+            )
+        return record_answer(self.resource, row)
+
+    async def update(self, call: Call) -> Answer:
+        record_id = self._record_id(call)
+        context = self.services.context()
+        patch = read_patch(self.resource, decode_json(call.body), context=context, path_id=record_id)
+        if_match = _entity_tags(call, b"if-match", "If-Match")
+        caller = _caller(call)
+        for attempt in range(_UPDATE_ATTEMPTS):
+            try:
+                async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+                    row = await service.update_record(
+                        tx=tx,
+                        caller=caller,
+                        resource=self.resource,
+                        resources=self.services.resources,
+                        record_id=record_id,
+                        patch=patch,
+                        context=context,
+                        if_match=if_match,
+                    )
+                return record_answer(self.resource, row)
+            except service.ReferencesMoved:
+                if attempt == _UPDATE_ATTEMPTS - 1:
+                    raise DatabaseUnavailable(
+                        "The record kept changing while it was being updated. Retry later.", cause="contention"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def delete(self, call: Call) -> Answer:
+        if_match = _entity_tags(call, b"if-match", "If-Match")
+        caller = _caller(call)
+        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+            row = await service.delete_record(
+                tx=tx,
+                caller=caller,
+                resource=self.resource,
+                resources=self.services.resources,
+                record_id=self._record_id(call),
+                if_match=if_match,
+            )
+        return record_answer(self.resource, row)
+
+    async def history(self, call: Call) -> Answer:
+        settings = self.services.settings
+        page_index, page_size = parse_paging(
+            query_pairs(call.query),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        caller = _caller(call)
+        async with self.services.store.transaction(write=False, caller=caller.email) as tx:
+            page = await history_page(
+                tx=tx,
+                caller=caller,
+                resource=self.resource,
+                record_id=self._record_id(call),
+                page_index=page_index,
+                page_size=page_size,
+            )
+        return Answer(200, msgspec.json.encode(page))
+
+
+def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
+    """`/v1/{name}`, `/v1/{name}/{id}` and `/v1/{name}/{id}/history` of one resource."""
+    operations = ResourceOperations(resource, services)
+    collection = resource.path
+    record = f"{collection}/{{{resource.path_parameter}}}"
+    noun, title, tag = resource.schema_name, resource.title, resource.name
+    resources = services.resources
+
+    def documented(function: documents.OperationDocument) -> documents.Document:
+        return functools.partial(function, resource, resources)
+
+    return [
+        Endpoint(
+            "GET",
+            collection,
+            f"list{resource.plural}",
+            tag,
+            f"List {title} records, a page at a time",
+            operations.list_records,
+            documented(documents.list_operation),
+            direct=True,
+            aliases=(f"{collection}/",),
+        ),
+        Endpoint(
+            "POST",
+            collection,
+            f"create{noun}",
+            tag,
+            f"Create a {title} record",
+            operations.create,
+            documented(documents.create_operation),
+            body_media_types=(JSON,),
+            direct=True,
+            aliases=(f"{collection}/",),
+        ),
+        Endpoint(
+            "GET",
+            record,
+            f"get{noun}",
+            tag,
+            f"Get a {title} record",
+            operations.get_record,
+            documented(documents.get_operation),
+            direct=True,
+        ),
+        Endpoint(
+            "PUT",
+            record,
+            f"replace{noun}",
+            tag,
+            f"Replace a {title} record",
+            operations.replace,
+            documented(documents.replace_operation),
+            body_media_types=(JSON,),
+            direct=True,
+        ),
+        Endpoint(
+            "PATCH",
+            record,
+            f"update{noun}",
+            tag,
+            f"Update a {title} record with a JSON Merge Patch",
+            operations.update,
+            documented(documents.update_operation),
+            body_media_types=(MERGE_PATCH, JSON),
+            direct=True,
+        ),
+        Endpoint(
+            "DELETE",
+            record,
+            f"delete{noun}",
+            tag,
+            f"Delete a {title} record",
+            operations.delete,
+            documented(documents.delete_operation),
+            direct=True,
+        ),
+        Endpoint(
+            "GET",
+            f"{record}/history",
+            f"get{noun}History",
+            tag,
+            f"A {title} record's changes, oldest first",
+            operations.history,
+            documented(documents.history_operation),
+            direct=True,
+        ),
+    ]

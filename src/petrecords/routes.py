@@ -1,0 +1,174 @@
+"""The two ways a request reaches its endpoint, both made from the one table of endpoints: the framework's
+routes, and the direct routes below the framework. Both let a request in the same way (`enter`: the caller,
+its rate, its body) and hand it to the same handler; they differ only in how they find the endpoint and send
+the answer, and in the CORS headers that only the framework adds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from litestar import HttpMethod, Request, Response, route
+from litestar.handlers import HTTPRouteHandler
+from litestar.response import Stream
+
+from petrecords.endpoints import Access, Answer, Call, Endpoint, EndpointTable
+from petrecords.errors import MethodNotAllowed
+from petrecords.http import ASGIApp, Receive, Scope, Send, admit, read_request_body, send_service_error
+from petrecords.responses import answer_failure, service_error_response
+from petrecords.services import Services
+
+
+async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict[str, str], services: Services) -> Call:
+    """Let a request in, in the contract's order: a valid bearer token (401), the caller's rate (429), and, for an
+    endpoint that reads a body, its size (413), its deadline (408), its media type (415)."""
+    scope["path_template"] = endpoint.path
+    caller = None
+    if endpoint.access is Access.API:
+        scope["user"] = caller = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+    body = b""
+    if endpoint.reads_body:
+        settings = services.settings
+        body = await read_request_body(
+            scope,
+            receive,
+            limit=settings.max_body_bytes,
+            timeout_seconds=settings.body_timeout_seconds,
+            media_types=endpoint.body_media_types,
+        )
+    return Call(
+        caller=caller,
+        params=params,
+        query=scope["query_string"],
+        headers=scope["headers"],
+        body=body,
+        state=scope.setdefault("state", {}),
+    )
+
+
+# --- through the framework -------------------------------------------------------------------------
+
+
+def _framework_path(path: str) -> str:
+    return path.replace("}", ":str}")
+
+
+def _response(answer: Answer) -> Response[Any]:
+    if answer.stream is not None:
+        return Stream(
+            answer.stream, status_code=answer.status, media_type=answer.media_type, headers=dict(answer.headers)
+        )
+    return Response(
+        content=answer.body,
+        status_code=answer.status,
+        media_type=answer.media_type,
+        headers=dict(answer.headers),
+    )
+
+
+def _route_of(endpoint: Endpoint, services: Services) -> HTTPRouteHandler:
+    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
+        scope: Any = request.scope
+        receive: Any = request.receive
+        call = await enter(endpoint, scope, receive, dict(request.path_params), services)
+        return _response(await endpoint.handle(call))
+
+    return route(
+        [_framework_path(path) for path in (endpoint.path, *endpoint.aliases)],
+        http_method=HttpMethod(endpoint.method),
+        name=endpoint.operation_id,
+        # The answer says its own status; this one only keeps the framework from refusing a body (a DELETE's
+        # default, 204, has none).
+        status_code=200,
+    )(handle)
+
+
+def _options_of(path: str, table: EndpointTable, services: Services) -> HTTPRouteHandler:
+    allow = table.allow(path)
+    access = table.access(path)
+
+    async def options(request: Request[Any, Any, Any]) -> Response[bytes]:
+        scope: Any = request.scope
+        scope["path_template"] = path
+        if access is Access.API:
+            scope["user"] = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+        return Response(content=b"", status_code=204, headers={"Allow": allow})
+
+    return route(_framework_path(path), http_method=HttpMethod.OPTIONS, name=f"options {path}")(options)
+
+
+def framework_routes(table: EndpointTable, services: Services) -> list[HTTPRouteHandler]:
+    """A route for every endpoint, and for every path its OPTIONS. Those come first: Litestar makes its own
+    OPTIONS handler for a path whose first handler is not one, and its Allow lists only that first handler's
+    methods (litestar-org/litestar#4169)."""
+    return [
+        *(_options_of(path, table, services) for path in table.paths),
+        *(_route_of(endpoint, services) for endpoint in table.endpoints),
+    ]
+
+
+# --- below the framework ---------------------------------------------------------------------------
+
+
+class DirectRoutes:
+    """The endpoints the table marks direct, answered without the framework's routing, dependency injection and
+    response machinery, which cost more than a primary-key lookup. They are the same requests as through the
+    framework: the same `enter`, the same handler, the same failure answers. Anything else goes on to the
+    framework, whose routes answer alike; so does a request with an `Origin` when CORS is configured: the
+    framework adds the CORS headers."""
+
+    def __init__(self, app: ASGIApp, table: EndpointTable, services: Services, *, cors: bool) -> None:
+        self.app = app
+        self._match = table.direct_matcher().match
+        self._services = services
+        self._cors = cors
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not (self._cors and _has_origin(scope)):
+            found = self._match(scope["method"], scope["path"])
+            if found is not None:
+                await self._answer(found[0], found[1], scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _answer(
+        self, endpoint: Endpoint, params: dict[str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        try:
+            answer = await endpoint.handle(await enter(endpoint, scope, receive, params, self._services))
+        except Exception as exc:
+            await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
+            return
+        await send_answer(send, answer)
+
+
+def _has_origin(scope: Scope) -> bool:
+    return any(key == b"origin" for key, _ in scope["headers"])
+
+
+async def send_answer(send: Send, answer: Answer) -> None:
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
+    if answer.media_type is not None and answer.body:
+        headers.append((b"content-type", answer.media_type.encode("latin-1")))
+    # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves
+    # out, says the length of GET's.
+    headers.append((b"content-length", str(len(answer.body)).encode()))
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.body})
+
+
+def exception_handler(table: EndpointTable) -> Callable[[Request[Any, Any, Any], Exception], Response[bytes]]:
+    """How the framework answers every failure: a ServiceError body; a 405 with the `Allow` of the path's
+    endpoints."""
+
+    def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+        scope: Any = request.scope
+        error = answer_failure(exc, scope.setdefault("state", {}))
+        if isinstance(error, MethodNotAllowed):
+            found = table.template_of(scope["path"])
+            if found is not None:
+                scope["path_template"] = found[0]
+                error = MethodNotAllowed(headers={"Allow": table.allow(found[0])})
+        return service_error_response(error)
+
+    return handle
