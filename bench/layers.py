@@ -138,7 +138,9 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
 
     settings = Settings()
     migrate(settings)
-    seeded = await seed.seed(settings, rows=args.rows, owner=OWNER, sample=args.requests, vaccinations=0)
+    seeded = await seed.seed(
+        settings, rows=args.rows, owner=OWNER, sample=args.requests, vaccinations=0, catalogue=False
+    )
     ids = [line.split()[0] for line in seeded.pet_lines]
     rng = random.Random(0)
     ids = [rng.choice(ids) for _ in range(args.requests)]

@@ -1,10 +1,12 @@
 """The NATS publisher's own rules (duties.Publisher), on both databases, against a NATS server of the test's own:
 a publish that fails moves no cursor, the lease passes to another instance once its holder stops renewing it,
-and a publisher that takes over sends nothing twice, even when the stream's duplicate window has long passed."""
+a publisher that takes over sends nothing twice, even when the stream's duplicate window has long passed, and a
+NATS that cannot be reached is said at once and every minute, with the number of changes waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -18,15 +20,17 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.duties import Publisher
+from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from tests.nats_server import NatsServer, nats_server
-from tests.support import ALICE, create
+from tests.support import ALICE, create, until
 
 pytestmark = pytest.mark.slow
 
 Client = AsyncTestClient[Any]
 CHANGES = 5
 WAIT_SECONDS = 15.0
+STREAM = "PETRECORDS"
 
 
 @pytest.fixture
@@ -53,19 +57,28 @@ async def _jetstream(broker: NatsServer) -> tuple[Any, Any]:
     return connection, connection.jetstream(timeout=2)
 
 
-def _publisher(make_settings: Callable[..., Settings], broker: NatsServer, store: Store, instance: str) -> Publisher:
-    publisher = Publisher(make_settings(nats_url=broker.url), lambda: store, instance=instance)
+def _publisher(
+    make_settings: Callable[..., Settings],
+    broker: NatsServer,
+    store: Store,
+    instance: str,
+    metrics: Metrics | None = None,
+    **settings: Any,
+) -> Publisher:
+    publisher = Publisher(
+        make_settings(nats_url=broker.url, **settings), lambda: store, instance=instance, metrics=metrics or Metrics()
+    )
     # Short, so that a takeover happens within the test: the rules are the same at any length.
     publisher.LEASE_SECONDS = 0.3
     publisher.RENEW_SECONDS = 0.05
     return publisher
 
 
-async def _message_ids(stream: Any) -> list[str]:
-    info = await stream.stream_info(Publisher.STREAM)
+async def _message_ids(stream: Any, name: str = STREAM) -> list[str]:
+    info = await stream.stream_info(name)
     ids = []
     for sequence in range(info.state.first_seq, info.state.last_seq + 1):
-        message = await stream.get_msg(Publisher.STREAM, seq=sequence)
+        message = await stream.get_msg(name, seq=sequence)
         ids.append(message.headers["Nats-Msg-Id"])
     return ids
 
@@ -83,7 +96,7 @@ async def test_a_publish_that_fails_moves_no_cursor(
 ) -> None:
     publisher = _publisher(make_settings, broker, store, "first")
     connection, stream = await _jetstream(broker)
-    await stream.add_stream(name=Publisher.STREAM, subjects=["petrecords.>"])
+    await stream.add_stream(name=STREAM, subjects=["petrecords.>"])
     assert await publisher.publish_once(stream)
     published = await _published_cursor(store)
     async with make_client(make_settings()) as client:
@@ -110,7 +123,7 @@ async def test_a_lease_taken_while_nats_is_down_is_used_once_it_is_back(
     publisher = _publisher(make_settings, broker, store, "first")
     publisher.RENEW_SECONDS = 60  # no second attempt at the lease within the test, but for a failed one
     connection, stream = await _jetstream(broker)
-    await stream.add_stream(name=Publisher.STREAM, subjects=["petrecords.>"])
+    await stream.add_stream(name=STREAM, subjects=["petrecords.>"])
     broker.stop()
     # The lease is taken, then where the stream ends cannot be read.
     with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
@@ -132,7 +145,7 @@ async def test_a_takeover_sends_nothing_twice_past_the_duplicate_window(
     connection, stream = await _jetstream(broker)
     try:
         # A stream an operator made, with a duplicate window far shorter than any takeover takes.
-        await stream.add_stream(name=Publisher.STREAM, subjects=["petrecords.>"], duplicate_window=0.1)
+        await stream.add_stream(name=STREAM, subjects=["petrecords.>"], duplicate_window=0.1)
         first = _publisher(make_settings, broker, store, "first")
         assert await first.publish_once(stream)
         # Then it died before it could keep its cursor: the next holder finds it where it was.
@@ -151,3 +164,81 @@ async def test_a_takeover_sends_nothing_twice_past_the_duplicate_window(
         assert not await first.publish_once(stream)  # the lease is the second's now
     finally:
         await connection.close()
+
+
+def _unpublished(metrics: Metrics) -> float | None:
+    for line in metrics.render().decode().splitlines():
+        if line.startswith("petrecords_nats_unpublished_changes "):
+            return float(line.split()[1])
+    return None
+
+
+async def test_an_unreachable_nats_is_said_at_once_and_every_minute_with_the_changes_waiting(
+    store: Store, broker: NatsServer, make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    broker.stop()  # as when NATS is down when the service starts, or its URL names nothing
+    metrics = Metrics()
+    publisher = _publisher(make_settings, broker, store, "first", metrics)
+    publisher.RETRY_SECONDS = (0.05,)
+    publisher.WARN_SECONDS = 0.5  # "every minute", shortened: the rule is the same at any length
+    caplog.set_level(logging.INFO, logger="petrecords.duties")
+
+    def said(text: str = "publishing changes to NATS paused") -> list[str]:
+        return [record.getMessage() for record in caplog.records if text in record.getMessage()]
+
+    running = asyncio.create_task(publisher.run())
+    try:
+        await until(lambda: len(said()) >= 1, what="a warning that publishing is paused", seconds=5)
+        first = time.monotonic()
+        await until(lambda: len(said()) >= 2, what="the warning said again", seconds=5)
+        again = time.monotonic() - first
+        paused = said()
+        waiting = _unpublished(metrics)
+
+        broker.start()
+        await until(lambda: bool(said("publishing changes to NATS again")), what="publishing again", seconds=10)
+        await until(lambda: _unpublished(metrics) == 0, what="the count back at 0", seconds=10)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert len(paused) == 2, paused
+    assert 0.4 < again < 2.5, again
+    for message in paused:
+        assert broker.url in message, message
+        assert f"{CHANGES} committed changes wait" in message, message
+        assert "ConnectionRefusedError" in message, message
+    assert all(record.levelno == logging.WARNING for record in caplog.records if "paused" in record.getMessage())
+    assert waiting == CHANGES
+    connection, stream = await _jetstream(broker)
+    try:
+        assert len(await _message_ids(stream)) == CHANGES
+    finally:
+        await connection.close()
+
+
+async def test_the_stream_is_a_setting(
+    store: Store, broker: NatsServer, make_settings: Callable[..., Settings]
+) -> None:
+    publisher = _publisher(make_settings, broker, store, "first", nats_stream="STAGING_PETRECORDS")
+    running = asyncio.create_task(publisher.run())
+    connection, stream = await _jetstream(broker)
+    try:
+
+        async def published() -> bool:
+            try:
+                info = await stream.stream_info("STAGING_PETRECORDS")
+            except nats.js.errors.NotFoundError:
+                return False
+            return bool(info.state.messages == CHANGES)
+
+        await until(published, what=f"{CHANGES} messages in the stream STAGING_PETRECORDS", seconds=10)
+        names = await stream.streams_info()
+        ids = await _message_ids(stream, "STAGING_PETRECORDS")
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await connection.close()
+
+    assert [info.config.name for info in names] == ["STAGING_PETRECORDS"]
+    assert len(set(ids)) == CHANGES

@@ -13,7 +13,7 @@ from typing import NamedTuple, cast
 from litestar import Litestar
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
-from petrecords.config import STOPPING_FILE_VARIABLE, Settings
+from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
 from petrecords.duties import Duties
@@ -61,7 +61,7 @@ class Parts(NamedTuple):
     slots: StreamSlots
 
 
-def _parts(settings: Settings, *, stopping_file: Path | None) -> Parts:
+def _parts(settings: Settings, *, stopping_file: Path | None, ready_file: Path | None = None) -> Parts:
     RESOURCES.check()
     services = Services(
         settings=settings,
@@ -70,6 +70,7 @@ def _parts(settings: Settings, *, stopping_file: Path | None) -> Parts:
         limiter=create_rate_limiter(per_minute=settings.rate_limit, redis_url=settings.redis_url),
         metrics=Metrics(),
         stopping_file=stopping_file,
+        ready_file=ready_file,
     )
     hub = ChangeHub(
         lambda: services.store_or_none,
@@ -106,8 +107,10 @@ def openapi_document(settings: Settings) -> bytes:
     return build_openapi(settings, RESOURCES, endpoint_table(_parts(settings, stopping_file=None), lambda: b""))
 
 
-def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGIApp:
-    parts = _parts(settings, stopping_file=stopping_file)
+def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_file: Path | None = None) -> ASGIApp:
+    """The service. Under `petrecords serve`, `stopping_file` appears once the server shuts down, and `ready_file`
+    once every one of its workers accepts connections (/readyz answers 503 until then)."""
+    parts = _parts(settings, stopping_file=stopping_file, ready_file=ready_file)
     services, hub = parts.services, parts.hub
     rate_limiter = services.limiter
     document = b""
@@ -117,7 +120,7 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None) -> ASGI
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         services.store_or_none = open_store(settings)
-        duties = Duties(settings, lambda: services.store_or_none, instance=new_instance_id())
+        duties = Duties(settings, lambda: services.store_or_none, instance=new_instance_id(), metrics=services.metrics)
         duties.start()
         try:
             yield
@@ -157,8 +160,12 @@ def create_app_from_environment() -> ASGIApp:
     """The factory `petrecords serve` hands to each server worker: settings from PETRECORDS_* variables."""
     settings = Settings()
     configure_logging(settings.log_level)
-    stopping_file = os.environ.get(STOPPING_FILE_VARIABLE)
-    app = create_app(settings, stopping_file=Path(stopping_file) if stopping_file else None)
+    stopping_file, ready_file = os.environ.get(STOPPING_FILE_VARIABLE), os.environ.get(READY_FILE_VARIABLE)
+    app = create_app(
+        settings,
+        stopping_file=Path(stopping_file) if stopping_file else None,
+        ready_file=Path(ready_file) if ready_file else None,
+    )
     # A server process's modules, app, routes and statements live as long as it does: out of the collector's
     # full passes, which walked every one of them each time (60 ms pauses under writes, 100 ms with a thousand
     # live streams attached: the p99 of a create).

@@ -8,13 +8,14 @@ Each command imports what it needs when it runs (the server, the database layer,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from pydantic import ValidationError
 
-from petrecords.config import ConfigurationError, Settings
+from petrecords.config import ConfigurationError, Settings, check_environment
 
 Command = Callable[[argparse.Namespace, Settings], None]
 SETTINGS_THAT_MATTER = """\
@@ -145,11 +146,12 @@ class _DefaultsAndEpilog(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDes
 
 
 def _describe(exc: ValidationError) -> str:
-    """A settings error in one line, naming each variable."""
+    """A settings error in one line, naming each variable (a rule between several names them itself)."""
     problems = []
     for error in exc.errors():
         name = "_".join(str(part) for part in error["loc"] if isinstance(part, str)).upper()
-        problems.append(f"PETRECORDS_{name}: {error['msg']}")
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"PETRECORDS_{name}: {message}" if name else message)
     return "; ".join(problems)
 
 
@@ -163,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser(with_client=with_client).parse_args(arguments)
     run: Command = args.run
     try:
+        check_environment(os.environ)
         settings = Settings()
         run(args, settings)
     except ValidationError as exc:

@@ -113,6 +113,33 @@ def _run(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(1)
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only within the server's origin (scheme, host and port): urllib would send the bearer
+    token along to any other."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if _origin(target) != _origin(req.full_url):
+            raise ConfigurationError(
+                f"--url {_origin_text(req.full_url)}: the server redirected to {_origin_text(target)}, another "
+                "origin; not followed, so that the token goes nowhere else (give that URL as --url if it is meant)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _origin_text(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
 def _request(
     method: str, url: str, headers: dict[str, str], body: dict[str, Any] | None
 ) -> tuple[int, dict[str, str], Any]:
@@ -122,7 +149,7 @@ def _request(
         headers = {**headers, "Content-Type": "application/json"}
     request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - http(s) URL
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310
+        with urllib.request.build_opener(_SameOriginRedirects).open(request, timeout=TIMEOUT_SECONDS) as response:
             return response.status, {k.lower(): v for k, v in response.headers.items()}, _decoded(response.read())
     except urllib.error.HTTPError as error:
         return error.code, {k.lower(): v for k, v in error.headers.items()}, _decoded(error.read())

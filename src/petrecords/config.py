@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
+import re
+import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,12 +41,34 @@ class ConfigurationError(Exception):
 STOPPING_FILE_VARIABLE = "PETRECORDS_SERVE_STOPPING_FILE"
 """Set by `petrecords serve` for its workers, not by operators: the file that appears once the server is
 shutting down."""
+READY_FILE_VARIABLE = "PETRECORDS_SERVE_READY_FILE"
+"""Set by `petrecords serve` for its workers, not by operators: the file that appears once every worker accepts
+connections."""
+ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
+"""The signature algorithms an identity provider's tokens may use."""
+_DATABASE_URL_FORM = "sqlite:///PATH or postgresql://user:password@host:port/db"
 
 
 def _split_commas(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+def _check_url(value: str, *, schemes: tuple[str, ...], form: str) -> urllib.parse.SplitResult:
+    """`value` as a URL of one of `schemes` (a `+driver` suffix aside); otherwise a ValueError that says what is
+    expected, without repeating the value (it may hold a password)."""
+    scheme, found, _ = value.partition("://")
+    if not found:
+        raise ValueError(f"is not a URL; expected {form}")
+    if scheme.lower().partition("+")[0] not in schemes:
+        raise ValueError(f"{scheme}:// is not supported; expected {form}")
+    parts = urllib.parse.urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - it parses the port
+    except ValueError:
+        raise ValueError(f"has no valid port; expected {form}") from None
+    return parts
 
 
 class Settings(BaseSettings):
@@ -114,7 +140,7 @@ class Settings(BaseSettings):
     )
 
     changes_retention_days: int = Field(
-        default=365, ge=0, description="how long changes are kept; 0 keeps them forever"
+        default=365, ge=0, le=1_000_000, description="how long changes are kept; 0 keeps them forever"
     )
     events_max_streams_per_caller: int = Field(
         default=10, ge=1, le=10_000, description="live change streams each caller may hold at once in an instance"
@@ -123,6 +149,12 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=15, description="how often a quiet live change stream sends a comment"
     )
     nats_url: str | None = Field(default=None, description="nats://host:4222: publish every change to JetStream")
+    nats_stream: str = Field(
+        default="PETRECORDS",
+        pattern=r"^[A-Za-z0-9_-]{1,255}$",
+        description="the JetStream stream the changes are published to (made when missing); deployments that share "
+        "one NATS each need their own",
+    )
 
     access_log: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -130,6 +162,46 @@ class Settings(BaseSettings):
     _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
         _split_commas
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_sqlite_or_postgresql(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_url(value, schemes=("sqlite", "postgresql", "postgres"), form=_DATABASE_URL_FORM)
+        return value
+
+    @field_validator("database_read_urls")
+    @classmethod
+    def _read_urls_are_postgresql(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for number, url in enumerate(value, 1):
+            try:
+                _check_url(url, schemes=("postgresql", "postgres"), form="postgresql://user:password@host:port/db")
+            except ValueError as exc:
+                raise ValueError(f"URL {number} of {len(value)} {exc}") from None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            # Only when one is set: the commands that never need Redis start without importing it.
+            from redis.connection import parse_url
+
+            try:
+                parse_url(value)  # type: ignore[no-untyped-call]
+            except ValueError as exc:
+                raise ValueError(f"{exc}; expected redis://host:6379/0, rediss://… or unix://PATH") from None
+        return value
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_url_is_nats(cls, value: str | None) -> str | None:
+        if value is not None:
+            for url in value.split(","):
+                parts = _check_url(url.strip(), schemes=("nats", "tls", "ws", "wss"), form="nats://host:4222")
+                if not parts.hostname:
+                    raise ValueError("names no host; expected nats://host:4222")
+        return value
 
     @field_validator("pet_types")
     @classmethod
@@ -169,6 +241,30 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _identity_provider_is_named(self) -> Settings:
+        if self.auth_mode != "jwks":
+            return self
+        missing = [
+            f"PETRECORDS_{name.upper()}"
+            for name in ("auth_jwks_url", "auth_issuer", "auth_audience")
+            if not getattr(self, name)
+        ]
+        if missing:
+            named = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+            raise ValueError(
+                f"PETRECORDS_AUTH_MODE is jwks: {named} must be set too (where the identity provider's keys are, the "
+                "iss and aud its tokens carry)"
+            )
+        _check_url(self.auth_jwks_url or "", schemes=("https", "http"), form="https://…/jwks.json")
+        symmetric = sorted(set(self.auth_algorithms) - ASYMMETRIC_ALGORITHMS)
+        if symmetric:
+            raise ValueError(
+                f"PETRECORDS_AUTH_ALGORITHMS: {', '.join(symmetric)} is not allowed in jwks mode; only asymmetric "
+                f"algorithms are ({', '.join(sorted(ASYMMETRIC_ALGORITHMS))})"
+            )
+        return self
+
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'petrecords.sqlite3').resolve()}"
@@ -176,3 +272,43 @@ class Settings(BaseSettings):
     @property
     def secret_file(self) -> Path:
         return self.data_dir / "auth-secret"
+
+
+OTHER_VARIABLES = frozenset(
+    {
+        # The client commands' (petrecords pets list …).
+        "PETRECORDS_URL",
+        "PETRECORDS_TOKEN",
+        # Set by `petrecords serve` for its workers.
+        STOPPING_FILE_VARIABLE,
+        READY_FILE_VARIABLE,
+        # The load balancer's, in deploy/haproxy.cfg, which a deployment may set beside the service's.
+        "PETRECORDS_LB_BIND",
+        "PETRECORDS_LB_STATS_SOCKET",
+        # The tests' and the benchmarks'.
+        "PETRECORDS_FUZZ_SEED",
+        "PETRECORDS_MODEL_EXAMPLES",
+    }
+)
+"""PETRECORDS_* variables that are not settings, and who reads them."""
+_OTHER_PATTERN = re.compile(r"PETRECORDS_(APP[0-9]+|TEST_[A-Z0-9_]+|BENCH_[A-Z0-9_]+)")
+"""The load balancer's servers (PETRECORDS_APP1…), and the tests' and benchmarks' own (PETRECORDS_TEST_…)."""
+
+
+def setting_names() -> list[str]:
+    return sorted(f"PETRECORDS_{name.upper()}" for name in Settings.model_fields)
+
+
+def check_environment(environment: Mapping[str, str]) -> None:
+    """Refuse a PETRECORDS_* variable that nothing reads, such as a misspelt setting, which would otherwise be
+    ignored without a word: a ConfigurationError naming it, and the closest setting's name when one is close."""
+    settings = setting_names()
+    known = {*settings, *OTHER_VARIABLES}
+    for name in sorted(environment):
+        upper = name.upper()  # settings are read whatever their case
+        if not upper.startswith("PETRECORDS_") or upper in known or _OTHER_PATTERN.fullmatch(upper):
+            continue
+        given = upper.removeprefix("PETRECORDS_")
+        close = difflib.get_close_matches(given, [setting.removeprefix("PETRECORDS_") for setting in settings], n=1)
+        hint = f"did you mean PETRECORDS_{close[0]}?" if close else "see `petrecords serve --help` and the README"
+        raise ConfigurationError(f"{name} is not a setting of this service; {hint}")

@@ -233,10 +233,24 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def check_database_folder(settings: Settings) -> None:
+    """Refuse an SQLite database in a folder that does not exist: a mistyped path would otherwise be a new, empty
+    database. The data directory is the exception, made when missing, as the default database lives there."""
+    url = settings.resolved_database_url
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if path is None or path.parent.is_dir() or path.parent.resolve() == settings.data_dir.resolve():
+        return
+    raise ConfigurationError(
+        f"PETRECORDS_DATABASE_URL {url}: the folder {path.parent.resolve()} does not exist; make it first (or leave "
+        "PETRECORDS_DATABASE_URL unset for a database in PETRECORDS_DATA_DIR)"
+    )
+
+
 def migrate(settings: Settings, revision: str = "head", *, downgrade: bool = False) -> None:
     """Bring the schema to `revision`. Safe when several instances start at once: one migrates, the
-    others wait for it and then find nothing left to do. A database that cannot be reached or written is a
-    ConfigurationError that names the setting."""
+    others wait for it and then find nothing left to do. A database that cannot be reached or written, or an
+    SQLite database in a folder that does not exist, is a ConfigurationError that names the setting."""
+    check_database_folder(settings)
     url = settings.resolved_database_url
     try:
         _migrate(settings, url, revision, downgrade=downgrade)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,7 @@ import nats.js.errors
 
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
+from petrecords.metrics import Metrics
 from petrecords.resources.changes import change_wire
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
@@ -40,15 +43,22 @@ class Retention:
     BATCH = 1000
     LEASE = "changes-retention"
 
-    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
+    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
         self._days = settings.changes_retention_days
         self._store = store
         self._instance = instance
+        self._metrics = metrics
 
     async def run(self) -> None:
         while True:
-            with contextlib.suppress(*STORE_ERRORS):
+            try:
                 await self.purge()
+            except STORE_ERRORS:
+                pass  # the database is away: the next round tries again
+            except Exception:
+                # A bug must not end retention for the life of the process: it is logged, counted and tried again.
+                self._metrics.duty_failures.labels("retention").inc()
+                log.exception("removing expired changes failed; trying again in %g s", self.INTERVAL_SECONDS)
             await asyncio.sleep(self.INTERVAL_SECONDS)
 
     async def purge(self, *, now: int | None = None) -> int:
@@ -80,9 +90,10 @@ def message_id(change: Change) -> str:
     return f"{change.resource}:{change.record_id}:{change.version}"
 
 
-async def _unlogged(_error: Exception) -> None:
-    """nats-py would log each error of a connection with its traceback; the publisher says once, with a warning,
-    that publishing paused, and once that it goes on."""
+def shown_url(url: str) -> str:
+    """A URL as a log line may show it: without a user or password."""
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 class Publisher:
@@ -104,20 +115,27 @@ class Publisher:
     """How often the holder renews its lease; others try to take it as often."""
     POLL_SECONDS = 0.2
     BATCH = 200
-    STREAM = "PETRECORDS"
     DUPLICATE_WINDOW_SECONDS = 300.0
     """The window of the stream this service creates: sends repeated by overlapping publishers (a holder that
     stalled past its lease and its successor) come within seconds of each other."""
     TIMEOUT_SECONDS = 2.0
     RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
+    WARN_SECONDS = 60.0
+    """While publishing is paused, it says so again this often, with the number of changes waiting."""
 
-    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
+    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
         if settings.nats_url is None:
             raise ValueError("no NATS URL")
         self._url = settings.nats_url
+        self.stream_name = settings.nats_stream
         self._store = store
         self._instance = instance
+        self._metrics = metrics
         self._failures = 0
+        self._warned_at: float | None = None
+        """When (monotonic) it last said that publishing is paused; None while it publishes."""
+        self._connect_error: Exception | None = None
+        """Why the last attempt to connect failed, as nats-py reports it."""
         self._lease_until = 0
         """Until when (epoch milliseconds) this instance holds the lease, as far as it knows."""
         self._next_lease_attempt = 0
@@ -130,32 +148,75 @@ class Publisher:
                 await self._publish_while_connected()
             except PUBLISHING_ERRORS as exc:
                 self._failures += 1
-                if self._failures == 1:
-                    log.warning("publishing changes to NATS paused: %s", type(exc).__name__)
-            except Exception:
-                # A bug must not end publishing for the life of the process: it is logged and tried again.
+                await self._say_paused(exc)
+            except Exception as exc:
+                # A bug must not end publishing for the life of the process: it is logged, counted and tried again.
                 self._failures += 1
+                self._metrics.duty_failures.labels("publisher").inc()
                 log.exception("publishing changes to NATS failed")
+                await self._say_paused(exc)
             await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
 
-    async def _publish_while_connected(self) -> None:
-        connection = await nats.connect(
-            self._url,
-            connect_timeout=self.TIMEOUT_SECONDS,
-            allow_reconnect=False,
-            max_reconnect_attempts=0,
-            name="petrecords",
-            error_cb=_unlogged,
+    async def _say_paused(self, exc: BaseException) -> None:
+        """Warn that publishing is paused, why, and how many changes wait for it: at once, then every
+        WARN_SECONDS while it stays paused. The number is in /metrics too."""
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < self.WARN_SECONDS:
+            return
+        self._warned_at = now
+        waiting = await self.unpublished()
+        if waiting is not None:
+            self._metrics.nats_unpublished.set(waiting)
+        cause = self._connect_error if isinstance(exc, nats.errors.NoServersError) and self._connect_error else exc
+        reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        log.warning(
+            "publishing changes to NATS paused (%s: %s); %s committed changes wait to be published",
+            shown_url(self._url),
+            reason,
+            "an unknown number of" if waiting is None else waiting,
+            extra={"fields": {"nats_url": shown_url(self._url), "unpublished_changes": waiting}},
         )
+
+    async def unpublished(self) -> int | None:
+        """How many committed changes have not been published yet (None: the database cannot say)."""
+        store = self._store()
+        if store is None:
+            return None
+        try:
+            async with store.transaction(write=False) as tx:
+                return await tx.count_changes_after(await tx.state_cursor(self.LEASE))
+        except STORE_ERRORS:
+            return None
+
+    async def _note_connect_error(self, error: Exception) -> None:
+        """nats-py would log each error of a connection with its traceback; the publisher keeps the last to say
+        why it cannot connect."""
+        self._connect_error = error
+
+    async def _publish_while_connected(self) -> None:
+        self._connect_error = None
+        # Bounded twice: without a limit on attempts, nats-py tries to connect again for ever, even with
+        # reconnection off; and the whole attempt has a time limit of its own.
+        async with asyncio.timeout(3 * self.TIMEOUT_SECONDS):
+            connection = await nats.connect(
+                self._url,
+                connect_timeout=self.TIMEOUT_SECONDS,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0,
+                name="petrecords",
+                error_cb=self._note_connect_error,
+            )
         try:
             stream = connection.jetstream(timeout=self.TIMEOUT_SECONDS)
             await self._ensure_stream(stream)
             # Another publisher may have sent more than its cursor says since this one last looked: the lease is
             # taken as anew, which looks at the stream's last message.
             self._lease_until = self._next_lease_attempt = 0
-            if self._failures:
-                log.info("publishing changes to NATS again")
+            if self._warned_at is not None:
+                log.info("publishing changes to NATS again", extra={"fields": {"nats_url": shown_url(self._url)}})
             self._failures = 0
+            self._warned_at = None
             while True:
                 if not await self.publish_once(stream):
                     await asyncio.sleep(self.POLL_SECONDS)
@@ -165,10 +226,10 @@ class Publisher:
 
     async def _ensure_stream(self, stream: Any) -> None:
         try:
-            await stream.stream_info(self.STREAM)
+            await stream.stream_info(self.stream_name)
         except nats.js.errors.NotFoundError:
             await stream.add_stream(
-                name=self.STREAM, subjects=["petrecords.>"], duplicate_window=self.DUPLICATE_WINDOW_SECONDS
+                name=self.stream_name, subjects=["petrecords.>"], duplicate_window=self.DUPLICATE_WINDOW_SECONDS
             )
 
     async def _hold_lease(self, store: Store, stream: Any) -> bool:
@@ -192,11 +253,11 @@ class Publisher:
         return taken
 
     async def _last_message_id(self, stream: Any) -> str | None:
-        info = await stream.stream_info(self.STREAM)
+        info = await stream.stream_info(self.stream_name)
         if not info.state.last_seq:
             return None
         try:
-            message = await stream.get_msg(self.STREAM, seq=info.state.last_seq)
+            message = await stream.get_msg(self.stream_name, seq=info.state.last_seq)
         except nats.js.errors.NotFoundError:
             return None  # removed meanwhile (the stream's limits): the duplicate window has to do
         headers = message.headers or {}
@@ -212,6 +273,7 @@ class Publisher:
             cursor = await tx.state_cursor(self.LEASE)
             batch = list(await tx.changes_after(cursor, limit=self.BATCH, reader=None, resources=None))
         if not batch:
+            self._metrics.nats_unpublished.set(0)
             return False
         unsent = batch
         if self._last_in_stream is not None:
@@ -238,10 +300,11 @@ class Duties:
     TASK_NAME = "petrecords duty"
     """The start of the names of their tasks."""
 
-    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str) -> None:
-        self._jobs: dict[str, Callable[[], Any]] = {"retention": Retention(settings, store, instance=instance).run}
+    def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
+        retention = Retention(settings, store, instance=instance, metrics=metrics)
+        self._jobs: dict[str, Callable[[], Any]] = {"retention": retention.run}
         if settings.nats_url:
-            self._jobs["publisher"] = Publisher(settings, store, instance=instance).run
+            self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:

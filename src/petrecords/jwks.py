@@ -17,11 +17,10 @@ import httpx
 import jwt
 
 from petrecords.auth import Caller, CallerClaims, invalid_token_is_unauthenticated, unverified_header
-from petrecords.config import Settings
+from petrecords.config import ASYMMETRIC_ALGORITHMS, Settings
 
 logger = logging.getLogger("petrecords.jwks")
 
-ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
 _MAX_JWKS_BYTES = 512 * 1024
 
 

@@ -69,6 +69,9 @@ class Operations:
         if stopping is not None and stopping.exists():
             # Shutting down: a load balancer takes this instance out while it still answers what it gets.
             return _failure(DatabaseUnavailable("Not ready: the instance is shutting down."))
+        ready = self.services.ready_file
+        if ready is not None and not ready.exists():
+            return _failure(DatabaseUnavailable("Not ready: the instance's workers are still starting."))
         store = self.services.store_or_none
         if store is not None and await store.schema_is_current():
             return Answer(200, b'{"status":"ready"}')

@@ -6,6 +6,7 @@ import errno
 import functools
 import logging
 import os
+import re
 import resource
 import shutil
 import socket
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from petrecords.auth import load_or_create_secret
-from petrecords.config import STOPPING_FILE_VARIABLE, ConfigurationError, Settings
-from petrecords.db import migrate
+from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, ConfigurationError, Settings
+from petrecords.db import check_database_folder, migrate
 
 log = logging.getLogger("petrecords.serve")
 
@@ -74,6 +75,69 @@ def check_port(host: str, port: int) -> None:
             raise ConfigurationError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
 
 
+class NotListeningYet(logging.Filter):
+    """Keeps back Granian's "Listening at" line, which it says before it starts a single worker; WorkersReady
+    says it once every worker accepts connections."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return hasattr(record, "fields") or not record.getMessage().startswith("Listening at")
+
+
+_WORKER_STARTED = re.compile(r"Started worker-([0-9]+)")
+
+
+class WorkersReady(logging.Handler):
+    """Sees each worker's "Started worker-N" line, which a worker logs as it begins to accept connections, and
+    marks it ready in `directory`. The last of `workers` to start makes the ready file (/readyz answers 200 from
+    then on) and says where the server listens."""
+
+    def __init__(self, *, directory: str, workers: int, url: str) -> None:
+        super().__init__()
+        self._directory = Path(directory)
+        self._workers = workers
+        self._url = url
+
+    def emit(self, record: logging.LogRecord) -> None:
+        started = _WORKER_STARTED.fullmatch(record.getMessage())
+        if started is None:
+            return
+        (self._directory / f"worker-{started.group(1)}").touch()
+        if len(list(self._directory.glob("worker-*"))) < self._workers:
+            return
+        try:
+            # Made once: a worker started again later (after a crash) changes nothing.
+            with (self._directory / "ready").open("x"):
+                pass
+        except FileExistsError:
+            return
+        # Where Granian's own line went, whatever the service's log level.
+        logging.getLogger("_granian").info("Listening at: %s", self._url, extra={"fields": {"workers": self._workers}})
+
+
+def _granian_logging(serve_dir: Path, *, workers: int, url: str) -> dict[str, Any]:
+    """Granian's logging, in the server and in each worker: its lines as JSON, through the service's formatter,
+    and each worker's start seen by WorkersReady."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "petrecords.logs.JsonFormatter"}},
+        "filters": {"not_listening_yet": {"()": f"{__name__}.NotListeningYet"}},
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "filters": ["not_listening_yet"],
+                "stream": "ext://sys.stdout",
+            },
+            "ready": {"()": f"{__name__}.WorkersReady", "directory": str(serve_dir), "workers": workers, "url": url},
+        },
+        "loggers": {
+            "_granian": {"handlers": ["json", "ready"], "level": "INFO", "propagate": False},
+            "granian.access": {"handlers": ["json"], "level": "INFO", "propagate": False},
+        },
+    }
+
+
 def serve(settings: Settings, *, host: str, port: int, workers: int, threads: int, graceful_timeout: int) -> None:
     # Before Granian is imported: importing it raises the limit too, without a word.
     open_files = _raise_open_file_limit()
@@ -82,6 +146,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     from granian.server import Server
 
     check_port(host, port)
+    check_database_folder(settings)  # before the secret is made in the data directory
     load_or_create_secret(settings)
     migrate(settings)
     metrics_dir = None
@@ -94,6 +159,8 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
     stopping = serve_dir / "stopping"
     os.environ[STOPPING_FILE_VARIABLE] = str(stopping)
+    os.environ[READY_FILE_VARIABLE] = str(serve_dir / "ready")
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     connections = _connections_per_worker(settings, open_files)
 
     drain_seconds = settings.shutdown_drain_seconds
@@ -140,6 +207,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
             backpressure=connections,
             factory=True,
             log_access=False,
+            log_dictconfig=_granian_logging(serve_dir, workers=workers, url=url),
             workers_kill_timeout=graceful_timeout,
         ).serve()
     finally:

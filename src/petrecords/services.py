@@ -32,6 +32,8 @@ class Services:
     metrics: Metrics
     stopping_file: Path | None = None
     """Appears when the server shuts down."""
+    ready_file: Path | None = None
+    """Appears once every worker of the server accepts connections."""
     store_or_none: Store | None = None
     """Open while the application runs (its lifespan opens and closes it)."""
 

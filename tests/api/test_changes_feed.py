@@ -3,6 +3,8 @@ to a reader that follows nextCursor, visibility, retention, and the live stream.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -12,9 +14,11 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.duties import Retention
+from petrecords.metrics import Metrics
+from petrecords.store.base import Store
 from petrecords.values import now_ms
 from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, until
+from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, run_sql, until
 
 Client = AsyncTestClient[Any]
 DAY_MS = 86_400_000
@@ -199,6 +203,67 @@ class TestFeed:
         assert_error(await client.get("/v1/changes"), 401, 997)
 
 
+class TestCursorsNeverHandedOut:
+    """A cursor is opaque: any the service never handed out (parts beyond what the database holds, one ahead of
+    the log's head, one no change has) is 400/994 naming where it came from, on the page and when a live stream
+    resumes, never a 500 nor a stream cut after its 200."""
+
+    @pytest.fixture
+    async def last(self, client: Client) -> tuple[int, int]:
+        """The cursor of the last change of a log of two, as numbers."""
+        await create(client, ALICE, name="one")
+        await create(client, ALICE, name="two")
+        await settled(client, 2)
+        cursor = (await read_all(client))[-1]["cursor"]
+        xid, position = cursor.split("-")
+        return int(xid, 16), int(position, 16)
+
+    @staticmethod
+    def never_handed_out(last: tuple[int, int]) -> list[str]:
+        xid, position = last
+        return [
+            "8000000000000000-0",
+            f"{xid:x}-8000000000000000",
+            "ffffffffffffffff-ffffffffffffffff",
+            "7fffffffffffffff-7fffffffffffffff",
+            f"{xid:x}-{position + 1:x}",  # one ahead of the log's head
+            f"{xid + 1:x}-0",
+            f"0{xid:x}-{position:x}",  # the last change's, written otherwise
+            f"{xid:x}-0{position:x}",
+            # In capitals, when that writes it otherwise (a cursor of digits alone reads the same).
+            *([upper] if (upper := f"{xid:X}-{position:X}") != f"{xid:x}-{position:x}" else []),
+        ]
+
+    async def test_on_the_page_it_is_400(self, client: Client, last: tuple[int, int]) -> None:
+        for cursor in self.never_handed_out(last):
+            response = await client.get("/v1/changes", params={"after": cursor}, headers=auth(ADMIN, admin=True))
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["after"], cursor
+
+    async def test_when_a_live_stream_resumes_it_is_400(self, client: Client, last: tuple[int, int]) -> None:
+        for cursor in self.never_handed_out(last):
+            headers = {**auth(ADMIN, admin=True), "Accept": "text/event-stream", "Last-Event-ID": cursor}
+            async with asyncio.timeout(5):  # a stream that opened would not end
+                response = await client.get("/v1/changes", headers=headers)
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["Last-Event-ID"], cursor
+            after = {"Accept": "text/event-stream", **auth(ADMIN, admin=True)}
+            async with asyncio.timeout(5):
+                response = await client.get("/v1/changes", params={"after": cursor}, headers=after)
+
+            assert list(assert_error(response, 400, 994)["errors"]) == ["after"], cursor
+
+    async def test_every_cursor_handed_out_is_taken(self, client: Client) -> None:
+        empty = await read_feed(client)  # an empty log's page: its nextCursor is where the kept changes start
+        await create(client, ALICE, name="one")
+        await create(client, ALICE, name="two")
+        await settled(client, 2)
+        changes = await read_all(client, limit=1)
+
+        for cursor in [empty["nextCursor"], *(change["cursor"] for change in changes)]:
+            assert (await read_feed(client, after=cursor))["nextCursor"]
+
+
 class TestRetention:
     async def test_expired_changes_go_and_a_cursor_behind_them_is_410(
         self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
@@ -212,14 +277,16 @@ class TestRetention:
             for number in range(3):
                 await create(client, ALICE, name=f"later {number}")
             await settled(client, 4)
-            retention = Retention(settings, lambda: store, instance="test")
+            retention = Retention(settings, lambda: store, instance="test", metrics=Metrics())
             retention.BATCH = 2  # small batches, to see several of them
 
             removed = await retention.purge(now=now_ms() + 31 * DAY_MS)
             await store.close()
 
             assert removed == 4
-            assert (await read_feed(client))["items"] == []
+            kept_from = await read_feed(client)
+            assert kept_from["items"] == []
+            assert (await read_feed(client, after=kept_from["nextCursor"]))["items"] == []
             assert_error(await client.get(f"/v1/changes?after={first}", headers=auth()), 410, 983)
             assert (await client.get(f"{old.headers['location']}/history", headers=auth())).json()["totalCount"] == 0
 
@@ -231,8 +298,51 @@ class TestRetention:
         async with make_client(settings) as client:
             await create(client, ALICE)
             await settled(client, 1)
-            retention = Retention(settings, lambda: store, instance="test")
+            retention = Retention(settings, lambda: store, instance="test", metrics=Metrics())
 
             assert await retention.purge(now=now_ms() + 10_000 * DAY_MS) == 0
             await store.close()
             assert len((await read_feed(client))["items"]) == 1
+
+    async def test_an_error_not_of_the_database_is_logged_counted_and_retention_goes_on(
+        self,
+        make_client: Callable[[Settings], Client],
+        make_settings: Callable[..., Settings],
+        database_url: str,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        settings = make_settings(changes_retention_days=30)
+        store = open_store(settings)
+        async with make_client(make_settings(changes_retention_days=0)) as client:  # whose own duty does nothing
+            await create(client, ALICE)
+            await settled(client, 1)
+            await run_sql(database_url, "UPDATE changes SET at = 0")  # written long ago: expired
+            rounds = 0
+
+            def store_once_broken() -> Store:
+                nonlocal rounds
+                rounds += 1
+                if rounds == 1:
+                    raise RuntimeError("not the database's")
+                return store
+
+            metrics = Metrics()
+            retention = Retention(settings, store_once_broken, instance="test", metrics=metrics)
+            retention.INTERVAL_SECONDS = 0.05  # a minute, shortened
+            running = asyncio.create_task(retention.run())
+            try:
+
+                async def purged() -> bool:
+                    return (await read_feed(client))["items"] == []
+
+                await until(purged, what="the expired change removed after the failure", seconds=5)
+            finally:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+                await store.close()
+
+        failures = [record for record in caplog.records if record.name == "petrecords.duties"]
+        assert [record.levelno for record in failures] == [logging.ERROR]
+        assert failures[0].exc_info is not None
+        assert str(failures[0].exc_info[1]) == "not the database's"
+        assert 'petrecords_duty_failures_total{duty="retention"} 1.0' in metrics.render().decode()

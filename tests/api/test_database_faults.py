@@ -287,6 +287,7 @@ def _privileged_step_unavailable(what: str, detail: str) -> None:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
+    (tmp_path / "db").mkdir()
     return f"sqlite:///{tmp_path / 'db' / 'pets.sqlite3'}"
 
 

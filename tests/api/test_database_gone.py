@@ -110,6 +110,7 @@ async def _names(client: Client) -> set[str]:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
+    (tmp_path / "db").mkdir()
     return f"sqlite:///{tmp_path / 'db' / 'pets.sqlite3'}"
 
 

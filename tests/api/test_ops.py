@@ -15,6 +15,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords.app import create_app
 from petrecords.config import DEFAULT_PET_TYPES, Settings
 from petrecords.registry import RESOURCES
 from tests.support import auth, pet_body, run_sql
@@ -173,6 +174,18 @@ class TestHealth:
         assert_not_ready(response)
         assert healthz.json() == {"status": "ok"}
         assert recovered.json() == {"status": "ready"}
+
+    async def test_not_ready_until_every_worker_of_the_server_accepts(self, settings: Settings, tmp_path: Path) -> None:
+        ready = tmp_path / "ready"  # made by `petrecords serve` once its last worker accepts connections
+        async with AsyncTestClient(app=create_app(settings, ready_file=ready)) as client:  # type: ignore[arg-type]
+            starting = await client.get("/readyz")
+            ready.touch()
+            started = await client.get("/readyz")
+
+        assert starting.status_code == 503
+        assert starting.json() == {"code": 986, "message": "Not ready: the instance's workers are still starting."}
+        assert int(starting.headers["retry-after"]) >= 1
+        assert started.json() == {"status": "ready"}
 
 
 class TestUnreachableDatabase:

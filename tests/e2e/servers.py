@@ -132,7 +132,7 @@ def _spawn(data_dir: Path, env: dict[str, str], *, workers: int, serve_args: Seq
     return Server(url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir, process=process, log=log, tokens={})
 
 
-def _wait_until_serving(server: Server, *, workers: int, deadline: float) -> None:
+def _wait_until_serving(server: Server, *, deadline: float) -> None:
     process = server.process
     while True:
         if process.poll() is not None:
@@ -144,8 +144,9 @@ def _wait_until_serving(server: Server, *, workers: int, deadline: float) -> Non
             pytest.fail(f"the server did not answer /healthz within {STARTUP_SECONDS} s:\n{server.output()}")
         time.sleep(0.05)
     # /healthz answers as soon as one worker runs. Granian ignores a SIGTERM that reaches a worker still
-    # starting (it is killed after --graceful-timeout), so wait until every worker says it started.
-    while not all(f"Started worker-{number}" in server.output(full=True) for number in range(1, workers + 1)):
+    # starting (it is killed after --graceful-timeout), so wait until every worker has started: the server says
+    # where it listens then, and /readyz answers 200 from then on.
+    while "Listening at" not in server.output(full=True):
         if time.monotonic() > deadline or process.poll() is not None:
             pytest.fail(f"not every worker started within {STARTUP_SECONDS} s:\n{server.output()}")
         time.sleep(0.05)
@@ -191,7 +192,7 @@ def running_servers(
             servers.append(_spawn(data_dir, env, workers=workers, serve_args=serve_args))
         deadline = time.monotonic() + STARTUP_SECONDS
         for server in servers:
-            _wait_until_serving(server, workers=workers, deadline=deadline)
+            _wait_until_serving(server, deadline=deadline)
         issuing = {user: _start_token(env, *user.split()) for user in users}
         tokens = {user: _finish_token(issuer) for user, issuer in issuing.items()}
         for server in servers:

@@ -3,11 +3,14 @@ the client commands against a running server."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +45,35 @@ def _one_line_failure(result: subprocess.CompletedProcess[str], *expected: str) 
         assert text in lines[0], lines[0]
 
 
+BAD_SETTINGS = [
+    ({"PETRECORDS_DATABASE_URL": "garbage"}, "PETRECORDS_DATABASE_URL"),
+    ({"PETRECORDS_DATABASE_URL": "mysql://pets:hunter2@db/pets"}, "PETRECORDS_DATABASE_URL"),
+    ({"PETRECORDS_REDIS_URL": "garbage"}, "PETRECORDS_REDIS_URL"),
+    ({"PETRECORDS_REDIS_URL": "redis://cache:port/0"}, "PETRECORDS_REDIS_URL"),
+    (
+        {
+            "PETRECORDS_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+            "PETRECORDS_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "PETRECORDS_DATABASE_READ_URLS": "mysql://replica/pets",
+        },
+        "PETRECORDS_DATABASE_READ_URLS",
+    ),
+    (
+        {
+            "PETRECORDS_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+            "PETRECORDS_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "PETRECORDS_DATABASE_READ_URLS": "postgresql://replica/pets,not a url",
+        },
+        "PETRECORDS_DATABASE_READ_URLS",
+    ),
+    ({"PETRECORDS_AUTH_MODE": "jwks"}, "PETRECORDS_AUTH_JWKS_URL"),
+    ({"PETRECORDS_NATS_URL": "garbage"}, "PETRECORDS_NATS_URL"),
+    ({"PETRECORDS_RATELIMIT": "100"}, "did you mean PETRECORDS_RATE_LIMIT?"),
+    ({"PETRECORDS_DATABASE_URL": "sqlite:///no-such-folder/pets.sqlite3"}, "PETRECORDS_DATABASE_URL"),
+]
+"""Settings each refused in one line naming the setting, before anything is done."""
+
+
 class TestStartupFailures:
     def test_a_setting_out_of_range(self, tmp_path: Path) -> None:
         result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DB_POOL_SIZE": "0"})
@@ -66,6 +98,36 @@ class TestStartupFailures:
         result = _run("serve", "--port", "0", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(blocker / "data")})
 
         _one_line_failure(result, "PETRECORDS_DATA_DIR")
+
+    @pytest.mark.parametrize(("settings", "named"), BAD_SETTINGS)
+    def test_a_bad_setting_is_one_line_before_anything_is_served(
+        self, tmp_path: Path, settings: dict[str, str], named: str
+    ) -> None:
+        self._refused("serve", tmp_path, settings, named)
+
+    @pytest.mark.parametrize(("settings", "named"), [BAD_SETTINGS[1], BAD_SETTINGS[-2], BAD_SETTINGS[-1]])
+    def test_a_bad_setting_is_one_line_before_anything_is_migrated(
+        self, tmp_path: Path, settings: dict[str, str], named: str
+    ) -> None:
+        self._refused("migrate", tmp_path, settings, named)
+
+    @staticmethod
+    def _refused(command: str, tmp_path: Path, settings: dict[str, str], named: str) -> None:
+        arguments = [command, "--port", "0"] if command == "serve" else [command]
+        result = _run(*arguments, cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(tmp_path / "data"), **settings})
+
+        _one_line_failure(result, f"petrecords {command}: ", named)
+        assert result.returncode == 1
+        assert "hunter2" not in result.stderr
+        assert not result.stdout  # nothing migrated, nothing served, no log line
+        assert list(tmp_path.iterdir()) == []  # no data directory, secret or database made
+
+    def test_the_data_directory_is_made_when_missing(self, tmp_path: Path) -> None:
+        data_dir = tmp_path / "new" / "data"
+        result = _run("migrate", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+
+        assert result.returncode == 0, result.stderr
+        assert (data_dir / "petrecords.sqlite3").is_file()
 
     def test_a_busy_port(self, tmp_path: Path) -> None:
         with socket.socket() as taken:
@@ -188,3 +250,59 @@ class TestClientCommands:
         result = _run("pets", "list", "--url", "http://127.0.0.1:1", "--token", "x", cwd=tmp_path)
 
         _one_line_failure(result, "cannot reach the server")
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each request's path and Authorization header. With `redirect_to` set, it answers every path but
+    those under /moved with a redirect to `redirect_to` + /moved + the path; otherwise with an empty page."""
+
+    redirect_to: str | None = None
+    seen: list[tuple[str, str | None]]
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        if self.redirect_to is not None and not self.path.startswith("/moved/"):
+            self.send_response(302)
+            self.send_header("Location", f"{self.redirect_to}/moved{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b'{"items": [], "pageIndex": 1, "pageSize": 20, "totalPages": 0, "totalCount": 0}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _http_server(redirect_to: str | None) -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
+    """A real HTTP server on a free port of its own: its URL, and the requests it received."""
+    seen: list[tuple[str, str | None]] = []
+    handler = type("Handler", (_Recorder,), {"redirect_to": redirect_to, "seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class TestClientRedirects:
+    def test_the_token_follows_a_redirect_within_the_origin_only(self, tmp_path: Path) -> None:
+        with _http_server("") as (server, asked):  # a relative Location: the same server
+            within = _run("pets", "list", "--url", server, "--token", "the-token", "--json", cwd=tmp_path)
+        with _http_server(None) as (elsewhere, reached), _http_server(elsewhere) as (server, redirected):
+            away = _run("pets", "list", "--url", server, "--token", "the-token", cwd=tmp_path)
+
+        assert within.returncode == 0, within.stderr
+        assert asked == [("/v1/pets?", "Bearer the-token"), ("/moved/v1/pets", "Bearer the-token")]
+        _one_line_failure(away, f"--url {server}", f"redirected to {elsewhere}")
+        assert redirected == [("/v1/pets?", "Bearer the-token")]
+        assert reached == []

@@ -60,6 +60,11 @@ def test_server_logs_every_request_and_no_secret(tmp_path: Path) -> None:
             assert server.stop() == 0
             output = server.output(full=True)
 
+    # Every line is JSON in one format, the HTTP server's own lines too.
+    lines = [json.loads(line) for line in output.splitlines()]
+    assert all(list(line)[:4] == ["time", "level", "logger", "message"] for line in lines), output
+    granian = [line["message"] for line in lines if line["logger"].startswith("_granian")]
+    assert {"Started worker-1", "Shutting down granian"} <= set(granian), output
     access = _access_lines(output)
     assert len(access) >= 2 * len(authorizations) + 4
     for line in access:

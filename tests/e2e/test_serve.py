@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import stat
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.servers import CLEAN_EXIT_CODES, STOP_SECONDS, Server, running_server
+from tests.e2e.servers import (
+    CLEAN_EXIT_CODES,
+    PETRECORDS,
+    STARTUP_SECONDS,
+    STOP_SECONDS,
+    Server,
+    free_port,
+    running_server,
+)
 from tests.support import throwaway_postgres, token
 
 pytestmark = pytest.mark.slow
@@ -157,3 +170,44 @@ def test_serves_postgresql(tmp_path: Path) -> None:
         code = server.stop()
         assert code is not None, f"still running {STOP_SECONDS} s after SIGTERM:\n{server.output()}"
         assert code in CLEAN_EXIT_CODES, f"exit code {code}:\n{server.output()}"
+
+
+def test_it_says_it_listens_and_is_ready_only_once_every_worker_accepts(tmp_path: Path) -> None:
+    """Granian said "Listening at" before it started a single worker, which takes seconds: /readyz, and the line,
+    wait for the last worker."""
+    port, log = free_port(), tmp_path / "server.log"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+    env["PETRECORDS_DATA_DIR"] = str(tmp_path / "data")
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(PETRECORDS), "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    started = ("Started worker-1", "Started worker-2")
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                ready = False
+            if ready:
+                break
+            time.sleep(0.02)
+        said = log.read_text()  # after the first 200: every worker had started by then
+        assert all(line in said for line in started), said
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(STOP_SECONDS) in CLEAN_EXIT_CODES
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    messages = [json.loads(line)["message"] for line in log.read_text().splitlines()]
+    listening = [number for number, message in enumerate(messages) if message.startswith("Listening at")]
+    assert [messages[number] for number in listening] == [f"Listening at: http://127.0.0.1:{port}"]
+    assert listening[0] > max(messages.index(line) for line in started)

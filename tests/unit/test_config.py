@@ -8,7 +8,13 @@ import os
 import pydantic
 import pytest
 
-from petrecords.config import DEFAULT_PET_TYPES, Settings
+from petrecords.config import (
+    DEFAULT_PET_TYPES,
+    STOPPING_FILE_VARIABLE,
+    ConfigurationError,
+    Settings,
+    check_environment,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -212,4 +218,127 @@ class TestDeploymentSettings:
     def test_an_unknown_pooler_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("PETRECORDS_DB_POOLER", "statement")
         with pytest.raises(pydantic.ValidationError):
+            _settings()
+
+
+class TestUrls:
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [
+            ("PETRECORDS_DATABASE_URL", "garbage"),
+            ("PETRECORDS_DATABASE_URL", "mysql://pets:secret@db/pets"),
+            ("PETRECORDS_DATABASE_URL", "postgresql://db:port/pets"),
+            ("PETRECORDS_REDIS_URL", "garbage"),
+            ("PETRECORDS_REDIS_URL", "redis://cache:port/0"),
+            ("PETRECORDS_REDIS_URL", "http://cache:6379"),
+            ("PETRECORDS_NATS_URL", "garbage"),
+            ("PETRECORDS_NATS_URL", "http://127.0.0.1:4222"),
+        ],
+    )
+    def test_a_malformed_url_is_refused_naming_it(self, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(pydantic.ValidationError, match=name.removeprefix("PETRECORDS_").lower()) as raised:
+            _settings()
+        assert "secret" not in " ".join(error["msg"] for error in raised.value.errors())  # what the command shows
+
+    @pytest.mark.parametrize("value", ["garbage", "mysql://replica/pets", "postgresql://one/db, sqlite:///x"])
+    def test_a_read_url_that_is_not_postgresql_is_refused_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch, value: str
+    ) -> None:
+        monkeypatch.setenv("PETRECORDS_DATABASE_URL", "postgresql://primary/db")
+        monkeypatch.setenv("PETRECORDS_REDIS_URL", "redis://127.0.0.1:6379/0")
+        monkeypatch.setenv("PETRECORDS_DATABASE_READ_URLS", value)
+        with pytest.raises(pydantic.ValidationError, match="database_read_urls"):
+            _settings()
+
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [
+            ("PETRECORDS_DATABASE_URL", "sqlite:///pets.sqlite3"),
+            ("PETRECORDS_DATABASE_URL", "sqlite://"),
+            ("PETRECORDS_DATABASE_URL", "postgres://pets@db/pets"),
+            ("PETRECORDS_DATABASE_URL", "postgresql+asyncpg://pets:pw@db:5433/pets"),
+            ("PETRECORDS_REDIS_URL", "rediss://user:pw@cache:6380/2"),
+            ("PETRECORDS_REDIS_URL", "unix:///run/redis.sock"),
+            ("PETRECORDS_NATS_URL", "nats://127.0.0.1:4222"),
+            ("PETRECORDS_NATS_URL", "tls://nats-1:4222,tls://nats-2:4222"),
+        ],
+    )
+    def test_urls_of_each_kind_are_taken(self, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        assert getattr(_settings(), name.removeprefix("PETRECORDS_").lower()) == value
+
+
+class TestIdentityProvider:
+    def test_jwks_mode_without_its_settings_is_refused_naming_them(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_AUTH_MODE", "jwks")
+        monkeypatch.setenv("PETRECORDS_AUTH_ISSUER", "https://id.example")
+        with pytest.raises(pydantic.ValidationError) as raised:
+            _settings()
+        message = str(raised.value)
+        assert "PETRECORDS_AUTH_JWKS_URL and PETRECORDS_AUTH_AUDIENCE must be set" in message
+
+    def test_a_symmetric_algorithm_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_AUTH_MODE", "jwks")
+        monkeypatch.setenv("PETRECORDS_AUTH_JWKS_URL", "https://id.example/jwks.json")
+        monkeypatch.setenv("PETRECORDS_AUTH_ISSUER", "https://id.example")
+        monkeypatch.setenv("PETRECORDS_AUTH_AUDIENCE", "pets")
+        assert _settings().auth_mode == "jwks"
+        monkeypatch.setenv("PETRECORDS_AUTH_ALGORITHMS", "RS256,HS256")
+        with pytest.raises(pydantic.ValidationError, match="PETRECORDS_AUTH_ALGORITHMS: HS256"):
+            _settings()
+
+
+class TestUnknownVariables:
+    @pytest.mark.parametrize(
+        ("name", "closest"),
+        [
+            ("PETRECORDS_RATELIMIT", "PETRECORDS_RATE_LIMIT"),
+            ("PETRECORDS_DATABASE_READ_URL", "PETRECORDS_DATABASE_READ_URLS"),
+            ("PETRECORDS_DATA_DIRECTORY", "PETRECORDS_DATA_DIR"),
+            ("petrecords_acess_log", "PETRECORDS_ACCESS_LOG"),
+            ("PETRECORDS_NATS_STREAMS", "PETRECORDS_NATS_STREAM"),
+        ],
+    )
+    def test_a_misspelt_setting_is_refused_naming_the_closest(self, name: str, closest: str) -> None:
+        with pytest.raises(
+            ConfigurationError, match=f"^{name} is not a setting of this service; did you mean {closest}"
+        ):
+            check_environment({"PETRECORDS_RATE_LIMIT": "5", name: "5"})
+
+    def test_a_name_close_to_no_setting_is_refused(self) -> None:
+        with pytest.raises(ConfigurationError, match=r"^PETRECORDS_XYZZY is not a setting"):
+            check_environment({"PETRECORDS_XYZZY": "1"})
+
+    def test_every_setting_and_what_others_read_is_taken(self) -> None:
+        environment = {f"PETRECORDS_{name.upper()}": "x" for name in Settings.model_fields}
+        environment.update(
+            dict.fromkeys(
+                (
+                    "PETRECORDS_URL",
+                    "PETRECORDS_TOKEN",
+                    STOPPING_FILE_VARIABLE,
+                    "PETRECORDS_TEST_POSTGRES_URL",
+                    "PETRECORDS_TEST_SLOW_CLIENTS",
+                    "PETRECORDS_BENCH_POSTGRES_URL",
+                    "PETRECORDS_FUZZ_SEED",
+                    "PETRECORDS_MODEL_EXAMPLES",
+                    "PETRECORDS_LB_BIND",
+                    "PETRECORDS_LB_STATS_SOCKET",
+                    "PETRECORDS_APP1",
+                    "PETRECORDS_APP12",
+                    "petrecords_rate_limit",
+                    "PATH",
+                    "OTHER_PETRECORDS_THING",
+                ),
+                "x",
+            )
+        )
+        check_environment(environment)
+
+
+class TestRetention:
+    def test_days_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PETRECORDS_CHANGES_RETENTION_DAYS", str(10**12))
+        with pytest.raises(pydantic.ValidationError, match="changes_retention_days"):
             _settings()

@@ -12,7 +12,11 @@ from petrecords.store.base import Change, Cursor
 from petrecords.tables import SHARED
 from petrecords.values import format_timestamp
 
-_CURSOR = re.compile(r"([0-9a-f]{1,16})-([0-9a-f]{1,16})")
+_CURSOR = re.compile(r"(0|[1-9a-f][0-9a-f]{0,15})-(0|[1-9a-f][0-9a-f]{0,15})")
+"""A cursor as `encode_cursor` writes it: two parts in lower-case hexadecimal, without leading zeros."""
+_CURSOR_PART_LIMIT = 1 << 63
+"""Each part of a cursor is a signed 64-bit integer in the database."""
+NOT_HANDED_OUT = "must be a cursor this service handed out (nextCursor, a change's cursor)."
 
 
 def encode_cursor(cursor: Cursor) -> str:
@@ -21,9 +25,10 @@ def encode_cursor(cursor: Cursor) -> str:
 
 def decode_cursor(name: str, text: str) -> Cursor:
     match = _CURSOR.fullmatch(text)
-    if match is None:
-        raise ValidationFailed.single(name, "must be a cursor this service handed out (nextCursor, a change's cursor).")
-    return int(match.group(1), 16), int(match.group(2), 16)
+    cursor = (int(match.group(1), 16), int(match.group(2), 16)) if match else None
+    if cursor is None or max(cursor) >= _CURSOR_PART_LIMIT:
+        raise ValidationFailed.single(name, NOT_HANDED_OUT)
+    return cursor
 
 
 def change_wire(change: Change) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from petrecords.config import Settings
 from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import CursorExpired, ValidationFailed
 from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, json_response, parameter
-from petrecords.resources.changes import change_wire, decode_cursor, encode_cursor
+from petrecords.resources.changes import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL, split_values
@@ -79,15 +79,29 @@ def parse_feed_query(pairs: Sequence[tuple[str, str]], resources: ResourceSet) -
     return FeedRequest(after=after, limit=limit, resources=names)
 
 
-async def start_of(tx: Transaction, after: Cursor | None) -> Cursor:
+async def start_of(tx: Transaction, after: Cursor | None, *, name: str = "after") -> Cursor:
     """Where a read of the feed starts: after `after`, or at the oldest change kept; 410 when changes after
-    `after` have been removed by retention."""
+    `after` have been removed by retention; 400, naming the parameter, when `after` is no cursor this service
+    hands out (a change's, or where the kept changes start), such as one ahead of the log's head."""
     purged = await tx.purged_through()
     if after is None:
         return purged
     if after < purged:
         raise CursorExpired()
+    if after != purged and not await _is_a_change(tx, after):
+        if after < await tx.purged_through():  # removed by retention meanwhile
+            raise CursorExpired()
+        raise ValidationFailed.single(name, NOT_HANDED_OUT)
     return after
+
+
+async def _is_a_change(tx: Transaction, cursor: Cursor) -> bool:
+    """Whether a kept change has this cursor: no cursor lies between it and the one just before it, so the first
+    change after that one is this change, if there is one. A cursor handed out is of a change that had committed
+    below the horizon, which only moves forward."""
+    xid, position = cursor
+    following = await tx.changes_after((xid, position - 1), limit=1, reader=None, resources=None)
+    return bool(following) and following[0].cursor == cursor
 
 
 HELD_BACK_WAIT_SECONDS = 2.0
@@ -144,7 +158,7 @@ class Feed:
         async with self.services.store.transaction(write=False) as tx:
             already: frozenset[Cursor] = frozenset()
             if last_event_id is not None:
-                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id))
+                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id), name="Last-Event-ID")
             elif request.after is not None:
                 start = await start_of(tx, request.after)
             else:

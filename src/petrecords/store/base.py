@@ -225,6 +225,10 @@ class Transaction(abc.ABC):
         still in flight may come to precede them."""
 
     @abc.abstractmethod
+    async def count_changes_after(self, cursor: Cursor) -> int:
+        """How many changes after `cursor` have committed by now (what NATS has not been sent yet, say)."""
+
+    @abc.abstractmethod
     async def purged_through(self) -> Cursor:
         """The cursor of the last change removed by retention: anything at or before it is gone."""
 

@@ -203,6 +203,12 @@ def committed_after_select(horizon: Horizon) -> sa.Select[Any]:
     )
 
 
+@functools.lru_cache(maxsize=8)
+def count_after_select(horizon: Horizon) -> sa.Select[Any]:
+    """How many changes follow a cursor, committed whether or not past the horizon."""
+    return sa.select(sa.func.count()).select_from(changes).where(*_past_cursor(horizon))
+
+
 PURGE_CHANGES = sa.delete(changes).where(
     _change_cursor
     <= sa.tuple_(

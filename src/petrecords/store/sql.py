@@ -47,6 +47,7 @@ from petrecords.store.changelog import (
     changes_after_select,
     changes_values,
     committed_after_select,
+    count_after_select,
     head_select,
     oldest_changes_select,
 )
@@ -351,6 +352,10 @@ class SqlTransaction(Transaction):
     async def committed_after(self, cursor: Cursor, *, limit: int) -> Sequence[Cursor]:
         values = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
         return [(row[0], row[1]) for row in await self.fetch((committed_after_select(self.horizon), values))]
+
+    async def count_changes_after(self, cursor: Cursor) -> int:
+        values = {"after_xid": cursor[0], "after_position": cursor[1]}
+        return int((await self.fetch((count_after_select(self.horizon), values)))[0][0])
 
     async def purged_through(self) -> Cursor:
         return await self.state_cursor(PURGED)
