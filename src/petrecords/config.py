@@ -98,7 +98,9 @@ class Settings(BaseSettings):
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
 
     changes_retention_days: int = Field(
-        default=365, ge=0, description="how long changes are kept; 0 keeps them forever"
+        default=0,
+        ge=0,
+        description="how long changes are kept; 0 (the default) keeps them forever, as medical records are",
     )
     events_keep_alive_seconds: float = Field(
         default=10.0, gt=0, le=15, description="how often a quiet live change stream sends a comment"

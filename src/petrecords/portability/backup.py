@@ -42,10 +42,10 @@ unix VFS: UNIX_SHM_DMS)."""
 def refuse_postgres(settings: Settings, command: str) -> None:
     if is_sqlite(settings.resolved_database_url):
         return
-    tool = "pg_dump" if command == "backup" else "pg_restore"
+    how = "back it up with pg_dump" if command == "backup" else "restore it with pg_restore"
     raise UseAnotherTool(
-        f"the database is PostgreSQL: {command} it with {tool} (docs/how-to/backup-and-restore.md has the recipe); "
-        "this command copies SQLite databases"
+        f"the database is PostgreSQL: {how} (docs/how-to/backup-and-restore.md has the recipe); this command "
+        "copies SQLite databases"
     )
 
 
