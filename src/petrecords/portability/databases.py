@@ -19,7 +19,7 @@ import abc
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +117,7 @@ class Snapshot(abc.ABC):
     """One consistent state of a database, read in rows."""
 
     @abc.abstractmethod
-    def rows(self, statement: sa.Select[Any]) -> AsyncIterator[Sequence[Any]]: ...
+    def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]: ...
 
     async def count(self, table: sa.Table) -> int:
         async for row in self.rows(sa.select(sa.func.count()).select_from(table)):
@@ -129,7 +129,7 @@ class SqliteSnapshot(Snapshot):
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
 
-    async def rows(self, statement: sa.Select[Any]) -> AsyncIterator[Sequence[Any]]:
+    async def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]:
         cursor = self._connection.execute(str(statement.compile(dialect=_SQLITE)))
         try:
             while batch := cursor.fetchmany(FETCH_ROWS):
@@ -143,7 +143,7 @@ class PostgresSnapshot(Snapshot):
     def __init__(self, connection: Any) -> None:
         self._connection = connection
 
-    async def rows(self, statement: sa.Select[Any]) -> AsyncIterator[Sequence[Any]]:
+    async def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]:
         async for row in self._connection.cursor(str(statement.compile(dialect=_POSTGRES)), prefetch=FETCH_ROWS):
             yield row
 

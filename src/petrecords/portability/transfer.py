@@ -75,15 +75,17 @@ async def export_to(settings: Settings, resources: ResourceSet, out: IO[bytes], 
         with Meter("export", total=total) as meter:
             for resource in ordered:
                 statement, layout = databases.record_query(resource)
-                async for values in snapshot.rows(statement):
-                    record = exported_record(resource, layout.row(values))
-                    out.write(encode({"resource": resource.name, "record": record}) + b"\n")
-                    tally.records += 1
+                async with contextlib.aclosing(snapshot.rows(statement)) as rows:
+                    async for values in rows:
+                        record = exported_record(resource, layout.row(values))
+                        out.write(encode({"resource": resource.name, "record": record}) + b"\n")
+                        tally.records += 1
+                        meter.advance(1)
+            async with contextlib.aclosing(snapshot.rows(databases.CHANGES_QUERY)) as rows:
+                async for values in rows:
+                    out.write(encode({"change": exported_change(databases.CHANGES_LAYOUT.row(values))}) + b"\n")
+                    tally.changes += 1
                     meter.advance(1)
-            async for values in snapshot.rows(databases.CHANGES_QUERY):
-                out.write(encode({"change": exported_change(databases.CHANGES_LAYOUT.row(values))}) + b"\n")
-                tally.changes += 1
-                meter.advance(1)
     return tally
 
 

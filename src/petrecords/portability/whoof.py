@@ -113,9 +113,9 @@ class Mapper:
     def user(self, row: Finding, member: str, value: Any) -> str:
         if isinstance(value, str) and (email := normalize_email(value.strip(WHITE_SPACE))) is not None:
             if email != value:
-                row.corrected(f"{member} {_shown(value)} is not in lower case (loaded as {email})")
+                row.corrected(f"{member}: {_shown(value)} is not in lower case (loaded as {email})")
             return email
-        row.corrected(f"{member} {_shown(value)} is not an e-mail address (loaded as {self.options.system_user})")
+        row.corrected(f"{member}: {_shown(value)} is not an e-mail address (loaded as {self.options.system_user})")
         return self.options.system_user
 
     def owner(self, row: Finding, value: Any) -> str:
@@ -161,13 +161,19 @@ class Mapper:
             raise Skip(f"petType {_shown(value)} is none of the configured pet types")
         return found
 
-    def audit(self, row: Finding, source: Mapping[str, Any]) -> dict[str, Any]:
+    def audit(self, row: Finding, source: Any) -> dict[str, Any]:
+        created_by, modified_by = _has(source, "CreatedBy"), _has(source, "ModifiedBy")
+        if created_by == modified_by:
+            created_by = modified_by = self.user(row, "createdBy and modifiedBy", created_by)
+        else:
+            created_by = self.user(row, "createdBy", created_by)
+            modified_by = self.user(row, "modifiedBy", modified_by)
         return {
             "id": str(source["Id"]),
             "createdAt": format_timestamp(_ms(source["CreatedAt"])),
-            "createdBy": self.user(row, "createdBy", source.get("CreatedBy")),
+            "createdBy": created_by,
             "modifiedAt": format_timestamp(_ms(source["ModifiedAt"])),
-            "modifiedBy": self.user(row, "modifiedBy", source.get("ModifiedBy")),
+            "modifiedBy": modified_by,
             VERSION: 1,
         }
 
