@@ -1,5 +1,5 @@
 # Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
-# `make test` runs every test.
+# `make test` runs every test but the long ones (a million rows, minutes each), which `make test-long` runs.
 PYTHON ?= python3
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -8,7 +8,7 @@ UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 
-.PHONY: install run test bench lint typecheck check clean
+.PHONY: install run test test-long bench lint typecheck check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ test: install
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -m "not long"
+
+test-long: install
+	$(VENV)/bin/pytest -m long -s
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

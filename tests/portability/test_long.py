@@ -1,0 +1,68 @@
+"""The data commands at a million records (`make test-long`): rates, and memory that stays flat whatever the size;
+a backup of a million-row database while a server's writers write."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.portability.support import PETRECORDS, migrated
+from tests.portability.test_backup import backup_under_writers
+from tests.portability.test_transfer import synthetic_export
+from tests.support import throwaway_postgres
+
+pytestmark = [pytest.mark.long, pytest.mark.slow]
+
+RECORDS = 1_000_000
+FLAT_MEMORY_BYTES = 256 * 1024 * 1024
+"""What a data command may hold at its peak (resident), whatever the number of records."""
+
+
+def measured(url: str, data: Path, *args: str) -> tuple[float, int]:
+    """Run `petrecords ARGS`: seconds taken and peak resident memory in bytes."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+    env.update(PETRECORDS_DATABASE_URL=url, PETRECORDS_DATA_DIR=str(data))
+    started = time.monotonic()
+    process = subprocess.Popen([str(PETRECORDS), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    error = process.stderr.read().decode() if process.stderr else ""
+    if process.stderr:
+        process.stderr.close()
+    assert process.returncode == 0, error
+    return seconds, usage.ru_maxrss * 1024
+
+
+def test_a_million_records_export_and_import_at_flat_memory_on_both_databases(tmp_path: Path) -> None:
+    source = tmp_path / "million.jsonl"
+    synthetic_export(source, RECORDS)
+    lines = 2 * RECORDS  # each pet, and its change
+    figures = []
+    sqlite_url = f"sqlite:///{tmp_path / 'million.sqlite3'}"
+    migrated(sqlite_url, tmp_path)
+    with throwaway_postgres() as postgres_url:
+        migrated(postgres_url, tmp_path)
+        for name, url in (("SQLite", sqlite_url), ("PostgreSQL", postgres_url)):
+            seconds, peak = measured(url, tmp_path, "import", str(source))
+            figures.append((f"import into {name}", seconds, peak))
+            out = tmp_path / f"{name}.jsonl"
+            seconds, peak = measured(url, tmp_path, "export", "--output", str(out))
+            figures.append((f"export from {name}", seconds, peak))
+            assert out.read_bytes().splitlines()[1:] == source.read_bytes().splitlines()[1:]
+            out.unlink()
+    for what, seconds, peak in figures:
+        print(
+            f"{what}: {RECORDS:,} records and {RECORDS:,} changes in {seconds:.1f} s "
+            f"({lines / seconds:,.0f} lines/s), peak RSS {peak / 2**20:.0f} MiB"
+        )
+    assert all(peak < FLAT_MEMORY_BYTES for _, _, peak in figures)
+
+
+def test_a_backup_of_a_million_rows_while_a_server_writes(tmp_path: Path) -> None:
+    figures = backup_under_writers(tmp_path, RECORDS)
+    print(f"backup of {RECORDS:,} pets under 4 writers: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
