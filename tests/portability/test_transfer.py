@@ -4,6 +4,8 @@ other and back, refusals that write nothing, and a snapshot taken while the serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -286,3 +288,30 @@ class TestSnapshot:
             else:
                 alive[change["id"]] = change["version"]
         assert {record_id: record["version"] for record_id, record in records.items()} == alive
+
+
+class TestProgress:
+    def test_shown_on_a_terminal(self, tmp_path: Path) -> None:
+        url = _sqlite(tmp_path, "db.sqlite3")
+        seed(migrated(url, tmp_path))
+        controller, terminal = os.openpty()
+        try:
+            env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+            env.update(PETRECORDS_DATABASE_URL=url, PETRECORDS_DATA_DIR=str(tmp_path), COLUMNS="120")
+            done = subprocess.run(
+                [str(PETRECORDS), "export", "--output", str(tmp_path / "out.jsonl")],
+                env=env,
+                stderr=terminal,
+                timeout=120,
+                check=False,
+            )
+            os.close(terminal)
+            shown = b""
+            with contextlib.suppress(OSError):  # the terminal's other end is closed once all is read
+                while chunk := os.read(controller, 65536):
+                    shown += chunk
+        finally:
+            os.close(controller)
+        assert done.returncode == 0
+        assert b"export" in shown
+        assert b"records" in shown

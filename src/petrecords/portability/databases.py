@@ -120,8 +120,9 @@ class Snapshot(abc.ABC):
     def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]: ...
 
     async def count(self, table: sa.Table) -> int:
-        async for row in self.rows(sa.select(sa.func.count()).select_from(table)):
-            return int(row[0])
+        async with contextlib.aclosing(self.rows(sa.select(sa.func.count()).select_from(table))) as rows:
+            async for row in rows:
+                return int(row[0])
         return 0
 
 
