@@ -17,8 +17,7 @@ import pytest
 
 from petrecords.portability import commands
 from tests.e2e.servers import running_server
-from tests.portability.support import PETRECORDS, command, lines_after_first, migrated
-from tests.portability.test_transfer import synthetic_export
+from tests.portability.support import PETRECORDS, command, lines_after_first, migrated, synthetic_export
 from tests.support import ADMIN, ALICE, throwaway_postgres
 
 pytestmark = pytest.mark.slow

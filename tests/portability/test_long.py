@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.portability.support import PETRECORDS, migrated
+from tests.portability.support import PETRECORDS, migrated, synthetic_export
 from tests.portability.test_backup import backup_under_writers
-from tests.portability.test_transfer import synthetic_export
 from tests.support import throwaway_postgres
 
 pytestmark = [pytest.mark.long, pytest.mark.slow]

@@ -21,7 +21,7 @@ import pytest
 from petrecords.portability import commands
 from petrecords.portability.errors import CommandFailed
 from tests.e2e.servers import running_server
-from tests.portability.support import PETRECORDS, command, lines_after_first, migrated, seed, view
+from tests.portability.support import PETRECORDS, command, lines_after_first, migrated, seed, synthetic_export, view
 from tests.support import ALICE, fetch_sql, throwaway_postgres
 
 pytestmark = pytest.mark.slow
@@ -160,38 +160,6 @@ class TestRefusals:
             commands.import_file(target, damaged)
         assert said in str(refused.value)
         assert _records_and_changes(target_url) == (0, 0, 0, 0, 0)
-
-
-def synthetic_export(path: Path, pets: int) -> None:
-    """An export of `pets` pets, each with its one change, written fast (for imports that take a while)."""
-    created = "2026-01-01T00:00:00.000Z"
-    with path.open("wb") as out:
-        out.write(b'{"format":"petrecords-export","version":1,"exportedAt":"2026-01-01T00:00:00.000Z"}\n')
-        records = []
-        for index in range(pets):
-            record = {
-                "id": f"01900000-0000-7000-8000-{index:012x}",
-                "createdAt": created,
-                "createdBy": ALICE,
-                "modifiedAt": created,
-                "modifiedBy": ALICE,
-                "ownerId": f"owner{index % 1000}@example.com",
-                "name": f"Pet {index}",
-                "petType": "Dog" if index % 3 else "Cat",
-            }
-            records.append(record)
-            out.write(msgspec.json.encode({"resource": "pets", "record": {**record, "version": 1}}) + b"\n")
-        for record in records:
-            change = {
-                "resource": "pets",
-                "id": record["id"],
-                "action": "created",
-                "version": 1,
-                "at": created,
-                "by": ALICE,
-                "record": record,
-            }
-            out.write(msgspec.json.encode({"change": change}) + b"\n")
 
 
 class TestKilledMidway:
