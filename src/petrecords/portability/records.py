@@ -10,7 +10,9 @@ follow from the text as a write makes them.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -119,11 +121,27 @@ def exported_change(row: Mapping[str, Any]) -> dict[str, Any]:
 # --- in --------------------------------------------------------------------------------------------
 
 
+_WRITTEN_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)\.(\d{3})Z", re.ASCII)
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_ms(day: str) -> int | None:
+    try:
+        return (dt.date.fromisoformat(day) - _EPOCH_DAY).days * 86_400_000
+    except ValueError:
+        return None
+
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+
+
 def timestamp_ms(name: str, value: Any) -> int:
-    moment = parse_datetime_ms(value) if isinstance(value, str) else None
-    if moment is None or moment.denominator != 1 or format_timestamp(int(moment)) != value:
+    """A timestamp as the service writes it (`format_timestamp`), exactly: epoch milliseconds."""
+    match = _WRITTEN_TIMESTAMP.fullmatch(value) if isinstance(value, str) else None
+    day = None if match is None else _day_ms(match[1])
+    if match is None or day is None:
         raise Malformed(f"{name} must be a date-time as the service writes it (2026-11-21T16:06:29.123Z)")
-    return int(moment)
+    return day + int(match[2]) * 3_600_000 + int(match[3]) * 60_000 + int(match[4]) * 1000 + int(match[5])
 
 
 def record_id(name: str, value: Any) -> uuid.UUID:
