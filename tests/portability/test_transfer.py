@@ -144,6 +144,12 @@ class TestRefusals:
             (lambda lines: [*lines[:-1], lines[-1][:40]], "is cut off"),
             (lambda lines: [*lines[:3], b'{"resource": "pets", "record": {"id": "x"}}\n', *lines[3:]], "line 4: "),
             (lambda lines: [*lines[:2], b"not json\n", *lines[2:]], "line 3: "),
+            (lambda lines: [lines[0], lines[1].replace(b'"name":', b'"nom":'), *lines[2:]], "line 2: "),
+            (lambda lines: [lines[0], lines[1].replace(b'"ownerId":"', b'"ownerId":"NOT'), *lines[2:]], "line 2: "),
+            (lambda lines: [lines[0], lines[1].replace(b'"version":', b'"version":-'), *lines[2:]], "line 2: "),
+            (lambda lines: [lines[0], lines[1].replace(b'"name":"', b'"name":" '), *lines[2:]], "line 2: name"),
+            (lambda lines: [*lines, lines[1]], "the database refused the record"),
+            (lambda lines: [*lines, lines[-1].replace(b'"ownerId"', b'"owner"')], "record has no ownerId"),
             (
                 lambda _: [b'{"format": "other", "version": 1, "exportedAt": "2026-01-01T00:00:00.000Z"}\n'],
                 "line 1",

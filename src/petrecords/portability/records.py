@@ -160,6 +160,16 @@ def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
 
 
 def _candidates(column: Column, value: Any, context: Context) -> Iterator[Any]:
+    """What the kind reads the value as, when it takes it (the service's own rules: a name trimmed, an e-mail in
+    lower case); else, for a value that a rule of the moment refuses (a date that must be in the future, a pet
+    type no longer configured), the value as its column holds such values."""
+    try:
+        stored, problem = column.kind.read(value, context)
+    except (TypeError, ValueError):
+        problem = "unreadable"
+    if problem is None:
+        yield stored
+        return
     python_type = _python_type(column.type)
     if isinstance(value, str):
         if python_type is uuid.UUID:
@@ -169,12 +179,6 @@ def _candidates(column: Column, value: Any, context: Context) -> Iterator[Any]:
             if moment is not None and moment.denominator == 1:
                 yield int(moment)
     yield value
-    try:
-        stored, problem = column.kind.read(value, context)
-    except (TypeError, ValueError):
-        return
-    if problem is None:
-        yield stored
 
 
 def _fits(python_type: type | None, candidate: Any) -> bool:
@@ -245,6 +249,8 @@ class Reader:
                 raise Malformed(f"{member} must be a user's e-mail address")
             row[AUDIT[member]] = record[member]
         for column in field_columns(resource):
+            if column.field not in record and not column.nullable:
+                raise Malformed(f"the record has no {column.field}")
             value = record.get(column.field)
             # An optional field a file does not name (an export made before the field existed) is not set.
             stored = stored_value(column, value, self._context)
@@ -294,6 +300,8 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise Malformed("record must be an object")
     owner = owner_of(resource, record)
+    if owner is None:
+        raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
     shared = resource.ownership.column is None
     return {
         "resource": resource.name,
