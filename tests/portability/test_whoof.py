@@ -149,3 +149,10 @@ class TestImportWhoof:
             done.stderr
             == "petrecords import-whoof: not a Whoof database: it has no table Pets, Vaccines, PetVaccinations\n"
         )
+
+    def test_a_url_that_is_not_postgresqls_is_one_line(self, tmp_path: Path) -> None:
+        done = command(f"sqlite:///{tmp_path / 'db.sqlite3'}", tmp_path, "import-whoof", "mysql://whoof@db/whoof")
+        assert done.returncode == 1
+        assert (
+            done.stderr == "petrecords import-whoof: POSTGRESQL_URL must be a postgresql:// URL of the Whoof database\n"
+        )

@@ -211,6 +211,8 @@ async def import_whoof(
     report = Report()
     try:
         connection = await databases.connect_postgres(settings, url)
+    except ValueError:
+        raise CommandFailed("POSTGRESQL_URL must be a postgresql:// URL of the Whoof database") from None
     except OSError as exc:
         raise CommandFailed(f"cannot reach the Whoof database: {exc}") from None
     try:
