@@ -82,10 +82,13 @@ def view(settings: Settings) -> dict[str, Any]:
         for user in USERS:
             shown[f"feed of {user}"] = feed(client, user)
         # What the search indexes find (SQLite's FTS5 tables, PostgreSQL's trigram indexes), and the kept counts.
-        for path in ("/v1/pets?search=ïcod", "/v1/vaccines?search=leuk", "/v1/pets?petType=Dog&pageSize=1"):
-            response = client.get(path, headers=auth(ADMIN, admin=True))
-            assert response.status_code == 200
-            shown[path] = response.json()
+        searches = ("/v1/pets?search=ïcod", "/v1/vaccines?search=leuk")
+        totals = tuple(f"{resource.path}?pageSize=1" for resource in RESOURCES.resources)
+        for path in (*searches, *totals, "/v1/pets?petType=Dog&pageSize=1"):
+            for user, admin in ((ADMIN, True), *((user, False) for user in USERS)):
+                response = client.get(path, headers=auth(user, admin=admin))
+                assert response.status_code == 200
+                shown[f"{path} for {user}"] = response.json()
         ever = {(change["resource"], change["id"]) for change in shown["feed"]}
         for resource in RESOURCES.resources:
             for record in _pages(client, resource.path, ADMIN, True):

@@ -45,6 +45,7 @@ class TestRoundTrip:
             moved = migrated(url, tmp_path)
             commands.import_file(moved, exported)
             assert view(moved) == before
+            assert kept_counts(url) == kept_counts(first.resolved_database_url)
             again = tmp_path / "postgresql.jsonl"
             # Through the command line, as an operator runs it: the same lines after the first.
             done = command(url, tmp_path, "export", "--output", str(again))
@@ -74,6 +75,23 @@ class TestRoundTrip:
         assert all(line["record"]["version"] >= 1 for line in records)
         changes = [line["change"] for line in lines if "change" in line]
         assert all(set(change) == {"resource", "id", "action", "version", "at", "by", "record"} for change in changes)
+
+
+def kept_counts(url: str) -> dict[tuple[str, str, str], int]:
+    """The kept counts of each resource, owner and partition (summed over their slots), but those at zero."""
+    query = (
+        "SELECT resource, scope, partition, sum(count) FROM record_counts GROUP BY resource, scope, partition "
+        "HAVING sum(count) <> 0"
+    )
+    if url.startswith("sqlite"):
+        connection = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            rows = connection.execute(query).fetchall()
+        finally:
+            connection.close()
+    else:
+        rows = asyncio.run(fetch_sql(url, query))
+    return {(row[0], row[1], row[2]): int(row[3]) for row in rows}
 
 
 def _records_and_changes(url: str) -> tuple[int, ...]:

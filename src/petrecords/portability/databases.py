@@ -46,6 +46,8 @@ FETCH_ROWS = 2000
 """Rows read from the database at a time: what a command holds in memory, whatever the size of the data."""
 LOAD_CACHE_KIB = 65536
 """SQLite's page cache while a load runs."""
+DEFAULT_CACHE_SIZE = -2000
+"""SQLite's own default page cache: 2,000 KiB."""
 NO_TIMEOUT = "0"
 """A data command's statements take as long as the data needs: PostgreSQL's statement timeout is off for it."""
 
@@ -234,22 +236,30 @@ def count_inserts(resource: Resource) -> list[sa.Insert]:
     every owner; one slot, and each every-owner row counting one write, so that the data's version moves."""
     collection = resource.collection
     table = collection.table
-    partition: sa.ColumnElement[Any] = (
-        sa.cast(table.c[collection.counted_by], Text) if collection.counted_by else sa.literal("", Text)
-    )
+    partition: sa.ColumnElement[Any] = sa.literal("", Text)
+    if collection.counted_by is not None:
+        counted = table.c[collection.counted_by]
+        # Grouped as stored where it is text already: the indexes that lead with it serve the grouping, which
+        # otherwise sorts every record (in as much memory as the page cache).
+        partition = counted if isinstance(counted.type, sa.String) else sa.cast(counted, Text)
     scopes: list[tuple[sa.ColumnElement[Any], int]] = [(sa.literal(ALL_OWNERS, Text), 1)]
     if collection.owner_column is not None:
         scopes.append((table.c[collection.owner_column], 0))
     inserts = []
     for scope, writes in scopes:
-        select = sa.select(
-            sa.literal(collection.name, Text),
-            scope,
-            partition,
-            sa.literal(0, sa.SmallInteger()),
-            sa.func.count(),
-            sa.literal(writes, sa.BigInteger()),
-        ).group_by(scope, partition)
+        grouped = [column for column in (scope, partition) if isinstance(column, sa.Column)]
+        select = (
+            sa.select(
+                sa.literal(collection.name, Text),
+                scope,
+                partition,
+                sa.literal(0, sa.SmallInteger()),
+                sa.func.count(),
+                sa.literal(writes, sa.BigInteger()),
+            )
+            .select_from(table)
+            .group_by(*grouped)
+        )
         columns = ["resource", "scope", "partition", "slot", "count", "writes"]
         inserts.append(sa.insert(record_counts).from_select(columns, select))
     return inserts
@@ -377,6 +387,12 @@ class SqliteTarget(Target):
 
     async def change_xid(self) -> int:
         return 0  # one writer at a time: the position alone orders the log
+
+    async def finish(self, resources: Sequence[Resource], *, published_state: str) -> None:
+        # What is left reads whole tables, which the default page cache does as well; what the load's larger
+        # cache holds is given back (and no sort of those reads may use as much).
+        self._connection.execute(f"PRAGMA cache_size = {DEFAULT_CACHE_SIZE}")
+        await super().finish(resources, published_state=published_state)
 
     async def commit(self) -> None:
         broken = self._connection.execute("PRAGMA foreign_key_check").fetchall()
