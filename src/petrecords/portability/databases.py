@@ -402,6 +402,9 @@ class SqliteTarget(Target):
             named = uuid.UUID(hex=found[0]) if found else rowid
             raise CommandFailed(f"{table} {named} refers to a record of {parent} that the file does not hold")
         self._connection.execute("COMMIT")
+        # The load is in the write-ahead log: copied into the database now, rather than by the first writes of
+        # the service that then waits for it.
+        self._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     async def close(self) -> None:
         if self._connection.in_transaction:
