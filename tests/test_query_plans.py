@@ -20,11 +20,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from petrecords.app import open_store
 from petrecords.auth import Caller
-from petrecords.config import Settings
+from petrecords.config import Settings, configured_lists
 from petrecords.resources.fields import DAY_MS, Context
 from petrecords.resources.listing import parse_list_query
 from petrecords.resources.service import list_records
-from petrecords.services import configured_lists
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey
 from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.postgres import _DIALECT, PostgresTransaction, _changes_page

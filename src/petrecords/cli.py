@@ -12,12 +12,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from petrecords.config import ConfigurationError, Settings, check_environment
+from petrecords.portability.errors import CommandFailed, UseAnotherTool
 
 Command = Callable[[argparse.Namespace, Settings], None]
+WHOOF_SYSTEM_USER = "whoof-import@example.invalid"
 SETTINGS_THAT_MATTER = """\
 settings (environment variables; see the README for every one):
   PETRECORDS_DATA_DIR           where the SQLite database and the local signing secret live (./data)
@@ -71,11 +75,46 @@ def _token(args: argparse.Namespace, settings: Settings) -> None:
         )
     secret, where = find_secret(settings)
     try:
-        token = issue_local_token(secret, user=args.user, admin=args.admin, ttl_seconds=args.ttl, settings=settings)
+        token = issue_local_token(
+            secret, user=args.user, admin=args.admin, ttl_seconds=args.ttl, settings=settings, groups=args.group
+        )
     except ValueError as exc:
-        raise ConfigurationError(f"--user: {exc}") from None
+        raise ConfigurationError(f"--user or --group: {exc}") from None
     print(f"petrecords token: signed with the secret in {where}", file=sys.stderr)
     print(token)
+
+
+def _export(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.portability.commands import export
+
+    export(settings, output=args.output)
+
+
+def _import(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.portability.commands import import_file
+
+    import_file(settings, args.file)
+
+
+def _import_whoof(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.portability.commands import import_whoof
+
+    report = import_whoof(settings, args.url, system_user=args.system_user, orphan_owner=args.orphan_owner)
+    for line in report.lines:  # one line for each row that broke a rule, on a terminal or not
+        print(line)
+    print(report.summary())
+
+
+def _backup(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.portability.commands import backup
+
+    backup(settings, args.file)
+
+
+def _restore(args: argparse.Namespace, settings: Settings) -> None:
+    from petrecords.portability.commands import restore
+
+    restore(settings, args.file)
 
 
 def _positive(text: str) -> int:
@@ -130,8 +169,17 @@ def parser(*, with_client: bool = True) -> argparse.ArgumentParser:
     )
     token.add_argument("--user", required=True, help="the caller's e-mail address")
     token.add_argument("--admin", action="store_true", help="give the token the admin role")
+    token.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a group the caller belongs to (a clinic, say), for shares to group:NAME; repeatable",
+    )
     token.add_argument("--ttl", type=_positive, default=3600, help="seconds until it expires")
     token.set_defaults(run=_token)
+
+    _add_data_commands(commands)
 
     if with_client:
         from petrecords.client import add_client_commands
@@ -139,6 +187,62 @@ def parser(*, with_client: bool = True) -> argparse.ArgumentParser:
 
         add_client_commands(commands, RESOURCES)
     return root
+
+
+def _add_data_commands(commands: Any) -> None:
+    """Data in and out: export, import, moving in from Whoof, backup and restore (see docs/how-to)."""
+    export = commands.add_parser(
+        "export",
+        help="write every record and change as JSON Lines, from one snapshot, while the service runs",
+        description="Write every record of every resource and every kept change as JSON Lines, read from one "
+        "consistent snapshot while the service keeps serving and writing.",
+    )
+    export.add_argument("--output", type=Path, metavar="FILE", help="write here (replaced once whole), not to stdout")
+    export.set_defaults(run=_export)
+
+    load = commands.add_parser(
+        "import",
+        help="load an export into a database with no records, in one transaction",
+        description="Load a file that `petrecords export` wrote into the configured database, which must hold no "
+        "record: ids, audit fields, versions, ETags, owners and history as they were. All of it, or nothing.",
+    )
+    load.add_argument("file", type=Path, metavar="FILE")
+    load.set_defaults(run=_import)
+
+    whoof = commands.add_parser(
+        "import-whoof",
+        help="load a Whoof service's pets, vaccines and vaccinations into a database with no records",
+        description="Read the database of a Whoof service and load its records into the configured database, "
+        "which must hold no record. Each row that breaks this service's rules is reported on a line of its own.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    whoof.add_argument("url", metavar="POSTGRESQL_URL", help="the Whoof database")
+    whoof.add_argument(
+        "--system-user",
+        default=WHOOF_SYSTEM_USER,
+        metavar="EMAIL",
+        help="who wrote a record whose audit user is not an e-mail address",
+    )
+    whoof.add_argument("--orphan-owner", metavar="EMAIL", help="the owner of pets that have none (else skipped)")
+    whoof.set_defaults(run=_import_whoof)
+
+    backup = commands.add_parser(
+        "backup",
+        help="write a consistent copy of the SQLite database to a new file, while the service runs",
+        description="Copy the SQLite database to FILE (which must not exist) through SQLite's online backup, "
+        "while the service keeps serving and writing. On PostgreSQL: use pg_dump (exit status 2).",
+    )
+    backup.add_argument("file", type=Path, metavar="FILE")
+    backup.set_defaults(run=_backup)
+
+    restore = commands.add_parser(
+        "restore",
+        help="put a backup in place of the SQLite database, which no server may be using",
+        description="Put a backup that `petrecords backup` wrote in place of the configured SQLite database. "
+        "Refused while a server uses it. On PostgreSQL: use pg_restore (exit status 2).",
+    )
+    restore.add_argument("file", type=Path, metavar="FILE")
+    restore.set_defaults(run=_restore)
 
 
 class _DefaultsAndEpilog(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -155,7 +259,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-SERVER_COMMANDS = ("serve", "migrate", "token")
+SERVER_COMMANDS = ("serve", "migrate", "token", "export", "import", "import-whoof", "backup", "restore")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -172,5 +276,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"petrecords {args.command}: {_describe(exc)}")
     except ConfigurationError as exc:
         sys.exit(f"petrecords {args.command}: {exc}")
+    except CommandFailed as exc:
+        # A data command's failure: one line, and the target as it was (see petrecords.portability).
+        sys.exit(f"petrecords {args.command}: {exc}")
+    except UseAnotherTool as exc:
+        print(f"petrecords {args.command}: {exc}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)

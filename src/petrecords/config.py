@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     auth_user_claim: str = "sub"
     auth_roles_claim: str = "roles"
     auth_admin_role: str = "admin"
+    auth_groups_claim: str = Field(
+        default="groups", description="the claim that lists the caller's groups (an identity provider's organizations)"
+    )
     auth_leeway_seconds: int = Field(default=30, ge=0, le=60)
     auth_max_token_lifetime_seconds: int = Field(
         default=86400, ge=60, description="longest accepted token lifetime (exp - iat, or exp - now without iat)"
@@ -140,7 +143,10 @@ class Settings(BaseSettings):
     )
 
     changes_retention_days: int = Field(
-        default=365, ge=0, le=1_000_000, description="how long changes are kept; 0 keeps them forever"
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="how long changes are kept; 0 (the default) keeps them forever, as medical records are",
     )
     events_max_streams_per_caller: int = Field(
         default=10, ge=1, le=10_000, description="live change streams each caller may hold at once in an instance"
@@ -312,3 +318,8 @@ def check_environment(environment: Mapping[str, str]) -> None:
         close = difflib.get_close_matches(given, [setting.removeprefix("PETRECORDS_") for setting in settings], n=1)
         hint = f"did you mean PETRECORDS_{close[0]}?" if close else "see `petrecords serve --help` and the README"
         raise ConfigurationError(f"{name} is not a setting of this service; {hint}")
+
+
+def configured_lists(settings: Settings) -> dict[str, tuple[str, ...]]:
+    """The lists of values that settings configure, by the name of their setting (see resources.fields.Listed)."""
+    return {"pet_types": settings.pet_types}

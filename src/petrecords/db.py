@@ -246,6 +246,26 @@ def check_database_folder(settings: Settings) -> None:
     )
 
 
+def serving_lock_path(database: Path) -> Path:
+    """The file that every server of an SQLite database holds a shared lock on while it runs, and that a restore
+    takes exclusively: so a restore is refused while a server runs, and a server starts only after it."""
+    return database.with_name(database.name + ".serve-lock")
+
+
+@contextlib.contextmanager
+def serving(settings: Settings) -> Iterator[None]:
+    """Hold the SQLite database's serving lock (shared) for the block; nothing on PostgreSQL."""
+    path = sqlite_path(settings.resolved_database_url) if is_sqlite(settings.resolved_database_url) else None
+    if path is None:
+        yield
+        return
+    lock = serving_lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)  # waits for a restore that is putting a database in place
+        yield
+
+
 def migrate(settings: Settings, revision: str = "head", *, downgrade: bool = False) -> None:
     """Bring the schema to `revision`. Safe when several instances start at once: one migrates, the
     others wait for it and then find nothing left to do. A database that cannot be reached or written, or an

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from petrecords.config import Settings
+from petrecords.config import Settings, configured_lists
 from petrecords.endpoints import EndpointTable
 from petrecords.openapi import HEADERS, SERVICE_ERROR, DocumentContext
 from petrecords.ops import HEALTH_SCHEMA, OPS_TAG
@@ -16,7 +16,6 @@ from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.feed import CHANGES_TAG, change_schemas
 from petrecords.resources.fields import SchemaContext
 from petrecords.resources.schemas import resource_schemas
-from petrecords.services import configured_lists
 
 CHECK_ORDER = "401, 429, 413, 415, 400, 404, 403, 412, 409"
 

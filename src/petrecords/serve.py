@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -17,7 +18,7 @@ from typing import Any
 
 from petrecords.auth import load_or_create_secret
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, ConfigurationError, Settings
-from petrecords.db import check_database_folder, migrate
+from petrecords.db import check_database_folder, migrate, serving
 
 log = logging.getLogger("petrecords.serve")
 
@@ -148,6 +149,9 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     check_port(host, port)
     check_database_folder(settings)  # before the secret is made in the data directory
     load_or_create_secret(settings)
+    # Held until the server has stopped (or the process ends): `petrecords restore` refuses while it is.
+    held = contextlib.ExitStack()
+    held.enter_context(serving(settings))
     migrate(settings)
     metrics_dir = None
     if workers > 1:
@@ -214,3 +218,4 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
         shutil.rmtree(serve_dir, ignore_errors=True)
+        held.close()

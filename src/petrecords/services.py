@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from petrecords.auth import TokenVerifier
-from petrecords.config import Settings
+from petrecords.config import Settings, configured_lists
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
@@ -16,11 +16,6 @@ from petrecords.resources.fields import Context, SchemaContext
 from petrecords.resources.streams import Tickets
 from petrecords.store.base import Store
 from petrecords.values import now_ms
-
-
-def configured_lists(settings: Settings) -> dict[str, tuple[str, ...]]:
-    """The lists of values that settings configure, by the name of their setting (see fields.Listed)."""
-    return {"pet_types": settings.pet_types}
 
 
 @dataclass

@@ -290,10 +290,10 @@ class TestRetention:
             assert_error(await client.get(f"/v1/changes?after={first}", headers=auth()), 410, 983)
             assert (await client.get(f"{old.headers['location']}/history", headers=auth())).json()["totalCount"] == 0
 
-    async def test_zero_days_keeps_every_change(
+    async def test_by_default_every_change_is_kept(
         self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
     ) -> None:
-        settings = make_settings(changes_retention_days=0)
+        settings = make_settings()
         store = open_store(settings)
         async with make_client(settings) as client:
             await create(client, ALICE)

@@ -17,11 +17,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
-from petrecords.config import Settings
+from petrecords.config import Settings, configured_lists
 from petrecords.pets import PETS
 from petrecords.resources.fields import Context
 from petrecords.resources.listing import parse_list_query
-from petrecords.services import configured_lists
 from petrecords.store.base import Condition, Operator, PageQuery, Store
 from petrecords.store.pages import BLOCK
 from petrecords.store.queries import list_statement

@@ -34,6 +34,7 @@ class TestDefaults:
         assert settings.pet_types == DEFAULT_PET_TYPES
         assert settings.pet_types[:4] == ("Dog", "Cat", "Capybara", "Other")
         assert len(settings.pet_types) == 12
+        assert settings.changes_retention_days == 0  # changes are kept forever unless told otherwise (section 11)
         assert settings.default_page_size == 100
         assert settings.max_page_size == 100
         assert settings.max_body_bytes == 16 * 1024

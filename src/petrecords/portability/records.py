@@ -1,0 +1,316 @@
+"""Records and changes as an export file holds them, and as the tables store them, for any declared resource.
+
+A record is exported as its GET shows it (from `resources.wire.show`, the one place that formats stored
+values), plus `version`, the count of its writes (the revision its ETag derives from), plus `stored`, the
+columns of its table that neither a field nor the layer accounts for, if its table has any. The way back
+needs no rule per resource or kind: each field's stored value is the candidate (the text itself, a parsed id
+or timestamp, or what the field's kind reads) that the kind shows exactly as the file has it; the match keys
+follow from the text as a write makes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+
+from petrecords.resources.declaration import Resource, ResourceSet
+from petrecords.resources.fields import Context
+from petrecords.resources.wire import Shown, show
+from petrecords.store.base import Row
+from petrecords.tables import SHARED
+from petrecords.text import match_key
+from petrecords.values import format_timestamp, now_ms, parse_datetime_ms, parse_record_id
+
+AUDIT = {"id": "id", "createdAt": "created_at", "createdBy": "created_by", "modifiedAt": "modified_at"}
+AUDIT["modifiedBy"] = "modified_by"
+REVISION = "revision"
+"""The column every resource's table counts its writes in (the ETag derives from it)."""
+VERSION = "version"
+"""The member of an exported record that holds its revision."""
+STORED = "stored"
+"""The member of an exported record that holds the columns no field accounts for."""
+ACTIONS = ("created", "replaced", "deleted")
+
+
+class Malformed(ValueError):
+    """What is wrong with one line of a file, in words that name the member."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column a field is stored in, and how its value is read back from the field's wire form."""
+
+    field: str
+    name: str
+    kind: Any
+    type: sa.types.TypeEngine[Any]
+    nullable: bool
+    key_column: str | None
+
+
+@functools.lru_cache(maxsize=64)
+def field_columns(resource: Resource) -> tuple[Column, ...]:
+    table = resource.table
+    return tuple(
+        Column(
+            declared.name,
+            declared.column,
+            declared.kind,
+            table.c[declared.column].type,
+            bool(table.c[declared.column].nullable),
+            declared.key_column,
+        )
+        for declared in resource.fields
+        if declared.kind.embeds is None
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def hidden_columns(resource: Resource) -> tuple[sa.Column[Any], ...]:
+    """The columns of the resource's table that no field, key or audit rule fills: exported as they are."""
+    known = {*AUDIT.values(), REVISION}
+    for column in field_columns(resource):
+        known.add(column.name)
+        if column.key_column is not None:
+            known.add(column.key_column)
+    return tuple(column for column in resource.table.c if column.name not in known)
+
+
+def embedded_fields(resource: Resource) -> frozenset[str]:
+    return frozenset(declared.name for declared in resource.fields if declared.kind.embeds is not None)
+
+
+# --- out -------------------------------------------------------------------------------------------
+
+
+def json_value(value: Any) -> Any:
+    return str(value) if isinstance(value, uuid.UUID) else value
+
+
+def exported_record(resource: Resource, row: Row) -> Shown:
+    """The record as GET shows it, with its version (and the columns no field holds, when there are any)."""
+    shown = show(resource, row)
+    shown[VERSION] = row[REVISION]
+    hidden = hidden_columns(resource)
+    if hidden:
+        shown[STORED] = {column.name: json_value(row[column.name]) for column in hidden}
+    return shown
+
+
+def exported_change(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A change as the feed shows it, without its cursor."""
+    return {
+        "resource": row["resource"],
+        "id": str(row["record_id"]),
+        "action": row["action"],
+        "version": row["version"],
+        "at": format_timestamp(row["at"]),
+        "by": row["by"],
+        "record": msgspec.Raw(row["record"]),
+    }
+
+
+# --- in --------------------------------------------------------------------------------------------
+
+
+_WRITTEN_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)\.(\d{3})Z", re.ASCII)
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_ms(day: str) -> int | None:
+    try:
+        return (dt.date.fromisoformat(day) - _EPOCH_DAY).days * 86_400_000
+    except ValueError:
+        return None
+
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def timestamp_ms(name: str, value: Any) -> int:
+    """A timestamp as the service writes it (`format_timestamp`), exactly: epoch milliseconds."""
+    match = _WRITTEN_TIMESTAMP.fullmatch(value) if isinstance(value, str) else None
+    day = None if match is None else _day_ms(match[1])
+    if match is None or day is None:
+        raise Malformed(f"{name} must be a date-time as the service writes it (2026-11-21T16:06:29.123Z)")
+    return day + int(match[2]) * 3_600_000 + int(match[3]) * 60_000 + int(match[4]) * 1000 + int(match[5])
+
+
+def record_id(name: str, value: Any) -> uuid.UUID:
+    parsed = parse_record_id(value) if isinstance(value, str) else None
+    if parsed is None or str(parsed) != value:
+        raise Malformed(f"{name} must be a record id in canonical form")
+    return parsed
+
+
+def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
+    try:
+        python_type: type = column_type.python_type
+    except NotImplementedError:
+        return None
+    return python_type
+
+
+def _candidates(column: Column, value: Any, context: Context) -> Iterator[Any]:
+    """What the kind reads the value as, when it takes it (the service's own rules: a name trimmed, an e-mail in
+    lower case); else, for a value that a rule of the moment refuses (a date that must be in the future, a pet
+    type no longer configured), the value as its column holds such values."""
+    try:
+        stored, problem = column.kind.read(value, context)
+    except (TypeError, ValueError):
+        problem = "unreadable"
+    if problem is None:
+        yield stored
+        return
+    python_type = _python_type(column.type)
+    if isinstance(value, str):
+        if python_type is uuid.UUID:
+            yield parse_record_id(value)
+        if python_type is int:
+            moment = parse_datetime_ms(value)
+            if moment is not None and moment.denominator == 1:
+                yield int(moment)
+    yield value
+
+
+def _fits(python_type: type | None, candidate: Any) -> bool:
+    if python_type is None:
+        return True
+    if isinstance(candidate, bool) != (python_type is bool):
+        return False
+    return isinstance(candidate, python_type)
+
+
+def stored_value(column: Column, value: Any, context: Context) -> Any:
+    """The value the field is stored as, the one that its kind shows exactly as `value`."""
+    if value is None:
+        if not column.nullable:
+            raise Malformed(f"{column.field} must not be null")
+        return None
+    python_type = _python_type(column.type)
+    for candidate in _candidates(column, value, context):
+        if candidate is None or not _fits(python_type, candidate):
+            continue
+        try:
+            if column.kind.show(candidate) == value:
+                return candidate
+        except (TypeError, ValueError, AttributeError):
+            continue
+    raise Malformed(f"{column.field} holds {msgspec.json.encode(value).decode()[:80]}, which the service cannot store")
+
+
+def _stored_column(column: sa.Column[Any], value: Any) -> Any:
+    if value is not None and _python_type(column.type) is uuid.UUID:
+        return record_id(f"{STORED}.{column.name}", value)
+    return value
+
+
+class Reader:
+    """Turns exported records back into rows, against the configured pet types."""
+
+    def __init__(self, resources: ResourceSet, lists: Mapping[str, tuple[str, ...]]) -> None:
+        self.resources = {resource.name: resource for resource in resources.resources}
+        self._context = Context.configured(lists, now_ms=now_ms())
+
+    def resource(self, name: Any) -> Resource:
+        found = self.resources.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise Malformed(f"resource {name!r} is none of {', '.join(self.resources)}")
+        return found
+
+    def row(self, resource: Resource, record: Mapping[str, Any]) -> Row:
+        allowed = {*AUDIT, VERSION, STORED, *embedded_fields(resource)}
+        allowed.update(column.field for column in field_columns(resource))
+        unknown = sorted(set(record) - allowed)
+        if unknown:
+            raise Malformed(f"a {resource.title} record has no member {', '.join(unknown)}")
+        for member in (*AUDIT, VERSION):
+            if member not in record:
+                raise Malformed(f"the record has no {member}")
+        version = record[VERSION]
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise Malformed("version must be a whole number from 1")
+        row: Row = {
+            "id": record_id("id", record["id"]),
+            "created_at": timestamp_ms("createdAt", record["createdAt"]),
+            "modified_at": timestamp_ms("modifiedAt", record["modifiedAt"]),
+            REVISION: version,
+        }
+        for member in ("createdBy", "modifiedBy"):
+            if not isinstance(record[member], str) or not record[member]:
+                raise Malformed(f"{member} must be a user's e-mail address")
+            row[AUDIT[member]] = record[member]
+        for column in field_columns(resource):
+            if column.field not in record and not column.nullable:
+                raise Malformed(f"the record has no {column.field}")
+            value = record.get(column.field)
+            # An optional field a file does not name (an export made before the field existed) is not set.
+            stored = stored_value(column, value, self._context)
+            row[column.name] = stored
+            if column.key_column is not None:
+                row[column.key_column] = None if stored is None else match_key(stored)
+        extra = record.get(STORED, {})
+        if not isinstance(extra, dict):
+            raise Malformed(f"{STORED} must be an object")
+        for hidden in hidden_columns(resource):
+            row[hidden.name] = _stored_column(hidden, extra.get(hidden.name))
+        return row
+
+
+def owner_of(resource: Resource, record: Mapping[str, Any]) -> str | None:
+    """Whose a record is, as the change log files it: '' for a record every caller shares."""
+    if resource.ownership.column is None:
+        return SHARED
+    owner = record.get(resource.ownership.field)
+    return owner if isinstance(owner, str) else None
+
+
+class ChangeBody(msgspec.Struct, forbid_unknown_fields=True):
+    resource: str
+    id: str
+    action: str
+    version: int
+    at: str
+    by: str
+    record: msgspec.Raw
+
+
+def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
+    """A change as the log keeps it, but for its cursor. Whose the record was before the write is that of its
+    previous change, which the loader fills in once every change is in; until then, as after the write."""
+    resource = reader.resource(change.resource)
+    if change.action not in ACTIONS:
+        raise Malformed(f"action must be one of {', '.join(ACTIONS)}")
+    if change.version < 1:
+        raise Malformed("version must be a whole number from 1")
+    if not change.by:
+        raise Malformed("by must be a user's e-mail address")
+    try:
+        record = msgspec.json.decode(change.record)
+    except msgspec.DecodeError as exc:
+        raise Malformed(f"record: {exc}") from None
+    if not isinstance(record, dict):
+        raise Malformed("record must be an object")
+    owner = owner_of(resource, record)
+    if owner is None:
+        raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
+    shared = resource.ownership.column is None
+    return {
+        "resource": resource.name,
+        "record_id": record_id("id", change.id),
+        "action": change.action,
+        "version": change.version,
+        "at": timestamp_ms("at", change.at),
+        "by": change.by,
+        "owner_before": owner if shared or change.action != "created" else None,
+        "owner_after": owner if shared or change.action != "deleted" else None,
+        "record": bytes(change.record),
+    }

@@ -1,0 +1,178 @@
+"""What the data command tests share: databases, the command line, and a service's records as its API shows them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from litestar.testing import TestClient
+
+from petrecords.app import create_app
+from petrecords.config import Settings
+from petrecords.db import migrate
+from petrecords.registry import RESOURCES
+from tests.support import ADMIN, ALICE, BOB, SECRET, auth
+
+PETRECORDS = Path(sys.executable).parent / "petrecords"
+USERS = (ALICE, BOB)
+
+
+def settings_for(url: str, data_dir: Path) -> Settings:
+    return Settings(database_url=url, data_dir=data_dir, auth_secret=SECRET, rate_limit=0, access_log=False)
+
+
+def migrated(url: str, data_dir: Path) -> Settings:
+    settings = settings_for(url, data_dir)
+    migrate(settings)
+    return settings
+
+
+def command(url: str, data_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`petrecords ARGS` against the database at `url`, as an operator runs it (output not a terminal)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PETRECORDS_")}
+    env.update(PETRECORDS_DATABASE_URL=url, PETRECORDS_DATA_DIR=str(data_dir))
+    return subprocess.run(
+        [str(PETRECORDS), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def lines_after_first(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()[1:]
+
+
+def _pages(client: TestClient[Any], path: str, user: str, admin: bool) -> Iterator[dict[str, Any]]:
+    page = 1
+    while True:
+        response = client.get(path, params={"pageIndex": page, "pageSize": 100}, headers=auth(user, admin=admin))
+        assert response.status_code == 200, response.text
+        body = response.json()
+        yield from body["items"]
+        if not body["hasNextPage"]:
+            return
+        page += 1
+
+
+def feed(client: TestClient[Any], user: str, *, admin: bool = False) -> list[dict[str, Any]]:
+    """Every change `user` may see, in the feed's order, without the cursors (which differ between databases)."""
+    items: list[dict[str, Any]] = []
+    after: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if after is not None:
+            params["after"] = after
+        response = client.get("/v1/changes", params=params, headers=auth(user, admin=admin))
+        assert response.status_code == 200, response.text
+        body = response.json()
+        if not body["items"]:
+            return items
+        items.extend({k: v for k, v in item.items() if k != "cursor"} for item in body["items"])
+        after = body["nextCursor"]
+
+
+def view(settings: Settings) -> dict[str, Any]:
+    """Everything the API shows of a database: each record with its ETag, each record's history (deleted ones
+    too), and the feed of the administrator and of each user."""
+    with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
+        shown: dict[str, Any] = {"feed": feed(client, ADMIN, admin=True)}
+        for user in USERS:
+            shown[f"feed of {user}"] = feed(client, user)
+        # What the search indexes find (SQLite's FTS5 tables, PostgreSQL's trigram indexes), and the kept counts.
+        searches = ("/v1/pets?search=ïcod", "/v1/vaccines?search=leuk")
+        totals = tuple(f"{resource.path}?pageSize=1" for resource in RESOURCES.resources)
+        for path in (*searches, *totals, "/v1/pets?petType=Dog&pageSize=1"):
+            for user, admin in ((ADMIN, True), *((user, False) for user in USERS)):
+                response = client.get(path, headers=auth(user, admin=admin))
+                assert response.status_code == 200
+                shown[f"{path} for {user}"] = response.json()
+        ever = {(change["resource"], change["id"]) for change in shown["feed"]}
+        for resource in RESOURCES.resources:
+            for record in _pages(client, resource.path, ADMIN, True):
+                response = client.get(f"{resource.path}/{record['id']}", headers=auth(ADMIN, admin=True))
+                assert response.status_code == 200
+                shown[f"{resource.name} {record['id']}"] = (response.json(), response.headers["etag"])
+        for name, record_id in sorted(ever):
+            path = f"/v1/{name}/{record_id}/history"
+            history = _pages(client, path, ADMIN, True)
+            shown[f"history {name} {record_id}"] = [
+                {k: v for k, v in item.items() if k != "cursor"} for item in history
+            ]
+        return shown
+
+
+def seed(settings: Settings) -> None:
+    """Records of every resource, written as clients write them: creates, a rename, a transfer (the pet's
+    vaccinations follow it), a change of a vaccine (its vaccinations' ETags change), and deletions."""
+    admin = auth(ADMIN, admin=True)
+    with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
+
+        def post(path: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+            response = client.post(path, json=body, headers=headers)
+            assert response.status_code == 201, response.text
+            created: dict[str, Any] = response.json()
+            return created
+
+        rabies = post("/v1/vaccines", {"name": "Rabies", "petType": "Dog", "duration": 365}, admin)
+        felv = post(
+            "/v1/vaccines", {"name": "FeLV", "description": "Feline\tleukemia", "petType": "Cat", "duration": 30}, admin
+        )
+        pets = []
+        for index, (owner, pet_type) in enumerate([(ALICE, "Dog"), (ALICE, "Cat"), (BOB, "Dog"), (ALICE, "Dog")]):
+            pets.append(post("/v1/pets", {"name": f"Pet Ünïcode {index}", "petType": pet_type}, auth(owner)))
+        shots = []
+        for pet in pets:
+            vaccine = rabies if pet["petType"] == "Dog" else felv
+            body = {
+                "petId": pet["id"],
+                "vaccineId": vaccine["id"],
+                "appliedAt": "2026-01-02T03:04:05.678Z",
+                "notes": "ok",
+            }
+            shots.append(post("/v1/pet-vaccination", body, auth(pet["ownerId"])))
+        renamed = {"name": "Rex", "petType": "Dog"}
+        assert client.put(f"/v1/pets/{pets[0]['id']}", json=renamed, headers=auth(ALICE)).status_code == 200
+        moved = {"name": "Rex", "petType": "Dog", "ownerId": BOB}
+        assert client.put(f"/v1/pets/{pets[0]['id']}", json=moved, headers=admin).status_code == 200
+        longer = {"name": "Rabies", "petType": "Dog", "duration": 730}
+        assert client.put(f"/v1/vaccines/{rabies['id']}", json=longer, headers=admin).status_code == 200
+        assert client.delete(f"/v1/pet-vaccination/{shots[1]['id']}", headers=auth(ALICE)).status_code == 200
+        assert client.delete(f"/v1/pets/{pets[3]['id']}", headers=auth(ALICE)).status_code == 200
+
+
+def _synthetic_pet(index: int) -> dict[str, Any]:
+    created = "2026-01-01T00:00:00.000Z"
+    return {
+        "id": f"01900000-0000-7000-8000-{index:012x}",
+        "createdAt": created,
+        "createdBy": ALICE,
+        "modifiedAt": created,
+        "modifiedBy": ALICE,
+        "ownerId": f"owner{index % 1000}@example.com",
+        "name": f"Pet {index}",
+        "petType": "Dog" if index % 3 else "Cat",
+    }
+
+
+def synthetic_export(path: Path, pets: int) -> None:
+    """An export of `pets` pets, each with its one change, written fast (for loads that take a while)."""
+    encode = msgspec.json.Encoder().encode
+    with path.open("wb", buffering=1 << 20) as out:
+        out.write(b'{"format":"petrecords-export","version":1,"exportedAt":"2026-01-01T00:00:00.000Z"}\n')
+        for index in range(pets):
+            out.write(encode({"resource": "pets", "record": {**_synthetic_pet(index), "version": 1}}) + b"\n")
+        for index in range(pets):
+            record = _synthetic_pet(index)
+            change = {
+                "resource": "pets",
+                "id": record["id"],
+                "action": "created",
+                "version": 1,
+                "at": record["createdAt"],
+                "by": ALICE,
+                "record": record,
+            }
+            out.write(encode({"change": change}) + b"\n")
