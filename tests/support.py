@@ -142,7 +142,21 @@ async def run_sql(database_url: str, statement: str) -> None:
         await pg.close()
 
 
-FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
+FIELDS = {
+    "id",
+    "createdAt",
+    "createdBy",
+    "modifiedAt",
+    "modifiedBy",
+    "ownerId",
+    "name",
+    "petType",
+    "birthDate",
+    "sex",
+    "neutered",
+    "breed",
+    "microchip",
+}
 MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
 
 
@@ -185,6 +199,12 @@ def pet_row(name: str = "Rex", *, owner: str = ALICE, pet_type: str = "Dog", at_
         "name_key": match_key(name),
         "pet_type": pet_type,
         "revision": 1,
+        "birth_date": None,
+        "sex": None,
+        "neutered": None,
+        "breed": None,
+        "breed_key": None,
+        "microchip": None,
     }
 
 

@@ -6,9 +6,10 @@ import base64
 import contextlib
 import math
 import os
+import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +29,19 @@ class Caller(msgspec.Struct, frozen=True):
     is_admin: bool
     expires_at: float = math.inf
     """When the token that names the caller expires (its `exp`, seconds since 1970)."""
+    groups: tuple[str, ...] = ()
+    """The groups the token lists (a clinic, say): a share to `group:NAME` grants to each of their members."""
+
+    @property
+    def grantees(self) -> tuple[str, ...]:
+        """Every grantee a share may name to grant to this caller: the caller, and each of their groups."""
+        return (self.email, *(GROUP_PREFIX + group for group in self.groups))
+
+
+GROUP_PREFIX = "group:"
+GROUP_NAME = re.compile(r"[A-Za-z0-9._:@-]{1,100}")
+"""A group's name: 1–100 characters of letters, digits and `. _ : @ -`, compared exactly, case included."""
+MAX_GROUPS = 100
 
 
 def load_or_create_secret(settings: Settings) -> bytes:
@@ -91,10 +105,15 @@ def _read_secret_file(path: Path) -> bytes:
     raise ConfigurationError(f"the signing secret {path.resolve()} is empty")
 
 
-def issue_local_token(secret: bytes, *, user: str, admin: bool, ttl_seconds: int, settings: Settings) -> str:
+def issue_local_token(
+    secret: bytes, *, user: str, admin: bool, ttl_seconds: int, settings: Settings, groups: Sequence[str] = ()
+) -> str:
     email = normalize_email(user)
     if email is None:
         raise ValueError(f"{user!r} is not an e-mail address")
+    for group in groups:
+        if not GROUP_NAME.fullmatch(group):
+            raise ValueError(f"{group!r} is not a group name (1-100 characters of letters, digits and . _ : @ -)")
     now = int(time.time())
     claims: dict[str, Any] = {
         settings.auth_user_claim: email,
@@ -102,6 +121,8 @@ def issue_local_token(secret: bytes, *, user: str, admin: bool, ttl_seconds: int
         "iat": now,
         "exp": now + ttl_seconds,
     }
+    if groups:
+        claims[settings.auth_groups_claim] = list(dict.fromkeys(groups))
     return jwt.encode(claims, secret, algorithm=LOCAL_ALGORITHM)
 
 
@@ -132,6 +153,7 @@ class CallerClaims:
     def __init__(self, settings: Settings) -> None:
         self.user_claim = settings.auth_user_claim
         self.roles_claim = settings.auth_roles_claim
+        self.groups_claim = settings.auth_groups_claim
         self.admin_role = settings.auth_admin_role
         self.leeway = settings.auth_leeway_seconds
         self.max_lifetime = settings.auth_max_token_lifetime_seconds
@@ -148,7 +170,23 @@ class CallerClaims:
         roles = claims.get(self.roles_claim, [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise Unauthenticated(f"The token's '{self.roles_claim}' claim must be a list of strings.", token_sent=True)
-        return Caller(email=email, is_admin=self.admin_role in roles, expires_at=float(claims["exp"]))
+        groups = claims.get(self.groups_claim, [])
+        if (
+            not isinstance(groups, list)
+            or len(groups) > MAX_GROUPS
+            or not all(isinstance(group, str) and GROUP_NAME.fullmatch(group) for group in groups)
+        ):
+            raise Unauthenticated(
+                f"The token's '{self.groups_claim}' claim must be a list of group names (1-100 characters of letters, "
+                f"digits and . _ : @ -), at most {MAX_GROUPS}.",
+                token_sent=True,
+            )
+        return Caller(
+            email=email,
+            is_admin=self.admin_role in roles,
+            expires_at=float(claims["exp"]),
+            groups=tuple(dict.fromkeys(groups)),
+        )
 
     def _check_times(self, claims: dict[str, Any]) -> None:
         """RFC 7519 makes `exp`, `nbf` and `iat` NumericDates: JSON numbers, which the signature library

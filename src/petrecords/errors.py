@@ -120,6 +120,17 @@ class ReferencedRecord(ServiceError):
     meaning = "The record is still referenced and cannot be deleted; nothing is deleted."
 
 
+class Duplicate(ServiceError):
+    status, code = 409, 982
+    default_message = "The value must be unique, and another record has it."
+    meaning = (
+        "The value must be unique and another record has it (with Location of that record when the caller may see it)."
+    )
+
+    def __init__(self, message: str | None = None, *, location: str | None) -> None:
+        super().__init__(message, headers={"Location": location} if location else None)
+
+
 class CursorExpired(ServiceError):
     status, code = 410, 983
     default_message = "The cursor is older than the changes still kept; start again without it."
@@ -192,6 +203,7 @@ ANSWERED: tuple[type[ServiceError], ...] = (
     BodyTimeout,
     IdempotencyInProgress,
     ReferencedRecord,
+    Duplicate,
     CursorExpired,
     PreconditionFailed,
     PayloadTooLarge,

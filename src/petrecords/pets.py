@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from petrecords.resources.declaration import Field, Ownership, Resource
-from petrecords.resources.fields import Email, Name, pet_type
-from petrecords.resources.filters import AnyOf, Matches, Owner
+from petrecords.resources.fields import CalendarDate, Email, Flag, Listed, Microchip, Name, pet_type
+from petrecords.resources.filters import AnyOf, Compared, Matches, Owner
+from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 
 NAME_MAX_LENGTH = 100
+SEXES = ("female", "male", "unknown")
 
 pets = sa.Table(
     "pets",
@@ -20,6 +22,12 @@ pets = sa.Table(
     sa.Column("name_key", Text, nullable=False, comment="lower-cased name, for sorting and matching"),
     sa.Column("pet_type", Text, nullable=False),
     sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
+    sa.Column("birth_date", sa.Integer(), nullable=True, comment="days since 1970-01-01"),
+    sa.Column("sex", Text, nullable=True),
+    sa.Column("neutered", sa.Boolean(), nullable=True),
+    sa.Column("breed", Text, nullable=True),
+    sa.Column("breed_key", Text, nullable=True, comment="lower-cased breed, for sorting and matching"),
+    sa.Column("microchip", Text, nullable=True, comment="ISO 11784: 15 digits"),
     # The default order and the filters each have an index that ends in the order's tie-breaker.
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "owner_id", "created_at", "id"),
@@ -30,6 +38,10 @@ pets = sa.Table(
     sa.Index(None, "modified_at", "id"),
     sa.Index(None, "name_key", "id"),
     sa.Index(None, "owner_id", "name_key", "id"),
+    sa.Index(None, "microchip", unique=True),
+    sa.Index(None, "birth_date", "id"),
+    sa.Index(None, "owner_id", "birth_date", "id"),
+    sa.Index(None, "breed_key", "id"),
 )
 
 # `search` (a substring anywhere in the name) reads its candidates from the name's trigrams.
@@ -42,7 +54,8 @@ PETS = Resource(
     schema_name="Pet",
     plural="Pets",
     path_parameter="petId",
-    description="Pet records: name, type and owner.",
+    description="Pet records: name, type and owner, and what a clinic keeps: birth date, sex, neutered, breed, "
+    "microchip.",
     fields=(
         Field(
             "ownerId",
@@ -54,15 +67,46 @@ PETS = Resource(
         ),
         Field("name", "name", Name(max_length=NAME_MAX_LENGTH, key_column="name_key"), required=True),
         Field("petType", "pet_type", pet_type(), required=True),
+        Field("birthDate", "birth_date", CalendarDate(nullable=True)),
+        Field("sex", "sex", Listed(values=SEXES, nullable=True, description="female, male or unknown")),
+        Field("neutered", "neutered", Flag(nullable=True, description="Whether the pet is neutered (or spayed).")),
+        Field(
+            "breed", "breed", Name(max_length=NAME_MAX_LENGTH, key_column="breed_key", example="Beagle", nullable=True)
+        ),
+        Field("microchip", "microchip", Microchip()),
     ),
+    unique=(("microchip",),),
     ownership=Ownership(column="owner_id", settable=True),
     filters=(
         AnyOf("petType", "pet_type", pet_type(), "Only these pet types (case-insensitive)."),
         Owner("owner_id"),
         Matches("name", ("name_key",), substring=False, description="Case-insensitive match of the whole name."),
         Matches("search", ("name_key",), substring=True, description="Case-insensitive substring of the name."),
+        AnyOf("sex", "sex", Listed(values=SEXES), "Only pets of these sexes (case-insensitive)."),
+        AnyOf("neutered", "neutered", Flag(), "Only neutered pets (true), or only those that are not (false)."),
+        AnyOf("microchip", "microchip", Microchip(nullable=False), "The pet with this microchip code (15 digits)."),
+        Matches("breed", ("breed_key",), substring=False, description="Case-insensitive match of the whole breed."),
+        Compared("birthDateFrom", "birth_date", CalendarDate(), Operator.AT_LEAST, "birthDate on or after this."),
+        Compared("birthDateTo", "birth_date", CalendarDate(), Operator.BELOW, "birthDate before this."),
     ),
-    sort_fields=("id", "name", "petType", "ownerId", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
+    sort_fields=(
+        "id",
+        "name",
+        "petType",
+        "ownerId",
+        "birthDate",
+        "breed",
+        "createdAt",
+        "createdBy",
+        "modifiedAt",
+        "modifiedBy",
+    ),
     counted_by="pet_type",
-    examples={"name": "Rex", "petType": "Dog"},
+    examples={
+        "name": "Rex",
+        "petType": "Dog",
+        "birthDate": "2019-04-23",
+        "sex": "male",
+        "microchip": "982000123456789",
+    },
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
+from petrecords.shares import PET_SHARES
 from petrecords.tables import metadata
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
@@ -13,6 +14,7 @@ RESOURCES = ResourceSet(
         PETS,
         VACCINES,
         PET_VACCINATIONS,
+        PET_SHARES,
     ]
 )
 

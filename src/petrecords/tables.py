@@ -152,10 +152,13 @@ changes = sa.Table(
     sa.Column(
         "record", sa.LargeBinary(), nullable=False, comment="the record's JSON after the write (before, if deleted)"
     ),
+    sa.Column("shared_key", sa.Uuid(), nullable=True, comment="the record through whose shares it is seen (a pet)"),
+    sa.Column("grantee", Text, nullable=True, comment="of a share's change: whom the share names"),
     sa.Index(None, "xid", "position"),
     sa.Index(None, "resource", "record_id", "version"),
     sa.Index(None, "owner_after", "xid", "position"),
     sa.Index(None, "owner_before", "xid", "position"),
+    sa.Index(None, "shared_key", "xid", "position"),
     sqlite_autoincrement=True,
 )
 
@@ -180,4 +183,23 @@ stream_tickets = sa.Table(
     sa.Column("caller", sa.LargeBinary(), nullable=False, comment="the caller, as JSON: e-mail, role, groups, exp"),
     sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Index(None, "expires_at"),
+)
+
+# When each share granted access, in the change log's order: a window opens with the change that creates a share (or
+# replaces it), and closes with the change that replaces or deletes it (both included), and within it grants nothing
+# after the share's expiry. The change feed of a grantee holds the changes of the shared records that fall in one of
+# its windows: nothing before the share, nothing after it.
+share_windows = sa.Table(
+    "share_windows",
+    metadata,
+    sa.Column("share_id", sa.Uuid(), primary_key=True),
+    sa.Column("from_xid", sa.BigInteger(), primary_key=True, comment="the opening change's cursor: its xid"),
+    sa.Column("from_position", sa.BigInteger(), primary_key=True, comment="the opening change's cursor: its position"),
+    sa.Column("grantee", Text, nullable=False),
+    sa.Column("shared_key", sa.Uuid(), nullable=False, comment="the id of the record it shares (a pet)"),
+    sa.Column("until_xid", sa.BigInteger(), nullable=True, comment="the closing change's cursor: null while open"),
+    sa.Column("until_position", sa.BigInteger(), nullable=True),
+    sa.Column("expires_at", sa.BigInteger(), nullable=True, comment="epoch milliseconds; null: never"),
+    sa.Index(None, "grantee", "shared_key"),
+    sa.Index(None, "shared_key", "grantee"),
 )

@@ -30,6 +30,9 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _CURSOR = re.compile(r'"(?:cursor|nextCursor)":"[0-9a-f]+-[0-9a-f]+"')
 _ETAG = re.compile(r'"[0-9a-f]{20}"')
+_TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
+# A second record of a resource must differ from the first in the values that are unique among its records.
+ANOTHER = {"pets": {"microchip": "982000123456780"}, "pet-shares": {"grantee": "vet@clinic.example"}}
 
 
 @dataclass
@@ -68,9 +71,10 @@ class World:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     etags: dict[str, str] = field(default_factory=dict)
 
-    def body(self, resource: Resource) -> dict[str, Any]:
-        """A valid body: the resource's example, its references naming this world's records."""
-        body = dict(resource.examples)
+    def body(self, resource: Resource, *, another: bool = False) -> dict[str, Any]:
+        """A valid body: the resource's example, its references naming this world's records; `another` makes it
+        a second record of the resource besides the world's."""
+        body = dict(resource.examples) | (ANOTHER.get(resource.name, {}) if another else {})
         for reference in resource.references:
             body[reference.field] = self.records[reference.target.name]["id"]
         return body
@@ -113,7 +117,8 @@ def _requests(table: EndpointTable, world: World) -> Iterator[tuple[str, Request
                 tag = {"If-None-Match": world.etags[resource.name]}
                 yield f"{label} not modified", ("GET", path, {**admin, **tag}, None)
         elif endpoint.method in ("POST", "PUT", "PATCH") and resource is not None:
-            body = httpx.Request("POST", "/", json=world.body(resource) if endpoint.method != "PATCH" else {}).content
+            values = {} if endpoint.method == "PATCH" else world.body(resource, another=endpoint.method == "POST")
+            body = httpx.Request("POST", "/", json=values).content
             yield f"{label} valid", (endpoint.method, path, {**admin, **json_body}, body)
             yield f"{label} invalid", (endpoint.method, path, {**admin, **json_body}, b'{"colour": 1}')
             yield f"{label} not JSON", (endpoint.method, path, {**admin, "Content-Type": "text/plain"}, body)
@@ -124,6 +129,9 @@ def _requests(table: EndpointTable, world: World) -> Iterator[tuple[str, Request
                 yield f"{label} stale", (endpoint.method, path, {**admin, **json_body, **stale}, body)
                 yield f"{label} of a missing record", (endpoint.method, missing, {**admin, **json_body}, body)
                 yield f"{label} as bob", (endpoint.method, path, {**auth(BOB), **json_body}, body)
+        elif endpoint.method == "POST":  # an endpoint of no resource, such as a stream's ticket: no body
+            yield f"{label} valid", ("POST", path, admin, None)
+            yield f"{label} without a token", ("POST", path, {}, None)
         elif endpoint.method == "DELETE":
             yield f"{label} of a missing record", ("DELETE", missing, admin, None)
             yield f"{label} as bob", ("DELETE", path, auth(BOB), None)
@@ -152,6 +160,7 @@ def _shape(response: httpx.Response, world: World) -> tuple[int, dict[str, str],
     # The metrics count the requests of the process so far: the same figures twice only by chance.
     text = "<figures>" if response.request.url.path == "/metrics" else response.text
     text = _UUID.sub(lambda match: names.get(match.group(0), "<id>"), text)
+    text = _TICKET.sub('"ticket":"<ticket>"', text)
     text = _CURSOR.sub('"cursor":"<cursor>"', _ETAG.sub('"<etag>"', _TIMESTAMP.sub("<time>", text)))
     headers = {
         name: _UUID.sub(lambda match: names.get(match.group(0), "<id>"), _ETAG.sub("<etag>", value))
@@ -185,6 +194,12 @@ def test_every_route_answers_alike_below_the_framework_and_through_it(both: Both
     for endpoint in table.endpoints:
         label = f"{endpoint.method} {endpoint.path}"
         assert any(name.startswith(label) and status < 300 for name, status in statuses.items()), label
+
+
+def test_a_second_record_of_each_resource_differs_in_its_unique_values() -> None:
+    for resource in RESOURCES.resources:
+        for fields in resource.unique:
+            assert set(fields) & set(ANOTHER.get(resource.name, {})), (resource.name, fields)
 
 
 def test_the_operations_answered_are_the_documents(both: Both) -> None:

@@ -13,7 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.config import Settings
-from tests.support import ADMIN, ALICE, BOB, auth, pet_body, run_sql
+from tests.support import ADMIN, ALICE, BOB, FIELDS, auth, pet_body, run_sql
 
 Client = AsyncTestClient[Any]
 MakeClient = Callable[[Settings], Client]
@@ -21,7 +21,7 @@ Params = dict[str, Any] | Sequence[tuple[str, str]] | None
 
 CAROL = "carol@example.com"
 ENVELOPE = {"items", "pageIndex", "pageSize", "totalPages", "totalCount", "hasPreviousPage", "hasNextPage"}
-RECORD_FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
+RECORD_FIELDS = FIELDS
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

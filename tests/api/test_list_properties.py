@@ -17,6 +17,7 @@ SyncClient = TestClient[Any]
 
 SEEDED = 7
 MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 100
 # Names with wildcard characters, backslashes, mixed case and non-ASCII letters. Two non-ASCII cases the
 # service is known to get wrong (a final capital sigma, the dotted capital I) have their own tests in
 # test_list.py, so that this property keeps looking for new problems.
@@ -95,7 +96,7 @@ def test_any_paging_values_are_a_consistent_page_or_400(sync_client: SyncClient)
         assert not any(clearly_invalid(value) for value in params.values()), params
         index, size = body["pageIndex"], body["pageSize"]
         assert index == (1 if page_index is None else int(page_index.strip(" ")))
-        assert size == (20 if page_size is None else min(int(page_size.strip(" ")), MAX_PAGE_SIZE))
+        assert size == (DEFAULT_PAGE_SIZE if page_size is None else min(int(page_size.strip(" ")), MAX_PAGE_SIZE))
         assert body["totalCount"] == SEEDED
         assert body["totalPages"] == math.ceil(SEEDED / size)
         assert body["hasPreviousPage"] == (index > 1)

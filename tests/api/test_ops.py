@@ -18,7 +18,7 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import create_app
 from petrecords.config import DEFAULT_PET_TYPES, Settings
 from petrecords.registry import RESOURCES
-from tests.support import auth, pet_body, run_sql
+from tests.support import FIELDS, auth, pet_body, run_sql
 
 Client = AsyncTestClient[Any]
 MakeClient = Callable[[Settings], AsyncTestClient[Any]]
@@ -60,8 +60,22 @@ LIST_PARAMETERS = {
     "modifiedAt_gte",
     "modifiedAt_lte",
     "modifiedBy_ne",
+    # The clinic's fields (contract v3 section 2) and whose records (section 12).
+    "birthDateFrom",
+    "birthDateTo",
+    "birthDate_gte",
+    "birthDate_lte",
+    "breed",
+    "breed_like",
+    "microchip",
+    "microchip_ne",
+    "neutered",
+    "neutered_ne",
+    "sex",
+    "sex_ne",
+    "access",
 }
-PET_FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
+PET_FIELDS = FIELDS
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$")
 _LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 

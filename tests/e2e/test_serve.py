@@ -23,7 +23,7 @@ from tests.e2e.servers import (
     free_port,
     running_server,
 )
-from tests.support import throwaway_postgres, token
+from tests.support import FIELDS, throwaway_postgres, token
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def _crud_round_trip(server: Server, access_token: str) -> None:
         created = http.post("/v1/pets", json={"name": "  Rex ", "petType": "dog"})
         assert created.status_code == 201, created.text
         record = created.json()
-        assert set(record) == {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "name", "petType"}
+        assert set(record) == FIELDS
         assert (record["name"], record["petType"]) == ("Rex", "Dog")
         assert record["createdBy"] == record["modifiedBy"] == record["ownerId"] == "alice@example.com"
         assert record["createdAt"] == record["modifiedAt"]

@@ -6,7 +6,8 @@
   that does not exist, for reads and writes alike, and a write by the peer changes nothing. A shared
   record (one without an owner: the vaccine catalogue) is the other way round: every caller reads it as
   its creator does, and a write that the document reserves for the `admin` role is 403 where a missing
-  record is 404.
+  record is 404. A peer whom a share lets see the record (or its pet) is left out: the shares' own tests and
+  the sharing state machine check what they may do.
 - `before_call`: makes a case that schemathesis generated as valid valid also by the rules the document
   can state only in prose (see there), so that `positive_data_acceptance` tests what it is meant to.
 - `map_case`: works around one bug of schemathesis' coverage phase (see there).
@@ -23,6 +24,7 @@ bearer token names the user (`sub`) and their roles. FUZZ_USER names the identit
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import math
 import os
@@ -53,6 +55,16 @@ DAY_MS = 86_400_000
 EARLIEST_MS = -2_208_988_800_000
 LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last moment RFC 3339 writes
 SAME_TYPE = "petType"
+GRANTEE = "grantee"
+BIRTH_DATE = "birthDate"
+EXPIRES_AT = "expiresAt"
+FEED = "/v1/changes"
+AFTER = "after"
+"""The member of a share that names whom it lets see a record: its collection is the one that lists by it."""
+UNIQUE_MEMBERS = ("microchip",)
+"""Members whose values no two records may share (the document says so in prose): left out of copies."""
+OTHER_GRANTEE = "vet@clinic.example"
+"""Whom a share names when the one generated is the pet's owner (who may do everything already)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,14 @@ class Api:
                                 found[member] = source
         return found
 
+    @property
+    def shares(self) -> str | None:
+        """The collection of shares: the one whose lists take a grantee."""
+        return next(
+            (path for path, item in self.paths.items() if "get" in item and GRANTEE in self.list_parameters(path)),
+            None,
+        )
+
     def example(self, collection: str) -> dict[str, Any]:
         """The documented example of a create body."""
         reference = self.paths[collection]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
@@ -209,7 +229,8 @@ def _body_for(api: Api, base: str, identity: Identity, collection: str, record: 
         original = named.json()
         if original.get("ownerId", identity.email) != identity.email and not identity.admin:
             # Without its owner: the copy is the caller's.
-            copy = {k: v for k, v in _body_for(api, base, identity, target, original).items() if k != "ownerId"}
+            copied = _body_for(api, base, identity, target, original).items()
+            copy = {k: v for k, v in copied if k != "ownerId" and k not in UNIQUE_MEMBERS}
             created = _send("POST", f"{base}{target}", identity, json=copy)
             if created.status_code != 201:
                 raise AssertionError(f"{identity.name} could not copy {target}/{original['id']}: {created.text}")
@@ -300,6 +321,28 @@ def _lists(api: Api, base: str, collection: str, peer: Identity, record: dict[st
                 raise AssertionError(f"{peer.email} lists {owner}'s record with {query}: {listed}")
 
 
+def _shared_with(api: Api, base: str, collection: str, record: dict[str, Any], peer: Identity) -> bool:
+    """Whether a share lets `peer` see the record: one of the record it is shared through (a pet: the shares'
+    target itself, or the one a record of another collection names) that names them and has not expired."""
+    shares = api.shares
+    if shares is None:
+        return False
+    member, target = next(iter(api.references(shares).items()))
+    if collection == target:
+        key = record["id"]
+    else:
+        key = next((record[name] for name, named in api.references(collection).items() if named == target), None)
+    if key is None:
+        return False
+    listed = _send("GET", f"{base}{shares}", _administrator(), params={member: key, "pageSize": "100"}).json()
+    now = time.time_ns() // 1_000_000
+    return any(
+        share[GRANTEE] == peer.email
+        and (share.get("expiresAt") is None or (parse_datetime_ms(share["expiresAt"]) or 0) > now)
+        for share in listed.get("items", [])
+    )
+
+
 @schemathesis.check
 def records_of_others_are_missing(
     ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
@@ -309,6 +352,8 @@ def records_of_others_are_missing(
     and 403 to a write that needs the admin role), and the record must still read exactly as created."""
     if case.method.upper() != "POST" or response.status_code != 201 or response.headers.get("idempotent-replayed"):
         return None
+    if "location" not in response.headers:
+        return None  # not a record: a stream's ticket
     api = _api_of(case)
     record = response.json()
     base = _base(response.request.url)
@@ -320,7 +365,11 @@ def records_of_others_are_missing(
     record_item = api.record_path(collection)
     admin_writes = api.needs_admin(record_item["put"]) and api.needs_admin(record_item["delete"])
 
-    others = [identity for identity in _non_admins() if identity.email != owner]
+    others = [
+        identity
+        for identity in _non_admins()
+        if identity.email != owner and (owner is None or not _shared_with(api, base, collection, record, identity))
+    ]
     for other in others:
         body = _body_for(api, base, other, collection, record)
         attempts = _attempts(etag, body, other, owner)
@@ -409,6 +458,68 @@ def _in_time(body: dict[str, Any]) -> None:
             body["dueAt"] = format_timestamp(due_ms)
 
 
+def _one_order_for_each_sort_field(query: dict[str, Any]) -> None:
+    """`order`: one direction, or exactly one for each `sort` field when none carries a `-`."""
+    order = query.get("order")
+    if not isinstance(order, str) or "," not in order:
+        return
+    sort = query.get("sort")
+    fields = sort.split(",") if isinstance(sort, str) else ["createdAt"]
+    if len(order.split(",")) != len(fields) or any(name.startswith("-") for name in fields):
+        query["order"] = order.split(",")[0]
+
+
+def _a_cursor_handed_out(base: str, query: dict[str, Any]) -> None:
+    """`after`: a cursor the service handed out (the first change's), or none when there is no change."""
+    first = _send("GET", f"{base}{FEED}", _caller(), params={"limit": "1"}).json().get("items", [])
+    if first:
+        query[AFTER] = first[0]["cursor"]
+    else:
+        del query[AFTER]
+
+
+def _a_past_day(body: dict[str, Any]) -> None:
+    """`birthDate`: a day from 1900-01-01 to today (UTC)."""
+    day = body.get(BIRTH_DATE)
+    if not isinstance(day, str):
+        return
+    try:
+        parsed = dt.date.fromisoformat(day)
+    except ValueError:
+        return
+    today = dt.datetime.now(dt.UTC).date()
+    if not dt.date(1900, 1, 1) <= parsed <= today:
+        body[BIRTH_DATE] = dt.date(1900, 1, 1).isoformat() if parsed < dt.date(1900, 1, 1) else today.isoformat()
+
+
+def _a_future_moment(body: dict[str, Any]) -> None:
+    """`expiresAt`: a moment after the service's clock (a day after now, when the one generated is not)."""
+    moment = parse_datetime_ms(body[EXPIRES_AT]) if isinstance(body.get(EXPIRES_AT), str) else None
+    if moment is not None and moment <= time.time_ns() // 1_000_000 + 60_000:
+        body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
+
+
+def _not_the_owner(api: Api, base: str, collection: str, body: dict[str, Any]) -> None:
+    """A share names someone other than the owner of the record it shares."""
+    for member, target in api.references(collection).items():
+        if not isinstance(body.get(member), str):
+            continue
+        named = _record(f"{base}{target}/{body[member]}", _administrator())
+        if named is not None and named.get("ownerId") == body[GRANTEE].lower():
+            body[GRANTEE] = OTHER_GRANTEE
+
+
+def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
+    """A share's pet and grantee cannot change (400): a replace or patch names them as they are."""
+    record_id = next(iter(case.path_parameters.values()))
+    stored = _record(f"{base}{collection}/{record_id}", _administrator())
+    if stored is None:
+        return
+    for member in (*api.references(collection), GRANTEE):
+        if case.method.upper() == "PUT" or member in case.body:
+            case.body[member] = stored[member]
+
+
 @schemathesis.hook
 def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
     """Bring a body that schemathesis generated as valid within the rules that a JSON Schema cannot state,
@@ -417,21 +528,36 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     - a reference names a record the caller may see, and a vaccination's vaccine is one for its pet's type
       (no schema knows which records exist);
     - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it (a patch that
-      moves `appliedAt` has its `dueAt` computed again, since the stored one may come before it).
+      moves `appliedAt` has its `dueAt` computed again, since the stored one may come before it);
+    - a pet's `birthDate` is not before 1900 nor after today, a share's `expiresAt` is in the future, and a
+      share names someone other than the pet's owner;
+    - in a list's query, `order` gives one direction for each `sort` field, or one for all; the feed's `after`
+      is a cursor the service handed out.
 
     Cases meant to be invalid are sent as generated.
     """
     meta = case.meta
-    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
+    if meta is None or not meta.generation.mode.is_positive:
         return
     method = case.method.upper()
-    if method not in ("POST", "PUT", "PATCH"):
+    base = _base(case.operation.schema.get_base_url())
+    if method == "GET" and case.query:
+        _one_order_for_each_sort_field(case.query)
+        if isinstance(case.query.get(AFTER), str):
+            _a_cursor_handed_out(base, case.query)
+    if method not in ("POST", "PUT", "PATCH") or not isinstance(case.body, dict):
         return
     api = _api_of(case)
     collection = case.operation.path.split("/{", 1)[0]
-    base = _base(case.operation.schema.get_base_url())
     if collection in api.paths and "post" in api.paths[collection] and api.references(collection):
         _name_real_records(api, base, collection, case.body, _caller())
+    _a_past_day(case.body)
+    _a_future_moment(case.body)
+    if collection == api.shares:
+        if method == "POST" and isinstance(case.body.get(GRANTEE), str):
+            _not_the_owner(api, base, collection, case.body)
+        elif method != "POST" and case.path_parameters:
+            _as_it_was(api, base, collection, case)
     if "appliedAt" in case.body:
         if method == "PATCH" and case.body.get("dueAt") is None:
             case.body["dueAt"] = None

@@ -93,6 +93,35 @@ VACCINATION_FILTERS = (
     "dueTo",
     "common",
 )
+# A clinic's fields of a pet, each left out, null or given as a client may spell it; a few microchip codes, so
+# that two pets come to claim one.
+CLINIC_FIELDS = ("birthDate", "sex", "neutered", "breed", "microchip")
+clinic_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "birthDate": st.sampled_from([None, "2019-04-23", "1900-01-01", "2024-02-29"]),
+        "sex": st.sampled_from([None, "female", "MALE", "Unknown"]),
+        "neutered": st.sampled_from([None, True, False]),
+        "breed": st.sampled_from([None, " Beagle ", "", "border collie"]),
+        "microchip": st.sampled_from([None, "", "982000123456789", "982 000 123 456 789", "982.000-123.456.780"]),
+    },
+)
+
+
+def clinic_values(sent: Body) -> Body:
+    """The clinic's fields a body sets, as the service keeps them."""
+    kept: Body = {}
+    for name, value in sent.items():
+        if name == "sex" and value is not None:
+            value = value.lower()
+        elif name == "breed" and value is not None:
+            value = value.strip() or None
+        elif name == "microchip" and value is not None:
+            value = re.sub(r"[ .-]", "", value) or None
+        kept[name] = value
+    return kept
+
+
 # The preconditions a request can carry: the record's ETag, its weak form, an older one, or `*`.
 conditions = st.sampled_from([None, None, "current", "weak", "stale", "*"])
 sometimes = st.integers(0, 4).map(lambda n: n == 0)
@@ -317,6 +346,26 @@ class PetRecordsModel(RuleBasedStateMachine):
         assert response.headers["location"] == f"{path}/{record_id}"
         return body
 
+    def chip_taken(self, response: Any, user: str, microchip: str | None, pet_id: str | None) -> bool:
+        """Whether another pet has the microchip code (checked here): 409, with the other pet's Location when
+        the caller may see it."""
+        other = next(
+            (
+                other_id
+                for other_id, other in self.pet_records.items()
+                if microchip is not None and other_id != pet_id and other.body["microchip"] == microchip
+            ),
+            None,
+        )
+        if other is None:
+            return False
+        self.assert_error(response, 409, 982)
+        if self.visible(user, PETS, other) is not None:
+            assert response.headers["location"] == f"{PETS}/{other}"
+        else:
+            assert "location" not in response.headers
+        return True
+
     def replayed(self, response: Any, path: str, user: str, key: str | None, request: Any) -> bool:
         """Whether the create was answered from an earlier one with the same key (checked here): the first
         answer again, or 422 for another body or another resource."""
@@ -489,7 +538,9 @@ class PetRecordsModel(RuleBasedStateMachine):
         """Some records to begin with, so that reads and lists have something to find from the start: pets, a
         catalogue (a vaccine for dogs and one for cats, as most pets are either, and others), vaccinations."""
         assert self.client.get(PETS, headers=self.headers[ADMIN]).json()["totalCount"] == 0
-        pet_ids = [self.create(user, name, pet_type, None, None, echo=False) for user, name, pet_type in seeds]
+        pet_ids = [
+            self.create(user, name, pet_type, None, None, echo=False, clinic={}) for user, name, pet_type in seeds
+        ]
         dog, cat = durations
         for name, pet_type, duration in [("Rabies", "Dog", dog), ("Feline", "Cat", cat), *catalogue]:
             self.create_vaccine(ADMIN, name, pet_type, None, duration, None, echo=False)
@@ -506,9 +557,12 @@ class PetRecordsModel(RuleBasedStateMachine):
         owner=st.sampled_from([None, "null", "self", "SELF", ALICE, BOB, ADMIN]),
         key=keys,
         echo=st.booleans(),
+        clinic=clinic_fields,
     )
-    def create(self, user: str, name: str, pet_type: str, owner: str | None, key: str | None, echo: bool) -> Any:
-        body: Body = {"name": name, "petType": pet_type, **self.owner_field(user, owner)}
+    def create(
+        self, user: str, name: str, pet_type: str, owner: str | None, key: str | None, echo: bool, clinic: Body
+    ) -> Any:
+        body: Body = {"name": name, "petType": pet_type, **self.owner_field(user, owner), **clinic}
         if echo:  # read-only fields a client sends back are ignored, whatever they say
             body.update({"id": str(uuid.uuid4()), "createdAt": "1999-01-01T00:00:00.000Z", "modifiedBy": BOB})
 
@@ -522,6 +576,9 @@ class PetRecordsModel(RuleBasedStateMachine):
         if owner_id != user and user != ADMIN:
             self.assert_error(response, 403, 997)
             return multiple()
+        kept = {**dict.fromkeys(CLINIC_FIELDS), **clinic_values(clinic)}
+        if self.chip_taken(response, user, kept["microchip"], None):
+            return multiple()
         pet = self.assert_new(response, PETS, user)
         assert pet == {
             "id": pet["id"],
@@ -532,6 +589,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             "ownerId": owner_id,
             "name": name.strip(" \t\n"),
             "petType": canonical_type(pet_type),
+            **kept,
         }
         return self.keep(response, PETS, user, key, body)
 
@@ -567,12 +625,22 @@ class PetRecordsModel(RuleBasedStateMachine):
         owner=st.sampled_from([None, "null", "self", "SELF", ALICE, BOB, ADMIN]),
         condition=conditions,
         echo_id=st.booleans(),
+        clinic=clinic_fields,
     )
     def replace(
-        self, user: str, pet_id: str, name: str, pet_type: str, owner: str | None, condition: str | None, echo_id: bool
+        self,
+        user: str,
+        pet_id: str,
+        name: str,
+        pet_type: str,
+        owner: str | None,
+        condition: str | None,
+        echo_id: bool,
+        clinic: Body,
     ) -> None:
+        """A replace: an optional field left out keeps its value, null clears it."""
         record = self.visible(user, PETS, pet_id)
-        body: Body = {"name": name, "petType": pet_type, **self.owner_field(user, owner)}
+        body: Body = {"name": name, "petType": pet_type, **self.owner_field(user, owner), **clinic}
         if echo_id:
             body["id"] = pet_id
 
@@ -593,8 +661,11 @@ class PetRecordsModel(RuleBasedStateMachine):
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
+        kept = clinic_values(clinic)
+        if self.chip_taken(response, user, kept.get("microchip"), pet_id):
+            return
         moved = owner_id != record.body["ownerId"]
-        expected = {"name": name.strip(" \t\n"), "petType": canonical_type(pet_type), "ownerId": owner_id}
+        expected = {"name": name.strip(" \t\n"), "petType": canonical_type(pet_type), "ownerId": owner_id, **kept}
         self.check_replaced(response, PETS, user, record, expected)
         if moved:
             # Its vaccinations follow it: a write of each (a new ETag), though not by anyone (the same
@@ -610,13 +681,21 @@ class PetRecordsModel(RuleBasedStateMachine):
         pet_type=st.none() | pet_types,
         owner=st.sampled_from([None, "null", "self", ALICE, BOB]),
         condition=conditions,
+        clinic=clinic_fields,
     )
     def update(
-        self, user: str, pet_id: str, name: str | None, pet_type: str | None, owner: str | None, condition: str | None
+        self,
+        user: str,
+        pet_id: str,
+        name: str | None,
+        pet_type: str | None,
+        owner: str | None,
+        condition: str | None,
+        clinic: Body,
     ) -> None:
         """A JSON Merge Patch of a pet: the members it names change, the rest stay; the rules of a replace."""
         record = self.visible(user, PETS, pet_id)
-        patch: Body = {**self.owner_field(user, owner)}
+        patch: Body = {**self.owner_field(user, owner), **clinic}
         if name is not None:
             patch["name"] = name
         if pet_type is not None:
@@ -638,11 +717,15 @@ class PetRecordsModel(RuleBasedStateMachine):
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
+        kept = clinic_values(clinic)
+        if self.chip_taken(response, user, kept.get("microchip"), pet_id):
+            return
         moved = owner_id != record.body["ownerId"]
         expected = {
             "name": name.strip(" \t\n") if name is not None else record.body["name"],
             "petType": canonical_type(pet_type) if pet_type is not None else record.body["petType"],
             "ownerId": owner_id,
+            **kept,
         }
         self.check_replaced(response, PETS, user, record, expected)
         if moved:
@@ -1193,6 +1276,12 @@ class PetRecordsModel(RuleBasedStateMachine):
 
         if record is None:
             self.assert_error(response, 404, 995)
+            return
+        # The stored record with the patch applied is checked as a replace: its vaccine may fit its pet no more
+        # (either's type changed since), and then the patch is refused as that replace would be.
+        errors = self.vaccination_errors(user, record.body["petId"], record.body["vaccineId"])
+        if errors:
+            assert self.assert_error(response, 400, 994)["errors"] == errors
             return
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)

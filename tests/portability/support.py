@@ -16,10 +16,16 @@ from petrecords.app import create_app
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.registry import RESOURCES
-from tests.support import ADMIN, ALICE, BOB, SECRET, auth
+from tests.support import ADMIN, ALICE, BOB, SECRET, auth, token
 
 PETRECORDS = Path(sys.executable).parent / "petrecords"
 USERS = (ALICE, BOB)
+VET = "vet@clinic.example"
+CLINIC = "clinic-42"
+
+
+def as_vet() -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(VET, groups=[CLINIC])}"}
 
 
 def settings_for(url: str, data_dir: Path) -> Settings:
@@ -45,10 +51,14 @@ def lines_after_first(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines()[1:]
 
 
+def _headers(user: str, admin: bool) -> dict[str, str]:
+    return as_vet() if user == VET else auth(user, admin=admin)
+
+
 def _pages(client: TestClient[Any], path: str, user: str, admin: bool) -> Iterator[dict[str, Any]]:
     page = 1
     while True:
-        response = client.get(path, params={"pageIndex": page, "pageSize": 100}, headers=auth(user, admin=admin))
+        response = client.get(path, params={"pageIndex": page, "pageSize": 100}, headers=_headers(user, admin))
         assert response.status_code == 200, response.text
         body = response.json()
         yield from body["items"]
@@ -65,7 +75,7 @@ def feed(client: TestClient[Any], user: str, *, admin: bool = False) -> list[dic
         params: dict[str, Any] = {"limit": 1000}
         if after is not None:
             params["after"] = after
-        response = client.get("/v1/changes", params=params, headers=auth(user, admin=admin))
+        response = client.get("/v1/changes", params=params, headers=_headers(user, admin))
         assert response.status_code == 200, response.text
         body = response.json()
         if not body["items"]:
@@ -76,17 +86,17 @@ def feed(client: TestClient[Any], user: str, *, admin: bool = False) -> list[dic
 
 def view(settings: Settings) -> dict[str, Any]:
     """Everything the API shows of a database: each record with its ETag, each record's history (deleted ones
-    too), and the feed of the administrator and of each user."""
+    too), and the feed of the administrator, of each user, and of a vet whom shares let see some."""
     with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
         shown: dict[str, Any] = {"feed": feed(client, ADMIN, admin=True)}
-        for user in USERS:
+        for user in (*USERS, VET):
             shown[f"feed of {user}"] = feed(client, user)
         # What the search indexes find (SQLite's FTS5 tables, PostgreSQL's trigram indexes), and the kept counts.
         searches = ("/v1/pets?search=ïcod", "/v1/vaccines?search=leuk")
         totals = tuple(f"{resource.path}?pageSize=1" for resource in RESOURCES.resources)
         for path in (*searches, *totals, "/v1/pets?petType=Dog&pageSize=1"):
-            for user, admin in ((ADMIN, True), *((user, False) for user in USERS)):
-                response = client.get(path, headers=auth(user, admin=admin))
+            for user, admin in ((ADMIN, True), *((user, False) for user in (*USERS, VET))):
+                response = client.get(path, headers=_headers(user, admin))
                 assert response.status_code == 200
                 shown[f"{path} for {user}"] = response.json()
         ever = {(change["resource"], change["id"]) for change in shown["feed"]}
@@ -106,7 +116,8 @@ def view(settings: Settings) -> dict[str, Any]:
 
 def seed(settings: Settings) -> None:
     """Records of every resource, written as clients write them: creates, a rename, a transfer (the pet's
-    vaccinations follow it), a change of a vaccine (its vaccinations' ETags change), and deletions."""
+    vaccinations follow it, its shares go), a change of a vaccine (its vaccinations' ETags change), shares given,
+    changed and taken back (the vet sees what they granted while they did), and deletions."""
     admin = auth(ADMIN, admin=True)
     with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
 
@@ -122,7 +133,11 @@ def seed(settings: Settings) -> None:
         )
         pets = []
         for index, (owner, pet_type) in enumerate([(ALICE, "Dog"), (ALICE, "Cat"), (BOB, "Dog"), (ALICE, "Dog")]):
-            pets.append(post("/v1/pets", {"name": f"Pet Ünïcode {index}", "petType": pet_type}, auth(owner)))
+            clinic = {"birthDate": "2020-02-29", "sex": "Female", "neutered": True, "breed": "Beagle"}
+            body = {"name": f"Pet Ünïcode {index}", "petType": pet_type, **(clinic if index % 2 else {})}
+            if index == 1:
+                body["microchip"] = "982 000 123 456 789"
+            pets.append(post("/v1/pets", body, auth(owner)))
         shots = []
         for pet in pets:
             vaccine = rabies if pet["petType"] == "Dog" else felv
@@ -133,6 +148,19 @@ def seed(settings: Settings) -> None:
                 "notes": "ok",
             }
             shots.append(post("/v1/pet-vaccination", body, auth(pet["ownerId"])))
+        care = post(
+            "/v1/pet-shares", {"petId": pets[1]["id"], "grantee": f"group:{CLINIC}", "access": "care"}, auth(ALICE)
+        )
+        read = {"petId": pets[0]["id"], "grantee": VET, "access": "read", "expiresAt": "2999-01-01T00:00:00.000Z"}
+        post("/v1/pet-shares", read, auth(ALICE))
+        given = {"petId": pets[1]["id"], "vaccineId": felv["id"], "appliedAt": "2026-03-04T05:06:07.890Z"}
+        assert client.post("/v1/pet-vaccination", json=given, headers=as_vet()).status_code == 201
+        lowered = {"petId": pets[1]["id"], "grantee": f"group:{CLINIC}", "access": "read"}
+        assert client.put(f"/v1/pet-shares/{care['id']}", json=lowered, headers=auth(ALICE)).status_code == 200
+        assert client.delete(f"/v1/pet-shares/{care['id']}", headers=auth(ALICE)).status_code == 200
+        # After the share went: the vet's feed holds what they did under it, not this rename.
+        named = {"name": "Whiskers", "petType": "Cat", "birthDate": "2020-02-29"}
+        assert client.put(f"/v1/pets/{pets[1]['id']}", json=named, headers=auth(ALICE)).status_code == 200
         renamed = {"name": "Rex", "petType": "Dog"}
         assert client.put(f"/v1/pets/{pets[0]['id']}", json=renamed, headers=auth(ALICE)).status_code == 200
         moved = {"name": "Rex", "petType": "Dog", "ownerId": BOB}
@@ -154,6 +182,11 @@ def _synthetic_pet(index: int) -> dict[str, Any]:
         "ownerId": f"owner{index % 1000}@example.com",
         "name": f"Pet {index}",
         "petType": "Dog" if index % 3 else "Cat",
+        "birthDate": f"20{index % 25:02d}-0{index % 9 + 1}-1{index % 10}" if index % 4 else None,
+        "sex": ("female", "male", "unknown", None)[index % 4],
+        "neutered": (True, False, None)[index % 3],
+        "breed": f"Breed {index % 50}" if index % 5 else None,
+        "microchip": f"982{index:012d}" if index % 2 else None,
     }
 
 

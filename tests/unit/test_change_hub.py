@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from petrecords.resources import live as feed
 from petrecords.resources.changes import sees
 from petrecords.resources.live import ChangeHub, event_stream_frame
-from petrecords.store.base import Change, Cursor
+from petrecords.store.base import Change, Cursor, Viewer
 from petrecords.tables import SHARED
 
 OWNERS = ("ann@example.com", "bob@example.com", "cy@example.com")
@@ -22,6 +23,11 @@ BUFFERED = 8
 
 owner_of = st.sampled_from((*OWNERS, SHARED, None))
 polls = st.lists(st.lists(st.tuples(owner_of, owner_of, st.sampled_from(("pets", "vaccines"))), max_size=6))
+
+
+def _viewer(reader: str | None) -> Viewer | None:
+    """A caller of no group (None: an administrator)."""
+    return None if reader is None else Viewer(email=reader, grantees=(reader,))
 
 
 def _changes(owners: list[tuple[str | None, str | None, str]], first_position: int) -> list[Change]:
@@ -48,7 +54,7 @@ def _polled_for(
     """A hub with one stream of `reader`, after polls of every change (as while an administrator streams), and
     those changes."""
     hub = ChangeHub(lambda: None, keep_alive_seconds=10)
-    hub._open_stream(reader)
+    hub._open_stream(_viewer(reader))
     hub._start_buffer((0, 0))
     everything: list[Change] = []
     for poll in polled:
@@ -66,7 +72,9 @@ def _visible_after(
     return [
         change
         for change in changes
-        if change.cursor > cursor and sees(reader, change) and (resources is None or change.resource in resources)
+        if change.cursor > cursor
+        and sees(_viewer(reader), change)
+        and (resources is None or change.resource in resources)
     ]
 
 
@@ -89,11 +97,11 @@ def test_a_stream_reads_what_its_caller_may_see_after_its_cursor(
         indexed = {change.cursor for kept in hub._by_owner.values() for change in kept}
         assert indexed == {change.cursor for change in hub._buffer if feed._owners(change)}
         cursor = (0, max(0, len(everything) - behind))
-        held_after = hub._held_after(reader)
+        held_after = hub._held_after(_viewer(reader))
         assert held_after is not None
         if cursor < held_after:
             return  # a stream this far behind reads from the database, not from the buffer
-        got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+        got, read_up_to = asyncio.run(hub._after(cursor, reader=_viewer(reader), resources=resources))
         # Every stream sends a change's event as the same bytes, kept only while the change is buffered.
         assert [hub.frame(change) for change in got] == [event_stream_frame(change) for change in got]
         hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")] * BUFFERED, len(everything) + 1))
@@ -114,14 +122,14 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
         hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
         hub._start_buffer((0, 0))
         readers: tuple[str | None, ...] = (*OWNERS, None, stranger)
-        waits = [asyncio.create_task(hub._wait_for_more((0, 0), reader)) for reader in readers]
+        waits = [asyncio.create_task(hub._wait_for_more((0, 0), _viewer(reader))) for reader in readers]
         await asyncio.sleep(0)
         hub._keep(found)
         return dict(zip(readers, await asyncio.gather(*waits), strict=True))
 
     result = asyncio.run(woken())
     for reader, was_woken in result.items():
-        if any(sees(reader, change) for change in found):
+        if any(sees(_viewer(reader), change) for change in found):
             assert was_woken, reader
     if all(SHARED not in feed._owners(change) for change in found):
         assert not result[stranger]
@@ -146,9 +154,9 @@ def test_a_stream_behind_the_buffer_reads_the_database_only_for_changes_let_go_t
         complete_after = hub._complete_after
         assert complete_after is not None
         cursor = (0, max(0, len(everything) - behind))
-        got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+        got, read_up_to = asyncio.run(hub._after(cursor, reader=_viewer(reader), resources=resources))
     let_go = [change for change in everything if cursor < change.cursor <= complete_after]
-    if any(sees(reader, change) for change in let_go):
+    if any(sees(_viewer(reader), change) for change in let_go):
         assert (got, read_up_to) == ([], cursor)
     if reader is not None and not any({reader, SHARED} & feed._owners(change) for change in let_go):
         assert got == _visible_after(everything, cursor, reader, resources)
@@ -161,15 +169,15 @@ def test_a_caller_whose_streams_closed_is_forgotten_and_starts_over_behind_the_b
         hub = ChangeHub(lambda: None, keep_alive_seconds=10)
         hub._start_buffer((0, 0))
         hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")] * (BUFFERED * 2), 1))
-        hub._open_stream(OWNERS[1])
-        hub._close_stream(OWNERS[1])
+        hub._open_stream(_viewer(OWNERS[1]))
+        hub._close_stream(_viewer(OWNERS[1]))
         assert OWNERS[1] not in hub._let_go
         # Opened again: the polls before read for others, so nothing before where they have got to is known.
-        hub._open_stream(OWNERS[1])
-        assert asyncio.run(hub._after((0, 1), reader=OWNERS[1], resources=None)) == ([], (0, 1))
-        assert asyncio.run(hub._after((0, BUFFERED), reader=OWNERS[1], resources=None)) == ([], (0, BUFFERED))
+        hub._open_stream(_viewer(OWNERS[1]))
+        assert asyncio.run(hub._after((0, 1), reader=_viewer(OWNERS[1]), resources=None)) == ([], (0, 1))
+        assert asyncio.run(hub._after((0, BUFFERED), reader=_viewer(OWNERS[1]), resources=None)) == ([], (0, BUFFERED))
         hub._keep(_changes([(OWNERS[1], OWNERS[1], "pets")], BUFFERED * 2 + 1))
-        got, read_up_to = asyncio.run(hub._after((0, BUFFERED * 2), reader=OWNERS[1], resources=None))
+        got, read_up_to = asyncio.run(hub._after((0, BUFFERED * 2), reader=_viewer(OWNERS[1]), resources=None))
         assert [change.cursor for change in got] == [(0, BUFFERED * 2 + 1)]
         assert read_up_to == (0, BUFFERED * 2 + 1)
 
@@ -215,14 +223,14 @@ def test_polls_for_the_streaming_callers_leave_no_stream_short_of_what_it_may_se
         for new, opened_or_closed, opened_during in steps:
             for sign, caller in opened_or_closed:
                 if sign == "+":
-                    hub._open_stream(caller)
+                    hub._open_stream(_viewer(caller))
                     streams.append(caller)
                 elif caller in streams:
-                    hub._close_stream(caller)
+                    hub._close_stream(_viewer(caller))
                     streams.remove(caller)
             polled_for = None if hub._admin_streams else sorted(hub._streams_of)
             for caller in opened_during:
-                hub._open_stream(caller)
+                hub._open_stream(_viewer(caller))
                 streams.append(caller)
             logged = _changes(new, len(everything) + 1)
             everything += logged
@@ -230,14 +238,14 @@ def test_polls_for_the_streaming_callers_leave_no_stream_short_of_what_it_may_se
             found = [c for c in logged if polled_for is None or _seen_by_any(c, set(polled_for))]
             hub._keep(found, through=through, polled_for=polled_for)
         if reader not in streams:
-            hub._open_stream(reader)  # the stream under test opens now; else it opened with one of the steps
+            hub._open_stream(_viewer(reader))  # the stream under test opens now; else it opened with one of the steps
         cursor = (0, max(0, len(everything) - behind))
-        got, read_up_to = asyncio.run(hub._after(cursor, reader=reader, resources=resources))
+        got, read_up_to = asyncio.run(hub._after(cursor, reader=_viewer(reader), resources=resources))
     expected = _visible_after(everything, cursor, reader, resources)
     if (got, read_up_to) != ([], cursor):  # from the buffer: all of it, up to where the polls have got to
         assert got == expected
         assert read_up_to == max(cursor, everything[-1].cursor if everything else cursor)
-    held_after = hub._held_after(reader)
+    held_after = hub._held_after(_viewer(reader))
     assert held_after is not None
     if cursor >= held_after and everything and cursor < everything[-1].cursor:
         assert read_up_to == everything[-1].cursor  # the buffer served it
@@ -259,11 +267,39 @@ def test_letting_go_of_a_change_polled_for_someone_else_keeps_a_later_caller_beh
         patch.setattr(feed, "BUFFERED_CHANGES", BUFFERED)
         hub = ChangeHub(lambda: None, keep_alive_seconds=10)
         hub._start_buffer((0, 0))
-        hub._open_stream(bob)
+        hub._open_stream(_viewer(bob))
         transferred, anns_own = _changes([(ann, bob, "pets"), (ann, ann, "pets")], 1)
         hub._keep([transferred], through=anns_own.cursor, polled_for=[bob])
-        hub._open_stream(ann)
+        hub._open_stream(_viewer(ann))
         hub._keep(_changes([(bob, bob, "pets")] * BUFFERED, 3), polled_for=[ann, bob])
         assert transferred not in hub._buffer
         # Behind where ann began: her own change of then is read from the database (none here: it stays).
-        assert asyncio.run(hub._after(transferred.cursor, reader=ann, resources=None)) == ([], transferred.cursor)
+        assert asyncio.run(hub._after(transferred.cursor, reader=_viewer(ann), resources=None)) == (
+            [],
+            transferred.cursor,
+        )
+
+
+def test_a_change_a_share_lets_a_group_see_reaches_and_wakes_its_members_streams_only() -> None:
+    ann, group = OWNERS[0], "clinic-42"
+    vet = Viewer(email="vet@clinic.example", grantees=("vet@clinic.example", group))
+    stranger = Viewer(email="nobody@example.com", grantees=("nobody@example.com", "clinic-7"))
+    shared = msgspec.structs.replace(_changes([(ann, ann, "pets")], 1)[0], seen_by=(group,))
+
+    async def run() -> tuple[bool, bool, list[Change]]:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
+        hub._start_buffer((0, 0))
+        hub._open_stream(vet)
+        hub._open_stream(stranger)
+        waits = [asyncio.create_task(hub._wait_for_more((0, 0), viewer)) for viewer in (vet, stranger)]
+        await asyncio.sleep(0)
+        hub._keep([shared], polled_for=sorted(hub._streams_of))
+        vet_woken, stranger_woken = await asyncio.gather(*waits)
+        got, _ = await hub._after((0, 0), reader=vet, resources=None)
+        assert await hub._after((0, 0), reader=stranger, resources=None) == ([], shared.cursor)
+        return vet_woken, stranger_woken, got
+
+    vet_woken, stranger_woken, got = asyncio.run(run())
+    assert vet_woken
+    assert not stranger_woken
+    assert got == [shared]

@@ -35,9 +35,10 @@ from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, postgres_connect_args, postgres_dsn, sqlite_path
 from petrecords.portability.errors import CommandFailed
+from petrecords.portability.records import timestamp_ms, wire_name
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Row
-from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state
+from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state, share_windows
 
 _SQLITE = sqlite_dialect.dialect(paramstyle="named")
 _POSTGRES = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
@@ -85,9 +86,12 @@ class Layout:
 
 
 def typed(column_type: sa.types.TypeEngine[Any], value: Any) -> Any:
-    """A value as the store's rows hold it, whichever form the driver returned it in (SQLite's ids are hex)."""
+    """A value as the store's rows hold it, whichever form the driver returned it in (SQLite's ids are hex, its
+    booleans 0 and 1)."""
     if isinstance(value, str) and isinstance(column_type, sa.Uuid):
         return uuid.UUID(hex=value)
+    if isinstance(value, int) and not isinstance(value, bool) and isinstance(column_type, sa.Boolean):
+        return bool(value)
     if isinstance(value, memoryview):
         return bytes(value)
     return value
@@ -265,6 +269,41 @@ def count_inserts(resource: Resource) -> list[sa.Insert]:
     return inserts
 
 
+def windows_of(resource: Resource, share_changes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """The windows in which a share resource's records granted access, from their changes (record id, cursor,
+    action, shared key, grantee, record) in the order of each record's changes: as the service keeps them, each
+    write but a deletion opens one, and the record's next write closes it."""
+    grants = resource.grants
+    assert grants is not None  # noqa: S101 - share resources only
+    expires = wire_name(resource, grants.expires_column)
+    windows: list[dict[str, Any]] = []
+    for index, (share_id, xid, position, action, shared_key, grantee, record) in enumerate(share_changes):
+        following = share_changes[index + 1] if index + 1 < len(share_changes) else None
+        if action == "deleted":
+            continue
+        closed = following is not None and following[0] == share_id
+        expires_at = msgspec.json.decode(record).get(expires)
+        windows.append(
+            {
+                "share_id": share_id,
+                "from_xid": xid,
+                "from_position": position,
+                "grantee": grantee,
+                "shared_key": shared_key,
+                "until_xid": following[1] if closed and following is not None else None,
+                "until_position": following[2] if closed and following is not None else None,
+                "expires_at": None if expires_at is None else timestamp_ms(expires, expires_at),
+            }
+        )
+    return windows
+
+
+def share_changes_select(resource: Resource) -> sa.Select[Any]:
+    order = (changes.c.record_id, changes.c.xid, changes.c.position)
+    columns = (*order, changes.c.action, changes.c.shared_key, changes.c.grantee, changes.c.record)
+    return sa.select(*columns).where(changes.c.resource == resource.name).order_by(*order)
+
+
 class Target(abc.ABC):
     """The configured database, in one write transaction that a load fills, then commits or rolls back."""
 
@@ -308,13 +347,18 @@ class Target(abc.ABC):
         return found
 
     async def finish(self, resources: Sequence[Resource], *, published_state: str) -> None:
-        """What the store keeps besides the rows: whose each record was before each change, the kept counts, and
-        the publisher's cursor past the loaded changes (they were published, or are history, where they come
-        from); then commit."""
+        """What the store keeps besides the rows: whose each record was before each change, the kept counts, the
+        windows in which shares granted access, and the publisher's cursor past the loaded changes (they were
+        published, or are history, where they come from); then commit."""
         await self.execute(OWNER_BEFORE_FIX)
         for resource in resources:
             for insert in count_inserts(resource):
                 await self.execute(insert)
+            if resource.grants is not None:
+                windows = windows_of(resource, await self.fetch(share_changes_select(resource)))
+                for start in range(0, len(windows), FETCH_ROWS):
+                    chunk = windows[start : start + FETCH_ROWS]
+                    await self.insert(Batch(share_windows, chunk, [0] * len(chunk)))
         last = await self.fetch(sa.select(changes.c.xid, changes.c.position).order_by(*CHANGE_ORDER_DESC).limit(1))
         if last:
             upsert = self.insert_function(service_state).values(
@@ -327,6 +371,8 @@ class Target(abc.ABC):
         await self.commit()
 
 
+LOG_TABLES = (changes, share_windows)
+"""The tables a load fills besides the resources': the change log, and the windows in which shares grant."""
 CHANGE_ORDER_DESC = (changes.c.xid.desc(), changes.c.position.desc())
 
 

@@ -265,6 +265,30 @@ class Reader:
         return row
 
 
+def wire_name(resource: Resource, column: str) -> str:
+    """The member of a record's wire form that shows a column."""
+    audit = {stored: member for member, stored in AUDIT.items()}
+    if column in audit:
+        return audit[column]
+    return next(declared.name for declared in resource.fields if declared.column == column)
+
+
+def shared_through(resource: Resource, record: Mapping[str, Any]) -> tuple[uuid.UUID | None, str | None]:
+    """What the log files a change under, as the service does (`Resource.shared_through`): the record others see
+    it through, and whom a share names."""
+    key_column, grantee_column = resource.shared_through
+    key = grantee = None
+    if key_column is not None:
+        name = wire_name(resource, key_column)
+        key = record_id(f"record.{name}", record.get(name))
+    if grantee_column is not None:
+        name = wire_name(resource, grantee_column)
+        grantee = record.get(name)
+        if not isinstance(grantee, str) or not grantee:
+            raise Malformed(f"record.{name} must name whom the {resource.title} names")
+    return key, grantee
+
+
 def owner_of(resource: Resource, record: Mapping[str, Any]) -> str | None:
     """Whose a record is, as the change log files it: '' for a record every caller shares."""
     if resource.ownership.column is None:
@@ -303,6 +327,7 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
     if owner is None:
         raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
     shared = resource.ownership.column is None
+    shared_key, grantee = shared_through(resource, record)
     return {
         "resource": resource.name,
         "record_id": record_id("id", change.id),
@@ -313,4 +338,6 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
         "owner_before": owner if shared or change.action != "created" else None,
         "owner_after": owner if shared or change.action != "deleted" else None,
         "record": bytes(change.record),
+        "shared_key": shared_key,
+        "grantee": grantee,
     }

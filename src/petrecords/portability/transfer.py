@@ -279,8 +279,8 @@ async def import_from(settings: Settings, resources: ResourceSet, path: Path, *,
     ordered = in_load_order(resources)
     tables = [resource.table for resource in ordered]
     async with databases.target(settings) as target:
-        await target.begin([*tables, changes])
-        holding = await target.nonempty([*tables, changes])
+        await target.begin([*tables, *databases.LOG_TABLES])
+        holding = await target.nonempty([*tables, *databases.LOG_TABLES])
         if holding:
             first = await _first_held(target, source.items(rows=False))
             if first is not None and first.resource is not None:

@@ -319,6 +319,7 @@ def _created_change(resource: Resource, row: Row, referenced: Mapping[str, Mappi
         shown_row[embed.field] = referenced[reference.target.name][row[resource.field_named(embed.reference).column]]
     record = show(resource, shown_row)
     owner = owner_of(resource, record)
+    key_column, grantee_column = resource.shared_through
     return {
         "resource": resource.name,
         "record_id": row["id"],
@@ -329,6 +330,8 @@ def _created_change(resource: Resource, row: Row, referenced: Mapping[str, Mappi
         "owner_before": owner if resource.ownership.column is None else None,
         "owner_after": owner,
         "record": msgspec.json.encode(record),
+        "shared_key": None if key_column is None else row[key_column],
+        "grantee": None if grantee_column is None else row[grantee_column],
     }
 
 
@@ -356,8 +359,8 @@ async def _load(
     tables = [resource.table for resource in ordered]
     total = sum(len(rows) for rows in loaded.values())
     async with databases.target(settings) as target:
-        await target.begin([*tables, changes])
-        holding = await target.nonempty([*tables, changes])
+        await target.begin([*tables, *databases.LOG_TABLES])
+        holding = await target.nonempty([*tables, *databases.LOG_TABLES])
         if holding:
             raise CommandFailed(
                 f"the database holds records already ({', '.join(holding)}); import-whoof loads only into a "

@@ -7,8 +7,9 @@ from typing import Any
 
 import msgspec
 
+from petrecords.auth import Caller
 from petrecords.errors import ValidationFailed
-from petrecords.store.base import Change, Cursor
+from petrecords.store.base import Change, Cursor, Viewer
 from petrecords.tables import SHARED
 from petrecords.values import format_timestamp
 
@@ -44,7 +45,17 @@ def change_wire(change: Change) -> dict[str, Any]:
     }
 
 
-def sees(reader: str | None, change: Change) -> bool:
-    """Whether a caller (None: an administrator) may see a change: of a shared record, or of a record they
-    owned before or after the write."""
-    return reader is None or change.owner_after in (SHARED, reader) or change.owner_before == reader
+def viewer_of(caller: Caller) -> Viewer | None:
+    """Whose changes the caller may see (None: an administrator, every one)."""
+    return None if caller.is_admin else Viewer(caller.email, caller.grantees)
+
+
+def sees(reader: Viewer | None, change: Change) -> bool:
+    """Whether a caller (None: an administrator) may see a change, as far as the change says: of the shared
+    catalogue, of a record they owned before or after the write, or one a share let one of their grantees see
+    (as the read that found it looked: Change.seen_by)."""
+    if reader is None or change.owner_after == SHARED:
+        return True
+    if reader.email in (change.owner_after, change.owner_before):
+        return True
+    return any(grantee in change.seen_by for grantee in reader.grantees)

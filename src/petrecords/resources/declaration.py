@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
-from petrecords.store.base import Collection, Join
+from petrecords.store.base import Collection, Join, SharedBy
 from petrecords.tables import SEARCHABLE
 
 Values = dict[str, Any]
@@ -38,6 +38,8 @@ class Field:
     derived: bool = False
     """Computed by the resource's rules when a body does not give it, on a replace too: a replace that omits it
     computes it again instead of keeping the stored value."""
+    fixed: bool = False
+    """Set when the record is created and never changed: a replace or update naming another value is 400."""
 
     @property
     def key_column(self) -> str | None:
@@ -70,6 +72,8 @@ class Reference:
     target: Resource
     on_delete: OnDelete
     message: str
+    owned: bool = False
+    """The caller must own the target record (an administrator: any), not only see it."""
 
 
 @dataclass(frozen=True)
@@ -128,11 +132,17 @@ class Resource:
     """The column whose values partition the kept counts (besides the owner, for owned records)."""
     tolerated: tuple[str, ...] = ()
     """Members a body may carry that are no field of the record (clients send back what they read): ignored."""
+    unique: tuple[tuple[str, ...], ...] = ()
+    """Sets of fields whose values no two records share (null excepted): a write that would repeat one is 409."""
+    grants: Grants | None = None
+    """The records of this resource grant access to others' records (shares)."""
     check: Check | None = None
     complete: Complete | None = None
     examples: Mapping[str, Any] = field(default_factory=dict)
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""
+    sharing: Sharing | None = field(default=None, init=False, repr=False)
+    """How others than their owners come to see its records: set by the ResourceSet it is registered in."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -155,6 +165,17 @@ class Resource:
             )
             for embed in self.embeds
         )
+        sharing = self.sharing
+        shared_by = None
+        if sharing is not None:
+            grants = sharing.grants
+            shared_by = SharedBy(
+                table=sharing.shares.table,
+                target_column=sharing.shares.field_named(grants.reference).column,
+                grantee_column=grants.grantee_column,
+                expires_column=grants.expires_column,
+                key_column=sharing.key_column,
+            )
         return Collection(
             name=self.name,
             table=self.table,
@@ -162,7 +183,19 @@ class Resource:
             counted_by=self.counted_by,
             joins=joins,
             searchable=self.table.info.get(SEARCHABLE, ()),
+            shared_by=shared_by,
         )
+
+    @functools.cached_property
+    def shared_through(self) -> tuple[str | None, str | None]:
+        """The columns that name, in each change of one of its records, the record others see it through (a pet),
+        and, for a share, whom the share names: (None, None) for a resource that no share lets others see."""
+        grants = self.grants
+        if grants is not None:
+            return self.field_named(grants.reference).column, grants.grantee_column
+        if self.sharing is not None:
+            return self.sharing.key_column, None
+        return None, None
 
     @property
     def path(self) -> str:
@@ -179,6 +212,40 @@ class Resource:
             if reference.field == field_name:
                 return reference
         raise KeyError(field_name)
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What a resource whose records are shares grants: each names, by its `reference`, a record of the target
+    resource (a pet), a `grantee` (a user's e-mail, or `group:NAME` for every member of a group) and an `access`;
+    while it has not expired it lets the grantee read that record, the records that follow its owner (its
+    vaccinations) and their history, and, with an access among `writing`, write those followers (never the record
+    itself, nor its shares). A user grantee may delete a share that names them (leave); the grantee may read it."""
+
+    reference: str
+    grantee_column: str
+    access_column: str
+    expires_column: str
+    writing: tuple[str, ...]
+    most_per_target: int
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a resource's records are seen by others than their owners: through the shares of `shares`, which name
+    the record a record is shared through in `key_column` (a pet's own id; a vaccination's pet). `writable`: a
+    share of a writing access lets its grantee write these records (the pet's followers, never the pet)."""
+
+    shares: Resource
+    key_column: str
+    writable: bool
+
+    @property
+    def grants(self) -> Grants:
+        grants = self.shares.grants
+        if grants is None:
+            raise TypeError(f"{self.shares.name} records are no shares")
+        return grants
 
 
 @dataclass(frozen=True)
@@ -207,6 +274,22 @@ class ResourceSet:
             )
             for target in resources
         }
+        for resource in self.resources:
+            resource.sharing = self._sharing_of(resource)
+
+    def _sharing_of(self, resource: Resource) -> Sharing | None:
+        """Through which shares others see the resource's records: the target of the shares' reference is shared
+        by its own id, and the records that follow its owner by their reference to it."""
+        for shares in self.resources:
+            if shares.grants is None or shares is resource:
+                continue
+            target = shares.reference_of(shares.grants.reference).target
+            if resource is target:
+                return Sharing(shares, "id", writable=False)
+            through = resource.ownership.through
+            if through is not None and resource.reference_of(through).target is target:
+                return Sharing(shares, resource.field_named(through).column, writable=True)
+        return None
 
     def check(self) -> None:
         """Refuse declarations that name what does not exist (a sort field, a filter's column, a reference), so

@@ -18,7 +18,7 @@ from petrecords.config import Settings
 from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import CursorExpired, ValidationFailed
 from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, json_response, parameter
-from petrecords.resources.changes import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor
+from petrecords.resources.changes import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor, viewer_of
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL, split_values
@@ -118,7 +118,7 @@ async def feed_page(*, store: Store, caller: Caller, request: FeedRequest) -> di
     loop = asyncio.get_running_loop()
     deadline = loop.time() + HELD_BACK_WAIT_SECONDS
     pause, longest = HELD_BACK_POLL_SECONDS
-    reader = None if caller.is_admin else caller.email
+    reader = viewer_of(caller)
     while True:
         async with store.transaction(write=False) as tx:
             cursor = request.after if request.after is not None else await tx.purged_through()
@@ -166,7 +166,7 @@ class Feed:
                 # already (a transaction that began earlier is still writing).
                 start = await tx.head_cursor()
                 already = frozenset(await tx.committed_after(start, limit=COMMITTED_AT_OPEN))
-        reader = None if caller.is_admin else caller.email
+        reader = viewer_of(caller)
         hub = self.hub
         deadline = stream_deadline(caller, leeway_seconds=self.services.settings.auth_leeway_seconds)
         slot = self.slots.take(caller.email)

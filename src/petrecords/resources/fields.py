@@ -3,6 +3,7 @@ itself in the OpenAPI document. A kind knows no resource."""
 
 from __future__ import annotations
 
+import datetime
 import enum
 import functools
 import math
@@ -158,9 +159,9 @@ class SchemaContext:
     lists: Mapping[str, tuple[str, ...]]
 
 
-class _Plain:
-    """What most kinds answer: no null, no key, nothing embedded, sorted by the stored value, compared with a
-    query parameter read as a value is."""
+class PlainKind:
+    """What most kinds answer: no null, no key, nothing embedded, sorted by the stored value (nulls last), compared
+    with a query parameter read as a value is."""
 
     nullable = False
     key_column: str | None = None
@@ -178,7 +179,7 @@ class _Plain:
         return stored
 
     def sort_key(self, column: str, context: Context) -> SortKey:
-        return SortKey(column)
+        return SortKey(column, nullable=self.nullable)
 
     def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
         return self.read(text, context)
@@ -269,7 +270,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Name(_Plain):
+class Name(PlainKind):
     """A name: trimmed, 1 to `max_length` code points, no control characters or bidirectional controls, at least
     one visible character. Matched and sorted by its key (`key_column`): case-insensitive, in NFC. `nullable`:
     an optional name, which blank text (or null) clears."""
@@ -289,7 +290,7 @@ class Name(_Plain):
         return f"a name of 1 to {self.max_length} characters"
 
     def sort_key(self, column: str, context: Context) -> SortKey:
-        return SortKey(self.key_column or column)
+        return SortKey(self.key_column or column, nullable=self.nullable)
 
     def description(self) -> str:
         blank = " Blank text or null clears it (it is then null)." if self.nullable else ""
@@ -329,7 +330,7 @@ _INVISIBLE_ONLY_TEXT = {"type": "string", **_INVISIBLE_ONLY}
 
 
 @dataclass(frozen=True)
-class Prose(_Plain):
+class Prose(PlainKind):
     """Free text or null: trimmed; empty or blank is null; at most `max_length` code points; no control
     characters but line feed and tab. Searched by its key (`key_column`) when it has one."""
 
@@ -346,7 +347,7 @@ class Prose(_Plain):
         return f"text of at most {self.max_length} characters"
 
     def sort_key(self, column: str, context: Context) -> SortKey:
-        return SortKey(self.key_column or column)
+        return SortKey(self.key_column or column, nullable=True)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         description = (
@@ -364,7 +365,7 @@ class Prose(_Plain):
 
 
 @dataclass(frozen=True)
-class Listed(_Plain):
+class Listed(PlainKind):
     """One of a list of values, matched case-insensitively, stored and returned in the list's spelling, sorted
     case-insensitively: fixed `values`, or the list configured in the setting `setting` (the pet types)."""
 
@@ -396,7 +397,7 @@ class Listed(_Plain):
 
     def sort_key(self, column: str, context: Context) -> SortKey:
         # SQL lower() folds only ASCII on both databases; the listed values are ranked here instead.
-        return SortKey(column, rank=self.choices(context).sort_order)
+        return SortKey(column, rank=self.choices(context).sort_order, nullable=self.nullable)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         spellings = list(self.spellings(context))
@@ -426,7 +427,7 @@ def pet_type(description: str = "One of the configured pet types") -> Listed:
 
 
 @dataclass(frozen=True)
-class Email(_Plain):
+class Email(PlainKind):
     """A user identifier: an e-mail address, stored in lower case."""
 
     description: str = ""
@@ -446,7 +447,7 @@ class Email(_Plain):
 
 
 @dataclass(frozen=True)
-class WholeNumber(_Plain):
+class WholeNumber(PlainKind):
     """An integer from `minimum` to `maximum`. A JSON number that is a whole number is one, however it is
     written (`365.0`, `3.65e2`), as JSON Schema counts it; one with a non-zero fraction is refused."""
 
@@ -482,7 +483,7 @@ class WholeNumber(_Plain):
 
 
 @dataclass(frozen=True)
-class Instant(_Plain):
+class Instant(PlainKind):
     """A moment a client names: an RFC 3339 date-time with `Z` or an offset, any number of fraction digits,
     rounded to the millisecond; at or after `earliest_ms`, not later than the service's clock plus
     `latest_ahead_ms` when that is set, and never after the end of the year 9999 in UTC. Returned in UTC with
@@ -539,7 +540,152 @@ class Instant(_Plain):
 
 
 @dataclass(frozen=True)
-class RecordId(_Plain):
+class CalendarDate(PlainKind):
+    """A calendar date, `YYYY-MM-DD` (RFC 3339 full-date), from `earliest` to today in UTC (when `until_today`):
+    stored as days since 1970-01-01, so that it sorts and compares as a number."""
+
+    earliest: str = "1900-01-01"
+    until_today: bool = True
+    description: str = ""
+    nullable: bool = False
+    operations: frozenset[Operation] = frozenset({Operation.BOUND})
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        days = _days_of(value)
+        if days is None:
+            return None, f"must be {self.expected(context)}."
+        if days < (_days_of(self.earliest) or 0):
+            return None, f"must not be before {self.earliest}."
+        if self.until_today and days > context.now_ms // DAY_MS:
+            return None, "must not be after today (UTC)."
+        return days, None
+
+    def show(self, stored: Any) -> Any:
+        return (_EPOCH + datetime.timedelta(days=stored)).isoformat()
+
+    def expected(self, context: Context) -> str:
+        return "a calendar date written YYYY-MM-DD, e.g. 2019-04-23"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        days = _days_of(text)
+        return (days, None) if days is not None else (None, f"must be {self.expected(context)}.")
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "format": "date", "pattern": _DATE_PATTERN}
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        bound = " and not after today (UTC)" if self.until_today else ""
+        schema = {
+            "type": "string",
+            "format": "date",
+            "pattern": _DATE_PATTERN,
+            "description": self.description or f"A calendar date, YYYY-MM-DD, not before {self.earliest}{bound}.",
+            "examples": ["2019-04-23"],
+        }
+        return _nullable(schema) if self.nullable else schema
+
+
+_EPOCH = datetime.date(1970, 1, 1)
+_DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
+
+
+def _days_of(value: Any) -> int | None:
+    """Days since 1970-01-01 of a `YYYY-MM-DD` date, or None when it is no such date."""
+    match = _DATE.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return None
+    try:
+        return (datetime.date(*map(int, match.groups())) - _EPOCH).days
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Flag(PlainKind):
+    """True or false."""
+
+    description: str = ""
+    nullable: bool = False
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if not isinstance(value, bool):
+            return None, "must be true or false."
+        return value, None
+
+    def expected(self, context: Context) -> str:
+        return "true or false"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        if text.lower() not in ("true", "false"):
+            return None, "must be true or false."
+        return text.lower() == "true", None
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "boolean"}
+        if self.description:
+            schema["description"] = self.description
+        return _nullable(schema) if self.nullable else schema
+
+
+@dataclass(frozen=True)
+class Microchip(PlainKind):
+    """An ISO 11784 transponder code: 15 digits, which may be sent with spaces, dots or hyphens between them (they
+    are removed); blank is null. Returned as the 15 digits."""
+
+    description: str = ""
+    nullable: bool = True
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if not isinstance(value, str):
+            return None, "must be a string of 15 digits (an ISO 11784 transponder code)."
+        text = value.strip(WHITE_SPACE)
+        if not text:
+            return None, None
+        if not _MICROCHIP.fullmatch(text):
+            return (
+                None,
+                "must be 15 digits (an ISO 11784 transponder code); spaces, dots and hyphens between them are allowed.",
+            )
+        return _MICROCHIP_SEPARATORS.sub("", text), None
+
+    def expected(self, context: Context) -> str:
+        return "15 digits (an ISO 11784 transponder code)"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        code, problem = self.read(text, context)
+        return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "pattern": _MICROCHIP_PATTERN}
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        description = self.description or (
+            "An ISO 11784 transponder code: 15 digits (spaces, dots and hyphens between them are removed when sent; "
+            "blank is null). Unique among the pets that exist."
+        )
+        if sent:
+            text: dict[str, Any] = {
+                "type": "string",
+                "pattern": f"^[{_SPACE}]*(?:{_MICROCHIP_PATTERN[1:-1]})?[{_SPACE}]*$",
+            }
+        else:
+            text = {"type": "string", "pattern": r"^\d{15}$"}
+        return {"oneOf": [text, {"type": "null"}], "description": description, "examples": ["982000123456789"]}
+
+
+_MICROCHIP_PATTERN = r"^\d(?:[ .-]?\d){14}$"
+_MICROCHIP = re.compile(r"\d(?:[ .-]?\d){14}", re.ASCII)
+_MICROCHIP_SEPARATORS = re.compile(r"[ .-]")
+
+
+@dataclass(frozen=True)
+class RecordId(PlainKind):
     """The id of a record of another resource (checked against it by the resource's references)."""
 
     description: str = ""
@@ -562,7 +708,7 @@ class RecordId(_Plain):
 
 
 @dataclass(frozen=True)
-class Embedded(_Plain):
+class Embedded(PlainKind):
     """The record that the reference field `embeds` names, shown whole, as its own GET returns it. Read-only: the
     reference's resource reads, shows and describes it."""
 

@@ -104,7 +104,7 @@ class AnyOf:
         if self.parameter not in values:
             return []
         items = split_values(values[self.parameter])
-        read = [self.kind.read(item, context) for item in items]
+        read = [self.kind.read_text(item, context) for item in items]
         if len(items) > MAX_IDS or any(problem is not None for _, problem in read):
             errors[self.parameter] = [self._expected(context)]
             return []
@@ -152,6 +152,48 @@ class Owner:
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
         return [
             parameter(self.parameter, EMAIL_SCHEMA, "Only this owner. For a non-admin, another owner matches nothing.")
+        ]
+
+
+SCOPES = ("owned", "shared")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """`access`: only the caller's own records (`owned`), or only those shared with them (`shared`). Applied with
+    the caller's permissions (see resources.access), not as a plain condition."""
+
+    parameter: str = "access"
+    several = False
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return (self.parameter,)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ()
+
+    def scope(self, values: Values, errors: Errors) -> str | None:
+        given = values.get(self.parameter)
+        if not given:
+            return None
+        if given[0].strip().lower() not in SCOPES:
+            errors[self.parameter] = ["must be owned (only your own records) or shared (only those shared with you)."]
+            return None
+        return given[0].strip().lower()
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        return []
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [
+            parameter(
+                self.parameter,
+                {"type": "string", "enum": list(SCOPES)},
+                "`owned`: only the caller's own records; `shared`: only those shared with the caller (pet shares). "
+                "Both when not given.",
+            )
         ]
 
 

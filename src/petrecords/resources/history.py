@@ -3,14 +3,15 @@ deleted)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from petrecords.auth import Caller
 from petrecords.errors import NotFound
-from petrecords.resources.changes import change_wire, sees
+from petrecords.resources.access import Permission, permission
+from petrecords.resources.changes import change_wire, sees, viewer_of
 from petrecords.resources.declaration import Resource
-from petrecords.resources.service import visible
 from petrecords.store.base import Change, Transaction
 from petrecords.values import parse_record_id
 
@@ -23,14 +24,15 @@ async def history_page(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
+    # The same reads whatever the record is (someone else's, deleted, never existed), so that neither the answer
+    # nor its timing tells them apart.
     row = await tx.get(resource.collection, parsed)
-    if row is not None:
-        if not visible(resource, caller, row):
-            raise NotFound()
-    else:
-        last = await tx.last_change(resource.name, parsed)
-        if last is None or last.action != "deleted" or not (caller.is_admin or sees(caller.email, last)):
-            raise NotFound()
+    last = await tx.last_change(resource.name, parsed)
+    may = await permission(tx, caller, resource, row, asked=parsed)
+    if row is None and not await _could_read_before(tx, caller, last):
+        raise NotFound()
+    if row is not None and may is Permission.NONE:
+        raise NotFound()
     total = await tx.count_history(resource.name, parsed)
     offset = (page_index - 1) * page_size
     items: Sequence[Change] = []
@@ -46,3 +48,20 @@ async def history_page(
         "hasPreviousPage": page_index > 1,
         "hasNextPage": page_index < total_pages,
     }
+
+
+async def _could_read_before(tx: Transaction, caller: Caller, last: Change | None) -> bool:
+    """Whether a deleted record's last change (its deletion) was one the caller could see: an administrator, its
+    owner, or someone it was shared with then. The shares are looked at whether or not there is such a change."""
+    viewer = viewer_of(caller)
+    if viewer is None:
+        return last is not None and last.action == "deleted"
+    if last is not None and last.action == "deleted" and sees(viewer, last):
+        return True
+    key = last.shared_key if last is not None and last.shared_key is not None else _NO_KEY
+    cursor, at = (last.cursor, last.at) if last is not None else ((0, 0), 0)
+    shared = await tx.shared_at(key, viewer.grantees, cursor, at)
+    return shared and last is not None and last.action == "deleted"
+
+
+_NO_KEY = uuid.UUID(int=0)

@@ -18,6 +18,7 @@ from petrecords.resources.filters import (
     Filter,
     Matches,
     Owner,
+    Scope,
     ids_filter,
     split_values,
     time_bound,
@@ -51,7 +52,8 @@ def list_filters(resource: Resource) -> tuple[Filter, ...]:
     """Every filter of a resource's list, in the order its parameters are documented: the common ones, its own,
     and those of the web data providers' conventions."""
     common = common_filters()
-    return (common[0], *resource.filters, *common[1:], *convention_filters(resource))
+    scope = (Scope(),) if resource.sharing is not None else ()
+    return (common[0], *resource.filters, *scope, *common[1:], *convention_filters(resource))
 
 
 # --- the conventions of web data providers (Refine's and react-admin's simple REST, after json-server) ---------
@@ -142,6 +144,8 @@ class ListRequest:
     """The `ownerId` asked for, which the caller's permissions apply to."""
     sort: tuple[SortKey, ...]
     """Total: ends with the id."""
+    scope: str | None = None
+    """`access`: owned or shared (None: both), which the caller's permissions apply to."""
 
     @property
     def offset(self) -> int:
@@ -243,16 +247,21 @@ def parse_list_query(
 
     conditions: list[Condition] = []
     owner: str | None = None
+    scope: str | None = None
     for one in filters:
         if isinstance(one, Owner):
             owner = one.owner(single, errors)
+        elif isinstance(one, Scope):
+            scope = one.scope(single, errors)
         else:
             conditions.extend(one.read(single, errors, context))
 
     sort = _sort(resource, single, errors, context)
     if errors:
         raise ValidationFailed(errors, what="query")
-    return ListRequest(page_index=page_index, page_size=page_size, conditions=tuple(conditions), owner=owner, sort=sort)
+    return ListRequest(
+        page_index=page_index, page_size=page_size, conditions=tuple(conditions), owner=owner, sort=sort, scope=scope
+    )
 
 
 def _sort(resource: Resource, values: dict[str, list[str]], errors: Errors, context: Context) -> tuple[SortKey, ...]:
@@ -288,7 +297,7 @@ def _sort(resource: Resource, values: dict[str, list[str]], errors: Errors, cont
                 break
             seen.add(name)
             descending = directions[position] == "desc" if listed else item.startswith("-") or descending_default
-            sort.append(SortKey(key.column, descending, key.rank))
+            sort.append(SortKey(key.column, descending, key.rank, key.nullable))
     else:
         sort.append(SortKey("created_at", descending_default))
     if all(key.column != "id" for key in sort):

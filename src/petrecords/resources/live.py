@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from petrecords.resources.changes import change_wire, encode_cursor, sees
-from petrecords.store.base import Change, Cursor, Store
+from petrecords.store.base import Change, Cursor, Store, Viewer
 from petrecords.tables import SHARED
 
 POLL_SECONDS = 0.2
@@ -34,11 +34,12 @@ class ChangeHub:
     """Follows the change log for a process's live subscribers: one query per poll, whatever their number.
 
     The hub keeps the most recent changes that its subscribers may see, in order: every change while an
-    administrator subscribes, else those of shared records and of records one of its subscribers' callers owned
-    before or after the write, so that the writes of everyone else are never read out of the database. For
-    each caller it knows from which cursor on it holds all of theirs; a subscriber reads what follows its own
-    cursor from there, filtered for it, and one that is further behind (it resumed from an old cursor, fell
-    behind, or its caller's changes were let go) reads from the database until it has caught up.
+    administrator subscribes, else those of the shared catalogue, of records one of its subscribers' callers
+    owned before or after the write, and those that a share let one of their grantees see (a caller, or one of
+    their groups), so that the writes of everyone else are never read out of the database. For each grantee it
+    knows from which cursor on it holds all of theirs; a subscriber reads what follows its own cursor from there,
+    filtered for it, and one that is further behind (it resumed from an old cursor, fell behind, or its changes
+    were let go) reads from the database until it has caught up.
     """
 
     def __init__(
@@ -99,7 +100,7 @@ class ChangeHub:
         self,
         cursor: Cursor,
         *,
-        reader: str | None,
+        reader: Viewer | None,
         resources: tuple[str, ...] | None,
         already: frozenset[Cursor] = frozenset(),
     ) -> AsyncIterator[Change | None]:
@@ -119,38 +120,40 @@ class ChangeHub:
         finally:
             self._close_stream(reader)
 
-    def _open_stream(self, reader: str | None) -> None:
+    def _open_stream(self, reader: Viewer | None) -> None:
         self._subscribers += 1
         if reader is None:
             self._admin_streams += 1
             if self._admin_streams == 1:
                 self._admin_since = self._polled_through
-        else:
-            self._streams_of[reader] = self._streams_of.get(reader, 0) + 1
-            self._let_go.setdefault(reader, self._polled_through)
+            return
+        for key in reader.grantees:
+            self._streams_of[key] = self._streams_of.get(key, 0) + 1
+            self._let_go.setdefault(key, self._polled_through)
 
-    def _close_stream(self, reader: str | None) -> None:
+    def _close_stream(self, reader: Viewer | None) -> None:
         self._subscribers -= 1
         if reader is None:
             self._admin_streams -= 1
             if not self._admin_streams:
                 self._admin_since = None
-        else:
-            self._streams_of[reader] -= 1
-            if not self._streams_of[reader]:
-                del self._streams_of[reader], self._let_go[reader]
+            return
+        for key in reader.grantees:
+            self._streams_of[key] -= 1
+            if not self._streams_of[key]:
+                del self._streams_of[key], self._let_go[key]
 
-    def _held_after(self, reader: str | None) -> Cursor | None:
+    def _held_after(self, reader: Viewer | None) -> Cursor | None:
         """The cursor after which the buffer holds every change that `reader` may see (None: not known)."""
         if reader is None:
             if self._complete_after is None or self._admin_since is None:
                 return None
             return max(self._complete_after, self._admin_since)
-        mine, shared = self._let_go.get(reader), self._let_go.get(SHARED)
-        return None if mine is None or shared is None else max(mine, shared)
+        held = [self._let_go.get(key) for key in (*reader.grantees, SHARED)]
+        return None if any(cursor is None for cursor in held) else max(held)  # type: ignore[type-var]
 
     async def _after(
-        self, cursor: Cursor, *, reader: str | None, resources: tuple[str, ...] | None
+        self, cursor: Cursor, *, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> tuple[list[Change], Cursor]:
         """The next changes after `cursor` for this subscriber, and the cursor it has then read up to (past the
         changes it may not see)."""
@@ -162,9 +165,11 @@ class ChangeHub:
                 following = _after_cursor(self._buffer, cursor)
             else:
                 # Every change the reader may see is among these (sees()); filtered below as any other.
-                mine = _after_cursor(self._by_owner.get(reader, ()), cursor)
-                shared = _after_cursor(self._by_owner.get(SHARED, ()), cursor)
-                merged = {change.cursor: change for change in (*mine, *shared)}
+                merged = {
+                    change.cursor: change
+                    for key in (*reader.grantees, SHARED)
+                    for change in _after_cursor(self._by_owner.get(key, ()), cursor)
+                }
                 following = [merged[key] for key in sorted(merged)]
             wanted = [change for change in following if _wanted(change, reader, resources)]
             return wanted, polled_through
@@ -196,24 +201,28 @@ class ChangeHub:
         thousand streams) do not all send at once ever after."""
         return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
 
-    async def _wait_for_more(self, cursor: Cursor, reader: str | None) -> bool:
+    async def _wait_for_more(self, cursor: Cursor, reader: Viewer | None) -> bool:
         """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
         interval passed first."""
         polled_through = self._polled_through
         if (polled_through is not None and polled_through > cursor) or self._closed.is_set():
             return True
         waiter = asyncio.get_running_loop().create_future()
-        waiting = self._waiting.setdefault(reader, set())
-        waiting.add(waiter)
+        keys: tuple[str | None, ...] = (None,) if reader is None else reader.grantees
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(waiter)
         try:
             async with asyncio.timeout(self.keep_alive_interval()):
                 await waiter
         except TimeoutError:
             return False
         finally:
-            waiting.discard(waiter)
-            if not waiting and self._waiting.get(reader) is waiting:
-                del self._waiting[reader]
+            for key in keys:
+                waiting = self._waiting.get(key)
+                if waiting is not None:
+                    waiting.discard(waiter)
+                    if not waiting:
+                        del self._waiting[key]
         return True
 
     def _wake(self, readers: set[str] | None) -> None:
@@ -323,7 +332,9 @@ def _later(known: Cursor | None, cursor: Cursor) -> Cursor:
 
 
 def _owners(change: Change) -> set[str]:
-    return {owner for owner in (change.owner_before, change.owner_after) if owner is not None}
+    """Whose the change is, as the buffer files it: its owners before and after the write, and the grantees that a
+    share let see it."""
+    return {owner for owner in (change.owner_before, change.owner_after, *change.seen_by) if owner is not None}
 
 
 def _after_cursor(changes: Sequence[Change] | collections.deque[Change], cursor: Cursor) -> list[Change]:
@@ -335,7 +346,7 @@ def _after_cursor(changes: Sequence[Change] | collections.deque[Change], cursor:
     return following
 
 
-def _wanted(change: Change, reader: str | None, resources: tuple[str, ...] | None) -> bool:
+def _wanted(change: Change, reader: Viewer | None, resources: tuple[str, ...] | None) -> bool:
     return sees(reader, change) and (resources is None or change.resource in resources)
 
 

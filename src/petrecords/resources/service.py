@@ -12,13 +12,33 @@ from typing import Any
 import msgspec
 
 from petrecords.auth import Caller
-from petrecords.errors import Forbidden, NotFound, PreconditionFailed, ReferencedRecord, ValidationFailed
-from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Values, Writers
+from petrecords.errors import Duplicate, Forbidden, NotFound, PreconditionFailed, ReferencedRecord, ValidationFailed
+from petrecords.resources.access import (
+    Permission,
+    Seen,
+    list_scope,
+    permission,
+    permit_write,
+    quick_permission,
+    seen,
+)
+from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Values
 from petrecords.resources.fields import Context
 from petrecords.resources.listing import ListRequest
 from petrecords.resources.requests import Body, EntityTags, Patch, entity_tag, read_body
 from petrecords.resources.wire import Shown, show
-from petrecords.store.base import Condition, Lock, NewChange, Operator, PageQuery, Row, Store, Transaction
+from petrecords.store.base import (
+    Condition,
+    Lock,
+    NewChange,
+    Operator,
+    PageQuery,
+    Row,
+    ShareWindow,
+    SortKey,
+    Store,
+    Transaction,
+)
 from petrecords.tables import SHARED
 from petrecords.text import match_key
 from petrecords.values import new_record_id, now_ms, parse_record_id
@@ -33,28 +53,23 @@ def owner_column_of(resource: Resource) -> str:
     return column
 
 
-def visible(resource: Resource, caller: Caller, row: Row) -> bool:
-    column = resource.ownership.column
-    return column is None or caller.is_admin or row[column] == caller.email
-
-
-def _seen_by(caller: Caller, resource: Resource, row: Row | None) -> Row:
-    """The row, if the caller may see it. Someone else's record is as absent as one that does not exist."""
-    if row is None or not visible(resource, caller, row):
-        raise NotFound()
-    return row
-
-
-async def load_visible(*, tx: Transaction, caller: Caller, resource: Resource, record_id: str) -> Row:
-    """The record the caller may see, read in the transaction."""
+async def load_seen(*, tx: Transaction, caller: Caller, resource: Resource, record_id: str) -> Seen:
+    """The record the caller may see, read in the transaction, with what they may do with it; 404 otherwise."""
     parsed = parse_record_id(record_id)
-    return _seen_by(caller, resource, None if parsed is None else await tx.get(resource.collection, parsed))
+    row = None if parsed is None else await tx.get(resource.collection, parsed)
+    return seen(caller, resource, row, await permission(tx, caller, resource, row, asked=parsed))
 
 
 async def read_visible(*, store: Store, caller: Caller, resource: Resource, record_id: str, reader: str | None) -> Row:
-    """The record the caller may see, read on its own (see Store.read; `reader` as its `caller`)."""
+    """The record the caller may see, read on its own (see Store.read; `reader` as its `caller`), and, when it is
+    not theirs, its shares looked at in a read of their own."""
     parsed = parse_record_id(record_id)
-    return _seen_by(caller, resource, None if parsed is None else await store.read(resource.collection, parsed, reader))
+    row = None if parsed is None else await store.read(resource.collection, parsed, reader)
+    found = quick_permission(caller, resource, row)
+    if found is None:
+        async with store.transaction(write=False, caller=reader) as tx:
+            found = await permission(tx, caller, resource, row, asked=parsed)
+    return seen(caller, resource, row, found).row
 
 
 def etag_of(resource: Resource, row: Row) -> str:
@@ -85,17 +100,26 @@ def _own_lock(resources: ResourceSet, resource: Resource, record_id: uuid.UUID) 
 
 
 async def _referenced(
-    *, tx: Transaction, caller: Caller, resource: Resource, values: Values, only: Sequence[Reference] | None = None
+    *,
+    tx: Transaction,
+    caller: Caller,
+    resource: Resource,
+    values: Values,
+    only: Sequence[Reference] | None = None,
+    creating: bool = False,
 ) -> dict[str, Row]:
-    """The records a body refers to, each one the caller may see, and the rules that need them; 400 naming
-    each field that fails, alike whether its record is missing or someone else's. `only`: just these references,
-    without the rules."""
+    """The records a body refers to, each one the caller may see (or, for a reference to a record the caller must
+    own, owns: on a replace that reference cannot change, and the record's own permissions decide), and the rules
+    that need them; 400 naming each field that fails, alike whether its record is missing or someone else's.
+    `only`: just these references, without the rules."""
     found: dict[str, Row] = {}
     errors: dict[str, list[str]] = {}
     for reference in resource.references if only is None else only:
         column = resource.field_named(reference.field).column
         row = await tx.get(reference.target.collection, values[column])
-        if row is None or not visible(reference.target, caller, row):
+        may = await permission(tx, caller, reference.target, row, asked=values[column])
+        owned = reference.owned and creating
+        if row is None or may is Permission.NONE or (owned and may is not Permission.WRITE):
             errors[reference.field] = [reference.message]
         else:
             found[reference.field] = row
@@ -104,11 +128,6 @@ async def _referenced(
     if errors:
         raise ValidationFailed(errors, what="request body")
     return found
-
-
-def _permit_write(resource: Resource, caller: Caller) -> None:
-    if resource.ownership.writers is Writers.ADMIN and not caller.is_admin:
-        raise Forbidden(f"Only an administrator may create, replace or delete {resource.title} records.")
 
 
 def _owner_of(
@@ -170,8 +189,25 @@ async def _keep(
     record: bytes | None = None,
 ) -> None:
     """Keep a write of `row` (with its embedded records) in the change log, in the write's transaction; `record`:
-    its wire form, when it is already encoded."""
+    its wire form, when it is already encoded. A change of a record seen through shares names the record it is
+    shared through; a share's change also names its grantee, and moves the window in which the share grants."""
     shared = resource.ownership.column is None
+    stored = after if after is not None else before
+    shared_key = grantee = window = None
+    key_column, grantee_column = resource.shared_through
+    if stored is not None and key_column is not None:
+        shared_key = stored[key_column]
+    if stored is not None and grantee_column is not None:
+        grantee = stored[grantee_column]
+    grants = resource.grants
+    if stored is not None and grants is not None and grantee is not None and shared_key is not None:
+        window = ShareWindow(
+            share_id=stored["id"],
+            grantee=grantee,
+            shared_key=shared_key,
+            expires_at=None if after is None else after[grants.expires_column],
+            opens=after is not None,
+        )
     await tx.record_change(
         NewChange(
             resource=resource.name,
@@ -183,7 +219,10 @@ async def _keep(
             owner_before=SHARED if shared else _owner(resource, before),
             owner_after=SHARED if shared else _owner(resource, after),
             record=msgspec.json.encode(show(resource, row)) if record is None else record,
-        )
+            shared_key=shared_key,
+            grantee=grantee,
+        ),
+        window,
     )
 
 
@@ -192,9 +231,10 @@ async def create_record(
 ) -> tuple[Row, bytes]:
     """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
     change log keeps."""
-    await tx.lock(_reference_locks(resources, resource, body.values))
-    referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
-    _permit_write(resource, caller)
+    await tx.lock(
+        [*_reference_locks(resources, resource, body.values), *_value_locks(resources, resource, body.values)]
+    )
+    referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
     values = _writable_values(resource, body, creating=True)
     timestamp = now_ms()
     row: Row = {
@@ -208,6 +248,9 @@ async def create_record(
         **_owner_of(resource, caller, body, referenced, current=None),
         **_keys(resource, values),
     }
+    permit_write(resource, caller, await permission(tx, caller, resource, row))
+    await _check_room(tx=tx, resource=resource, row=row)
+    await _check_unique(tx=tx, caller=caller, resource=resource, row=row)
     await tx.insert(resource.collection, row)
     shown = _with_embeds(resource=resource, row=row, referenced=referenced)
     record = msgspec.json.encode(show(resource, shown))
@@ -242,15 +285,21 @@ async def replace_record(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
-    await tx.lock([*_reference_locks(resources, resource, body.values), _own_lock(resources, resource, parsed)])
+    await tx.lock(
+        [
+            *_reference_locks(resources, resource, body.values),
+            _own_lock(resources, resource, parsed),
+            *_value_locks(resources, resource, body.values),
+        ]
+    )
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
-    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    current = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
     return await _replace_held(
         tx=tx,
         caller=caller,
         resource=resource,
         resources=resources,
-        current=current,
+        held=current,
         body=body,
         referenced=referenced,
         if_match=if_match,
@@ -281,22 +330,31 @@ async def update_record(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
-    first = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    first = (await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)).row
     body = _patched(resource, first, patch, context)
-    await tx.lock([*_reference_locks(resources, resource, body.values), _own_lock(resources, resource, parsed)])
-    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
-    columns = [resource.field_named(reference.field).column for reference in resource.references]
-    if any(current[column] != first[column] for column in columns):
+    await tx.lock(
+        [
+            *_reference_locks(resources, resource, body.values),
+            _own_lock(resources, resource, parsed),
+            *_value_locks(resources, resource, body.values),
+        ]
+    )
+    current = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    columns = [
+        resource.field_named(name).column
+        for name in (*(reference.field for reference in resource.references), *_unique_fields(resource))
+    ]
+    if any(current.row[column] != first[column] for column in columns):
         raise ReferencesMoved()
-    if current != first:
-        body = _patched(resource, current, patch, context)
+    if current.row != first:
+        body = _patched(resource, current.row, patch, context)
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     return await _replace_held(
         tx=tx,
         caller=caller,
         resource=resource,
         resources=resources,
-        current=current,
+        held=current,
         body=body,
         referenced=referenced,
         if_match=if_match,
@@ -323,14 +381,16 @@ async def _replace_held(
     caller: Caller,
     resource: Resource,
     resources: ResourceSet,
-    current: Row,
+    held: Seen,
     body: Body,
     referenced: Mapping[str, Row],
     if_match: EntityTags | None,
 ) -> Row:
-    """Write `current`, held by this transaction, as `body` says: the rest of a replace once its records are
-    held and read."""
-    _permit_write(resource, caller)
+    """Write the record held by this transaction as `body` says: the rest of a replace once its records are held
+    and read."""
+    current = held.row
+    _check_fixed(resource, body, current)
+    permit_write(resource, caller, held.permission)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
     _check_if_match(resource, if_match, current)
@@ -345,9 +405,12 @@ async def _replace_held(
         "modified_by": caller.email,
         "revision": current["revision"] + 1,
     }
+    await _check_unique(tx=tx, caller=caller, resource=resource, row=replaced)
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
         followers = await _hold_followers(tx=tx, resources=resources, resource=resource, record_id=current["id"])
+        # A new owner shares nothing yet: the shares of the record go with its transfer.
+        followers = await _delete_shares(tx=tx, resources=resources, followers=followers, by=caller.email)
     await tx.update(resource.collection, _stored(resource, replaced), previous=current)
     shown = _with_embeds(resource=resource, row=replaced, referenced=referenced)
     await _keep(
@@ -440,8 +503,10 @@ async def delete_record(
     if parsed is None:
         raise NotFound()
     await tx.lock([_own_lock(resources, resource, parsed)])
-    current = await load_visible(tx=tx, caller=caller, resource=resource, record_id=record_id)
-    _permit_write(resource, caller)
+    found = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    if not found.named:  # the user a share names may delete it: leave
+        permit_write(resource, caller, found.permission)
+    current = found.row
     _check_if_match(resource, if_match, current)
     # What it refers to and may not go while it exists (a vaccination's vaccine, which its change shows) held
     # too, so that its change shows them as they are when the deletion commits. Not what it goes with (its pet):
@@ -449,8 +514,14 @@ async def delete_record(
     current = await _hold_references(tx=tx, resources=resources, row=current, of=resource, restricting_only=True)
     doomed = await _hold_dependents(tx=tx, resources=resources, resource=resource, row=current)
     at = now_ms()
+    # The records go in the order they refer to each other (shares before what they share); their changes in
+    # the order _hold_dependents gives.
     for doomed_resource, row in doomed:
-        await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
+        if doomed_resource.grants is not None:
+            await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
+    for doomed_resource, row in doomed:
+        if doomed_resource.grants is None:
+            await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
         await _keep(
             tx=tx,
             resource=doomed_resource,
@@ -468,9 +539,11 @@ async def delete_record(
 async def _hold_dependents(
     *, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row
 ) -> list[tuple[Resource, Row]]:
-    """The records a deletion takes with it, held, those that refer to others first, ending with `row` itself;
+    """The records a deletion takes with it, held, those that refer to others first, then `row` itself, then its
+    shares (so that the deletion of what they share comes before their own ends, and their grantees see it);
     409 when a record that may not go is still referred to."""
     doomed: list[tuple[Resource, Row]] = []
+    shares: list[tuple[Resource, Row]] = []
     for dependent in resources.dependents(resource):
         collection = dependent.resource.collection
         if dependent.reference.on_delete is OnDelete.RESTRICT:
@@ -487,9 +560,101 @@ async def _hold_dependents(
             now = await tx.get(collection, one["id"])
             if now is not None and now[dependent.column] == row["id"]:
                 now = await _hold_references(tx=tx, resources=resources, row=now, of=dependent.resource)
-                doomed.extend(await _hold_dependents(tx=tx, resources=resources, resource=dependent.resource, row=now))
-    doomed.append((resource, row))
-    return doomed
+                held = await _hold_dependents(tx=tx, resources=resources, resource=dependent.resource, row=now)
+                (shares if dependent.resource.grants is not None else doomed).extend(held)
+    return [*doomed, (resource, row), *shares]
+
+
+async def _delete_shares(
+    *, tx: Transaction, resources: ResourceSet, followers: list[tuple[Resource, Row]], by: str
+) -> list[tuple[Resource, Row]]:
+    """Delete the shares among a transferred record's followers (each deletion a change); the other followers."""
+    kept: list[tuple[Resource, Row]] = []
+    at = now_ms()
+    for resource, row in followers:
+        if resource.grants is None:
+            kept.append((resource, row))
+            continue
+        await tx.delete(resource.collection, _stored(resource, row))
+        await _keep(
+            tx=tx,
+            resource=resource,
+            action="deleted",
+            row=row,
+            version=row["revision"] + 1,
+            by=by,
+            at=at,
+            before=row,
+            after=None,
+        )
+    return kept
+
+
+# --- what must stay unique, and bounded --------------------------------------------------------------
+
+_UNIQUE = uuid.UUID("5b0a3c64-8f7e-4f7b-9a53-6a3f0e7c2d11")
+"""The namespace of the ids under which a transaction holds a value that must stay unique."""
+
+
+def _unique_fields(resource: Resource) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for fields in resource.unique for name in fields))
+
+
+def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> list[Lock]:
+    """Locks on the values a write may make two records share, and on the target whose shares it counts: held
+    until it commits, so that of two writers of the same value, the second sees the first's record."""
+    locks = []
+    for fields in resource.unique:
+        columns = [resource.field_named(name).column for name in fields]
+        if all(values.get(column) is not None for column in columns):
+            key = uuid.uuid5(_UNIQUE, msgspec.json.encode([str(values[column]) for column in columns]).decode())
+            locks.append(Lock(resources.rank(resource), f"{resource.name}:{'+'.join(fields)}", key))
+    grants = resource.grants
+    if grants is not None and (target := values.get(resource.field_named(grants.reference).column)) is not None:
+        locks.append(Lock(resources.rank(resource), f"{resource.name}:{grants.reference}", target))
+    return locks
+
+
+async def _check_unique(*, tx: Transaction, caller: Caller, resource: Resource, row: Row) -> None:
+    """409 when another record already has the values that must stay unique, with its Location when the caller
+    may see it."""
+    for fields in resource.unique:
+        columns = [resource.field_named(name).column for name in fields]
+        if any(row.get(column) is None for column in columns):
+            continue
+        conditions = tuple(Condition((column,), Operator.EQUAL, (row[column],)) for column in columns)
+        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=2, offset=0)
+        other = next((found for found in await tx.list(resource.collection, query) if found["id"] != row["id"]), None)
+        if other is not None:
+            may = await permission(tx, caller, resource, other)
+            location = f"{resource.path}/{other['id']}" if may is not Permission.NONE else None
+            raise Duplicate(
+                f"Another {resource.title} record already has this {' and '.join(fields)}.", location=location
+            )
+
+
+async def _check_room(*, tx: Transaction, resource: Resource, row: Row) -> None:
+    """400 naming the reference when the record it shares already has as many shares as it may."""
+    grants = resource.grants
+    if grants is None:
+        return
+    column = resource.field_named(grants.reference).column
+    held = await tx.count(resource.collection, (Condition((column,), Operator.EQUAL, (row[column],)),))
+    if held >= grants.most_per_target:
+        raise ValidationFailed.single(
+            grants.reference, f"already has {grants.most_per_target} {resource.title} records, the most it may have."
+        )
+
+
+def _check_fixed(resource: Resource, body: Body, current: Row) -> None:
+    """400 naming each field that is set once and for all, when a replace or update would change it."""
+    errors = {
+        field.name: ["cannot change: it is set when the record is created."]
+        for field in resource.fields
+        if field.fixed and field.column in body.values and body.values[field.column] != current[field.column]
+    }
+    if errors:
+        raise ValidationFailed(errors, what="request body")
 
 
 def _stored(resource: Resource, row: Row) -> Row:
@@ -533,16 +698,9 @@ class Page:
 
 
 async def list_records(*, tx: Transaction, caller: Caller, resource: Resource, request: ListRequest) -> Page:
-    conditions = list(request.conditions)
-    owner_column = resource.ownership.column
-    visible_at_all = True
-    if owner_column is not None:
-        if request.owner is not None:
-            conditions.append(Condition((owner_column,), Operator.EQUAL, (request.owner,)))
-            visible_at_all = caller.is_admin or request.owner == caller.email
-        elif not caller.is_admin:
-            conditions.append(Condition((owner_column,), Operator.EQUAL, (caller.email,)))
-    total = await tx.count(resource.collection, tuple(conditions)) if visible_at_all else 0
+    scope = await list_scope(tx, caller, resource, owner=request.owner, scope=request.scope)
+    conditions = [*request.conditions, *(scope or ())]
+    total = await tx.count(resource.collection, tuple(conditions)) if scope is not None else 0
     rows: Sequence[Row] = []
     if request.offset < total:
         query = PageQuery(

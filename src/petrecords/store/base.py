@@ -28,6 +28,18 @@ class Join:
 
 
 @dataclass(frozen=True, eq=False)
+class SharedBy:
+    """The shares through which a collection's records are seen by others than their owners: the records of
+    `table` name, in `target_column`, the record a collection's record is shared through (its `key_column`)."""
+
+    table: sa.Table
+    target_column: str
+    grantee_column: str
+    expires_column: str
+    key_column: str
+
+
+@dataclass(frozen=True, eq=False)
 class Collection:
     """What the store knows of a resource: where its records live, whose they are, how they are counted.
     Compared by identity: statements are built once per collection."""
@@ -42,6 +54,7 @@ class Collection:
     searchable: tuple[str, ...] = ()
     """The columns that a trigram index covers (see tables.trigram_indexed): a LIKE over exactly these, with a
     literal run of at least three characters, reads its candidates from that index."""
+    shared_by: SharedBy | None = None
 
 
 class Operator(enum.Enum):
@@ -56,6 +69,17 @@ class Operator(enum.Enum):
     """Matches nothing (a bound that no stored value can meet)."""
     DIFFERS = "differs"
     """The value differs from the one given, null included."""
+    AFTER_OR_NULL = "after or null"
+    """The value is greater than the one given, or null (a moment that has not passed, or none)."""
+    SHARED = "shared"
+    """The record is shared with one of the grantees: values (now, *grantees), columns (the collection's key column);
+    see SharedBy."""
+    OWNED_OR_SHARED = "owned or shared"
+    """The record is the owner's, or shared with one of the grantees: values (owner, now, *grantees), columns (owner
+    column, key column)."""
+    OWNED_OR_NAMED = "owned or named"
+    """The record is the owner's, or names one of the grantees (a share): values (owner, *grantees), columns (owner
+    column, grantee column)."""
 
 
 class Condition(msgspec.Struct, frozen=True):
@@ -71,6 +95,8 @@ class SortKey(msgspec.Struct, frozen=True):
     descending: bool = False
     rank: tuple[str, ...] | None = None
     """Values in the order they sort in; others follow, by their lower-cased value."""
+    nullable: bool = False
+    """The column may hold null, which sorts after every value (before them, descending), on every database."""
 
 
 class PageQuery(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,12 +126,37 @@ class NewChange(msgspec.Struct, frozen=True, kw_only=True):
     """The record's owner after the write (None when it was deleted); '' for a shared record."""
     record: bytes
     """The record's JSON after the write; as it was before, for a deletion."""
+    shared_key: uuid.UUID | None = None
+    """The record through whose shares the record is seen by others than its owner (a pet), if any."""
+    grantee: str | None = None
+    """Of a share's change: whom the share names (only they see it through the share)."""
 
 
 class Change(NewChange, frozen=True, kw_only=True):
     """A committed write, as the change log keeps it."""
 
     cursor: Cursor
+    seen_by: tuple[str, ...] = ()
+    """The grantees that a share let see it when it committed, as far as the read that found it looked."""
+
+
+class ShareWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """A share's write, as it moves the window in which the share grants access: the window open until now
+    closes with the write's change, and, unless the share is deleted, another opens with it."""
+
+    share_id: uuid.UUID
+    grantee: str
+    shared_key: uuid.UUID
+    expires_at: int | None
+    opens: bool
+
+
+class Viewer(msgspec.Struct, frozen=True):
+    """Whose changes a non-administrator may see: their own (by e-mail), the shared catalogue's, and those that
+    their shares let them see (as any of their grantees: their e-mail, or a group)."""
+
+    email: str
+    grantees: tuple[str, ...]
 
 
 class Lock(msgspec.Struct, frozen=True, order=True):
@@ -177,8 +228,13 @@ class Transaction(abc.ABC):
     async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool: ...
 
     @abc.abstractmethod
-    async def record_change(self, change: NewChange) -> None:
-        """Keep a write of a record, in this transaction."""
+    async def record_change(self, change: NewChange, window: ShareWindow | None = None) -> None:
+        """Keep a write of a record, in this transaction; of a share, with the window it moves."""
+
+    @abc.abstractmethod
+    async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:
+        """Whether a share let one of the grantees see the change at `cursor` (made at `at`) of a record shared
+        through `shared_key`."""
 
     @abc.abstractmethod
     async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
@@ -192,14 +248,14 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def changes_after(
-        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+        self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> Sequence[Change]:
-        """The committed changes after `cursor`, in commit order: every one, or (with `reader`) those of shared
-        records and of records `reader` owned before or after the write. Never a change that a transaction still
-        in flight could come to precede."""
+        """The committed changes after `cursor`, in commit order: every one, or (with `reader`) those of the shared
+        catalogue, of records `reader` owned before or after the write, and those that a share let them see when
+        it committed. Never a change that a transaction still in flight could come to precede."""
 
     async def changes_page(
-        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+        self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> tuple[Sequence[Change], bool]:
         """`changes_after`, and whether it is whole: False when changes after `cursor` have committed but are
         held back behind a transaction still in flight, so that a read from the same place will soon find more.
@@ -211,8 +267,9 @@ class Transaction(abc.ABC):
         self, cursor: Cursor, *, through: Cursor, readers: Sequence[str], limit: int
     ) -> Sequence[Change]:
         """The changes after `cursor` and at or before `through` (a head cursor read before), in commit order,
-        that any of `readers` may see: those of shared records and of records one of them owned before or after
-        the write."""
+        that any of `readers` (e-mail addresses and group grantees) may see: those of the shared catalogue, of
+        records one of them owned before or after the write, and those that a share let one of them see, each
+        with the grantees that saw it so (Change.seen_by)."""
 
     @abc.abstractmethod
     async def head_cursor(self) -> Cursor:

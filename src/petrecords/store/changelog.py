@@ -8,16 +8,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from petrecords.store.base import (
     Change,
     Cursor,
+    Viewer,
 )
 from petrecords.store.records import stored_uuid, values_of
 from petrecords.tables import (
     SHARED,
     changes,
     service_state,
+    share_windows,
 )
 
 CHANGE_COLUMNS = (
@@ -32,6 +35,8 @@ CHANGE_COLUMNS = (
     changes.c.owner_before,
     changes.c.owner_after,
     changes.c.record,
+    changes.c.shared_key,
+    changes.c.grantee,
 )
 _change_cursor = sa.tuple_(changes.c.xid, changes.c.position)
 AFTER_XID = sa.bindparam("after_xid", type_=sa.BigInteger())
@@ -98,25 +103,44 @@ def after_cursor(horizon: Horizon, owner: tuple[sa.Column[Any], sa.ColumnElement
 
 
 @functools.lru_cache(maxsize=64)
-def changes_after_select(horizon: Horizon, *, by_reader: bool, resources: int | None) -> sa.Select[Any]:
-    """The changes after a cursor, below `horizon`, in order. For a reader: the union of three index ranges
-    (shared records, records they own after the write, records they owned before it), each read in order, so
-    that the few changes of one caller among many are found without reading the others."""
+def changes_after_select(
+    horizon: Horizon, *, by_reader: bool, resources: int | None, dialect: str = "sqlite"
+) -> sa.Select[Any]:
+    """The changes after a cursor, below `horizon`, in order. For a reader: the union of four index ranges
+    (shared records, records they own after the write, records they owned before it, and, through their shares'
+    windows, the shared records' changes), each read in order, so that the few changes of one caller among many
+    are found without reading the others."""
+
+    def resource_filter(where: list[Any], *, by_expression: bool) -> None:
+        if resources is not None:
+            # For one owner, compared as an expression, so that no index of `resource` can serve it: the owner's
+            # range is the one to read. Given the choice, SQLite read every change of the resource through the
+            # history's index (70 ms at 200,000 changes) to find a reader who has none.
+            resource: sa.ColumnElement[Any] = changes.c.resource
+            if by_expression:
+                resource = resource.op("||")(sa.literal("", changes.c.resource.type))
+            where.append(resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
 
     def branch(owner: tuple[sa.Column[Any], sa.ColumnElement[Any]] | None = None) -> sa.Select[Any]:
         where = after_cursor(horizon, owner)
         order: tuple[sa.ColumnElement[Any], ...] = (changes.c.xid, changes.c.position)
         if owner is not None:
             order = (owner[0], *order)
-        if resources is not None:
-            # For one owner, compared as an expression, so that no index of `resource` can serve it: the owner's
-            # range is the one to read. Given the choice, SQLite read every change of the resource through the
-            # history's index (70 ms at 200,000 changes) to find a reader who has none.
-            resource: sa.ColumnElement[Any] = changes.c.resource
-            if owner is not None:
-                resource = resource.op("||")(sa.literal("", changes.c.resource.type))
-            where.append(resource.in_([sa.bindparam(f"resource_{i}") for i in range(resources)]))
+        resource_filter(where, by_expression=owner is not None)
         return sa.select(*CHANGE_COLUMNS).where(*where).order_by(*order).limit(sa.bindparam("limit"))
+
+    def granted() -> sa.Select[Any]:
+        where = [*after_cursor(horizon), list_in(share_windows.c.grantee, "grantees", dialect), *_in_window()]
+        resource_filter(where, by_expression=True)
+        # DISTINCT: a change that two of the reader's grantees were let see is one change of the page.
+        return (
+            sa.select(*CHANGE_COLUMNS)
+            .distinct()
+            .select_from(share_windows.join(changes, share_windows.c.shared_key == changes.c.shared_key))
+            .where(*where)
+            .order_by(changes.c.xid, changes.c.position)
+            .limit(sa.bindparam("limit"))
+        )
 
     if not by_reader:
         return branch()
@@ -125,6 +149,7 @@ def changes_after_select(horizon: Horizon, *, by_reader: bool, resources: int | 
         branch((changes.c.owner_after, sa.literal(SHARED, changes.c.owner_after.type))),
         branch((changes.c.owner_after, reader)),
         branch((changes.c.owner_before, reader)),
+        granted(),
     )
     # A change of a record the reader owned before and after is in the last two ranges: UNION keeps it once
     # (filtering it out of the last range instead made PostgreSQL read that range whole, with a sort).
@@ -133,7 +158,9 @@ def changes_after_select(horizon: Horizon, *, by_reader: bool, resources: int | 
 
 
 def changes_seen_by_select(
-    horizon: Horizon, readers_in: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+    horizon: Horizon,
+    readers_in: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]],
+    gathered: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[Any]],
 ) -> sa.Select[Any]:
     """The changes after a cursor and at or before another, in order, that any of a set of callers may see: of
     shared records, or of records one of them owned before or after the write (`readers_in`: whether a column
@@ -152,22 +179,47 @@ def changes_seen_by_select(
     owner_after, owner_before = (
         column.op("||")(sa.literal("", column.type)) for column in (changes.c.owner_after, changes.c.owner_before)
     )
+    # The grantees among the readers that a share let see each change of the range (`gathered`: their names in
+    # one text, in the dialect's aggregate), one row a change.
+    granted = (
+        sa.select(
+            changes.c.xid.label("xid"),
+            changes.c.position.label("position"),
+            gathered(share_windows.c.grantee).label("seen_by"),
+        )
+        .select_from(share_windows.join(changes, share_windows.c.shared_key == changes.c.shared_key))
+        .where(*cursor_range, readers_in(share_windows.c.grantee), *_in_window())
+        .group_by(changes.c.xid, changes.c.position)
+        .subquery("granted")
+    )
     seen = sa.or_(
-        owner_after == sa.literal(SHARED, changes.c.owner_after.type), readers_in(owner_after), readers_in(owner_before)
+        owner_after == sa.literal(SHARED, changes.c.owner_after.type),
+        readers_in(owner_after),
+        readers_in(owner_before),
+        granted.c.seen_by.is_not(None),
     )
     return (
-        sa.select(*CHANGE_COLUMNS)
+        sa.select(*CHANGE_COLUMNS, granted.c.seen_by)
+        .select_from(
+            changes.outerjoin(
+                granted, sa.and_(changes.c.xid == granted.c.xid, changes.c.position == granted.c.position)
+            )
+        )
         .where(*cursor_range, seen)
         .order_by(changes.c.xid, changes.c.position)
         .limit(sa.bindparam("limit"))
     )
 
 
-def changes_values(cursor: Cursor, limit: int, reader: str | None, resources: tuple[str, ...] | None) -> dict[str, Any]:
-    """The values of the parameters of `changes_after_select`."""
+def changes_values(
+    cursor: Cursor, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None, grantees: Any = None
+) -> dict[str, Any]:
+    """The values of the parameters of `changes_after_select` (`grantees`: the reader's, as the dialect takes a
+    list)."""
     values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
     if reader is not None:
-        values["reader"] = reader
+        values["reader"] = reader.email
+        values["grantees"] = grantees
     values.update({f"resource_{i}": name for i, name in enumerate(resources or ())})
     return values
 
@@ -251,9 +303,10 @@ SET_LEASED_CURSOR = (
 )
 
 
-def change_of(row: Sequence[Any]) -> Change:
+def change_of(row: Sequence[Any], seen_by: tuple[str, ...] = ()) -> Change:
     """A change from the columns of CHANGE_COLUMNS, in order."""
-    xid, position, resource, record_id, action, version, at, by, owner_before, owner_after, record = row
+    xid, position, resource, record_id, action, version, at, by, owner_before, owner_after, record = row[:11]
+    shared_key, grantee = row[11], row[12]
     return Change(
         cursor=(xid, position),
         resource=resource,
@@ -265,6 +318,72 @@ def change_of(row: Sequence[Any]) -> Change:
         owner_before=owner_before,
         owner_after=owner_after,
         record=bytes(record),
+        shared_key=None if shared_key is None else stored_uuid(shared_key),
+        grantee=grantee,
+        seen_by=seen_by,
+    )
+
+
+# --- shares ---------------------------------------------------------------------------------------------
+#
+# A change that a share let a grantee see lies in one of the share's windows (see tables.share_windows): at or
+# after the change that opened it, at or before the one that closed it, made before the share expired; and a
+# share's own change is seen only by whom it names.
+
+SEEN_BY_SEPARATOR = "\n"
+"""Between the grantees of a change, as a read gathers them (no grantee holds one)."""
+
+
+def list_in(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
+    """Whether `column` holds one of a list given as one parameter `name`, in the dialect's form (SQLite: a JSON
+    array; PostgreSQL: an array)."""
+    if dialect == "sqlite":
+        return column.in_(sa.select(sa.literal_column("value")).select_from(sa.func.json_each(sa.bindparam(name))))
+    return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.String())))
+
+
+def _in_window() -> list[sa.ColumnElement[bool]]:
+    """The changes of the shared record that a window of the share took in (joined on the shared key)."""
+    window = share_windows
+    return [
+        window.c.shared_key == changes.c.shared_key,
+        _change_cursor >= sa.tuple_(window.c.from_xid, window.c.from_position),
+        sa.or_(window.c.until_xid.is_(None), _change_cursor <= sa.tuple_(window.c.until_xid, window.c.until_position)),
+        sa.or_(window.c.expires_at.is_(None), changes.c.at < window.c.expires_at),
+        sa.or_(changes.c.grantee.is_(None), changes.c.grantee == window.c.grantee),
+    ]
+
+
+def window_statements(xid: sa.ColumnElement[int], position: sa.ColumnElement[int]) -> tuple[sa.Update, sa.Insert]:
+    """Close a share's open window, and open another, at the change just kept (its cursor: the dialect's id of
+    the writing transaction, and the position the log gave it)."""
+    window = share_windows
+    close = (
+        sa.update(window)
+        .where(
+            window.c.share_id == sa.bindparam("share_id", type_=window.c.share_id.type), window.c.until_xid.is_(None)
+        )
+        .values(until_xid=xid, until_position=position)
+    )
+    opening = values_of(window, but=("from_xid", "from_position", "until_xid", "until_position"))
+    open_ = sa.insert(window).values(from_xid=xid, from_position=position, **opening).inline()
+    return close, open_
+
+
+def shared_at_select(dialect: str) -> sa.Select[Any]:
+    """Whether a share let one of the grantees see a change (its cursor, when it was made) of a shared record."""
+    window = share_windows
+    cursor = sa.tuple_(sa.bindparam("xid", type_=sa.BigInteger()), sa.bindparam("position", type_=sa.BigInteger()))
+    return (
+        sa.select(sa.literal(1))
+        .where(
+            window.c.shared_key == sa.bindparam("shared_key", type_=window.c.shared_key.type),
+            list_in(window.c.grantee, "grantees", dialect),
+            sa.tuple_(window.c.from_xid, window.c.from_position) <= cursor,
+            sa.or_(window.c.until_xid.is_(None), sa.tuple_(window.c.until_xid, window.c.until_position) >= cursor),
+            sa.or_(window.c.expires_at.is_(None), sa.bindparam("at", type_=sa.BigInteger()) < window.c.expires_at),
+        )
+        .limit(1)
     )
 
 

@@ -45,16 +45,18 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import IdempotencyInProgress
-from petrecords.store.base import Change, Cursor, Lock
+from petrecords.store.base import Change, Cursor, Lock, Viewer
 from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
+    SEEN_BY_SEPARATOR,
     change_insert,
     change_of,
     changes_after_select,
     changes_seen_by_select,
-    changes_values,
+    shared_at_select,
     state_upserts,
+    window_statements,
 )
 from petrecords.store.counts import WRITES_VERSION, count_upsert
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
@@ -105,7 +107,7 @@ def _changes_page(*, by_reader: bool, resources: int | None) -> sa.Select[Any]:
     column alone when there are none before it. One statement, one snapshot, one horizon."""
     horizon = sa.select(_HORIZON.label("first")).cte("horizon")
     first = sa.select(horizon.c.first).scalar_subquery()
-    page = changes_after_select(first, by_reader=by_reader, resources=resources).subquery("page")
+    page = changes_after_select(first, by_reader=by_reader, resources=resources, dialect="postgresql").subquery("page")
     # The first change after both the cursor and the horizon, as one bound of the (xid, position) index, read in
     # its order: an index search that stops at the first row. As an EXISTS with two bounds, PostgreSQL scanned
     # the whole log when nothing was held back (seconds at a million changes).
@@ -320,7 +322,14 @@ class PostgresTransaction(SqlTransaction):
     changes_seen_by_statement = changes_seen_by_select(
         _HORIZON,
         lambda column: column == sa.any_(sa.bindparam("readers", type_=postgresql.ARRAY(sa.String()))),
+        lambda grantee: sa.func.string_agg(grantee, SEEN_BY_SEPARATOR),
     )
+    window_statements = window_statements(
+        _as_bigint(sa.func.pg_current_xact_id()),
+        sa.func.currval(sa.func.pg_get_serial_sequence("changes", "position")),
+    )
+    shared_at_statement = shared_at_select("postgresql")
+    dialect_name = "postgresql"
     state_upserts = state_upserts(postgresql.insert)
     trigram_search = TrigramSearch.GIN
 
@@ -518,10 +527,10 @@ class PostgresTransaction(SqlTransaction):
         await self._fetch((_take_locks(tuple(one.shared for one in ordered)), values))
 
     async def changes_page(
-        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+        self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> tuple[Sequence[Change], bool]:
         statement = _changes_page(by_reader=reader is not None, resources=None if resources is None else len(resources))
-        rows = await self.fetch((statement, changes_values(cursor, limit, reader, resources)))
+        rows = await self.fetch((statement, self.changes_values(cursor, limit, reader, resources)))
         found = [change_of(tuple(row)[1:]) for row in rows if row[1] is not None]
         return found, not rows[0][0]
 

@@ -14,6 +14,7 @@ from petrecords.store.base import (
     Condition,
     Operator,
     PageQuery,
+    SharedBy,
     SortKey,
 )
 from petrecords.store.counts import kept_count_scope, kept_count_select
@@ -117,7 +118,7 @@ def _narrowed_source(
             continue
         if search is TrigramSearch.GIN:
             candidates = table.alias("candidates")
-            matching = _condition(candidates, index, columns, operator, count, by_trigrams)
+            matching = _condition(candidates, None, index, columns, operator, count, by_trigrams)
             tuple_ids: sa.Select[Any] = (
                 sa.select(sa.literal_column("candidates.ctid")).select_from(candidates).where(matching)
             )
@@ -132,7 +133,13 @@ def _narrowed_source(
 
 
 def _condition(
-    table: sa.FromClause, index: int, columns: tuple[str, ...], operator: Operator, count: int, _by_trigrams: bool
+    table: sa.FromClause,
+    shared_by: SharedBy | None,
+    index: int,
+    columns: tuple[str, ...],
+    operator: Operator,
+    count: int,
+    _by_trigrams: bool,
 ) -> sa.ColumnElement[bool]:
     def value(position: int, column: str) -> sa.BindParameter[Any]:
         column_type = table.c[column].type
@@ -154,6 +161,16 @@ def _condition(
                 for position in range(count)
             )
         )
+    if operator is Operator.OWNED_OR_NAMED:
+        named = table.c[columns[1]].in_([value(position, columns[1]) for position in range(1, count)])
+        return sa.or_(first == value(0, columns[0]), named)
+    if operator in (Operator.SHARED, Operator.OWNED_OR_SHARED):
+        if shared_by is None:
+            raise TypeError(f"the records of {table} are not shared")
+        shared = _shared_keys(shared_by, index, first_value=1 if operator is Operator.SHARED else 2, count=count)
+        if operator is Operator.SHARED:
+            return first.in_(shared)
+        return sa.or_(first == value(0, columns[0]), table.c[columns[1]].in_(shared))
     bound = value(0, columns[0])
     comparisons = {
         Operator.EQUAL: first == bound,
@@ -161,16 +178,35 @@ def _condition(
         Operator.BELOW: first < bound,
         Operator.AT_MOST: first <= bound,
         Operator.DIFFERS: first.is_distinct_from(bound),
+        Operator.AFTER_OR_NULL: sa.or_(first.is_(None), first > bound),
     }
     return comparisons[operator]
 
 
-def _conditions(table: sa.Table, shape: Shape) -> list[sa.ColumnElement[bool]]:
-    return [_condition(table, index, *parts) for index, parts in enumerate(shape)]
+def _shared_keys(shared_by: SharedBy, index: int, *, first_value: int, count: int) -> sa.Select[Any]:
+    """The keys of the records shared, now (the condition's value just before `first_value`), with one of the
+    grantees (its values from `first_value` on)."""
+    shares = shared_by.table
+    now = sa.bindparam(f"c{index}_{first_value - 1}", type_=sa.BigInteger())
+    grantees = [
+        sa.bindparam(f"c{index}_{position}", type_=shares.c[shared_by.grantee_column].type)
+        for position in range(first_value, count)
+    ]
+    expires = shares.c[shared_by.expires_column]
+    return sa.select(shares.c[shared_by.target_column]).where(
+        shares.c[shared_by.grantee_column].in_(grantees), sa.or_(expires.is_(None), expires > now)
+    )
+
+
+def _conditions(collection: Collection, table: sa.Table, shape: Shape) -> list[sa.ColumnElement[bool]]:
+    return [_condition(table, collection.shared_by, index, *parts) for index, parts in enumerate(shape)]
 
 
 def _sort_expressions(table: sa.Table, key: SortKey) -> list[sa.ColumnElement[Any]]:
     column = table.c[key.column]
+    if key.nullable:
+        # Nulls last (first, descending) on both databases, whose own defaults differ.
+        return [column.is_(None), *_sort_expressions(table, SortKey(key.column, key.descending, key.rank))]
     if key.rank is None:
         return [column]
     # SQL lower() folds only ASCII on both databases; ranked values are ordered in Python instead.
@@ -202,7 +238,7 @@ def _list_select(
     reader = reader_of(collection)
     expressions, directions = _sort_columns(table, sort)
     source, conditions = _narrowed_source(collection, shape, table if keys_only else reader.from_clause, search)
-    conditions.extend(_conditions(table, shape))
+    conditions.extend(_conditions(collection, table, shape))
     if after:
         # Rows after a sort key: one row-value comparison, which an index on the sort columns serves.
         row = sa.tuple_(*expressions)
@@ -248,7 +284,7 @@ def sort_directions(collection: Collection, query: PageQuery) -> list[bool]:
 @functools.lru_cache(maxsize=256)
 def _counted_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
     source, conditions = _narrowed_source(collection, shape, collection.table, search)
-    conditions.extend(_conditions(collection.table, shape))
+    conditions.extend(_conditions(collection, collection.table, shape))
     return sa.select(sa.func.count()).select_from(source).where(*conditions)
 
 

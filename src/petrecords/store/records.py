@@ -37,6 +37,7 @@ class Reader:
         self.columns: list[sa.ColumnElement[Any]] = list(table.c)
         self._names = [column.name for column in table.c]
         self._uuid_names = [column.name for column in table.c if isinstance(column.type, sa.Uuid)]
+        self._boolean_names = [column.name for column in table.c if isinstance(column.type, sa.Boolean)]
         self._joins = [(join.name, reader_of(join.target)) for join in joins]
         self.from_clause: sa.FromClause = table
         for join in joins:
@@ -53,6 +54,9 @@ class Reader:
         for name in self._uuid_names:
             if (value := row[name]) is not None:
                 row[name] = stored_uuid(value)
+        for name in self._boolean_names:
+            if (value := row[name]) is not None:
+                row[name] = bool(value)  # SQLite's are 0 and 1
         offset = start + self.width
         for name, reader in self._joins:
             row[name] = reader.row(values, offset)

@@ -30,14 +30,17 @@ from petrecords.store.base import (
     NewChange,
     PageQuery,
     Row,
+    ShareWindow,
     Store,
     StoredResponse,
     Transaction,
+    Viewer,
 )
 from petrecords.store.changelog import (
     COUNT_HISTORY,
     PURGE_CHANGES,
     PURGED,
+    SEEN_BY_SEPARATOR,
     SELECT_HISTORY,
     SELECT_LAST_CHANGE,
     SELECT_STATE_CURSOR,
@@ -270,7 +273,9 @@ class SqlTransaction(Transaction):
 
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]:
         after_key = None
-        if query.offset >= BLOCK and uniform_direction(sort_directions(collection, query)):
+        # Anchors are row values, which a null in a sort column would compare as unknown: such a sort steps over.
+        anchored = uniform_direction(sort_directions(collection, query)) and not any(k.nullable for k in query.sort)
+        if query.offset >= BLOCK and anchored:
             version = await self.data_version()
             if version is not None:
                 anchors = self.page_anchors.of(version, (collection.name, query.conditions, query.sort))
@@ -302,9 +307,36 @@ class SqlTransaction(Transaction):
     """`changes_seen_by_select` in the dialect's form."""
     state_upserts: tuple[sa.Insert, sa.Insert]
 
-    async def record_change(self, change: NewChange) -> None:
+    window_statements: tuple[sa.Update, sa.Insert]
+    """`changelog.window_statements` at the dialect's cursor of the change just kept."""
+    shared_at_statement: sa.Select[Any]
+    dialect_name: str
+
+    async def record_change(self, change: NewChange, window: ShareWindow | None = None) -> None:
         values = msgspec.structs.asdict(change)
         await self.execute(self.change_insert, values)
+        if window is not None:
+            # Right after the change: they take its cursor from the database, as the log gave it.
+            close, open_ = self.window_statements
+            await self.execute(close, {"share_id": window.share_id})
+            if window.opens:
+                opened = {
+                    "share_id": window.share_id,
+                    "grantee": window.grantee,
+                    "shared_key": window.shared_key,
+                    "expires_at": window.expires_at,
+                }
+                await self.execute(open_, opened)
+
+    async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:
+        values = {
+            "shared_key": shared_key,
+            "grantees": self.readers_value(grantees),
+            "xid": cursor[0],
+            "position": cursor[1],
+            "at": at,
+        }
+        return bool(await self.fetch((self.shared_at_statement, values)))
 
     async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
         values = {"resource": resource, "record_id": record_id, "limit": limit, "offset": offset}
@@ -318,13 +350,22 @@ class SqlTransaction(Transaction):
         return change_of(rows[0]) if rows else None
 
     async def changes_after(
-        self, cursor: Cursor, *, limit: int, reader: str | None, resources: tuple[str, ...] | None
+        self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> Sequence[Change]:
         statement = changes_after_select(
-            self.horizon, by_reader=reader is not None, resources=None if resources is None else len(resources)
+            self.horizon,
+            by_reader=reader is not None,
+            resources=None if resources is None else len(resources),
+            dialect=self.dialect_name,
         )
-        values = changes_values(cursor, limit, reader, resources)
+        values = self.changes_values(cursor, limit, reader, resources)
         return [change_of(row) for row in await self.fetch((statement, values))]
+
+    def changes_values(
+        self, cursor: Cursor, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
+    ) -> dict[str, Any]:
+        grantees = None if reader is None else self.readers_value(reader.grantees)
+        return changes_values(cursor, limit, reader, resources, grantees)
 
     async def changes_seen_by(
         self, cursor: Cursor, *, through: Cursor, readers: Sequence[str], limit: int
@@ -337,7 +378,8 @@ class SqlTransaction(Transaction):
             "readers": self.readers_value(readers),
             "limit": limit,
         }
-        return [change_of(row) for row in await self.fetch((self.changes_seen_by_statement, values))]
+        rows = await self.fetch((self.changes_seen_by_statement, values))
+        return [change_of(row, tuple(row[13].split(SEEN_BY_SEPARATOR)) if row[13] is not None else ()) for row in rows]
 
     @staticmethod
     def readers_value(readers: Sequence[str]) -> Any:

@@ -38,7 +38,14 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Row
-from petrecords.store.changelog import change_insert, changes_seen_by_select, state_upserts
+from petrecords.store.changelog import (
+    SEEN_BY_SEPARATOR,
+    change_insert,
+    changes_seen_by_select,
+    shared_at_select,
+    state_upserts,
+    window_statements,
+)
 from petrecords.store.counts import count_upsert
 from petrecords.store.faults import (
     CONNECTION,
@@ -200,7 +207,12 @@ class SqliteTransaction(SqlTransaction):
         lambda column: column.in_(
             sa.select(sa.literal_column("value")).select_from(sa.func.json_each(sa.bindparam("readers")))
         ),
+        lambda grantee: sa.func.group_concat(grantee, SEEN_BY_SEPARATOR),
     )
+    # SQLite's one writer: every change's xid is 0, and the position is the row id the insert just gave.
+    window_statements = window_statements(sa.literal(0, sa.BigInteger()), sa.func.last_insert_rowid())
+    shared_at_statement = shared_at_select("sqlite")
+    dialect_name = "sqlite"
     state_upserts = state_upserts(sqlite_dialect.insert)
     trigram_search = TrigramSearch.FTS5
 

@@ -1,0 +1,157 @@
+"""What a caller may see and do: the one place it is decided, for every resource, from its declaration (its owner,
+who writes it, and the shares through which others see it). Every endpoint asks here: get, lists and their
+counts, writes, history, the change feed."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from petrecords.auth import Caller
+from petrecords.errors import Forbidden, NotFound
+from petrecords.resources.declaration import Resource, Sharing, Writers
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.values import now_ms
+
+_ABSENT_KEY = uuid.UUID(int=0)
+"""What the share lookup of a record that does not exist asks for, so that it does the same work as one of
+someone else's record."""
+
+
+class Permission(enum.IntEnum):
+    NONE = 0
+    """As if the record did not exist (404)."""
+    READ = 1
+    """The caller may read it, and is refused writing it (403)."""
+    WRITE = 2
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A record as the caller may see it, and what they may do with it."""
+
+    row: Row
+    permission: Permission
+    named: bool = False
+    """A share that names the caller as its user grantee: they may delete it (leave), not change it."""
+
+
+def quick_permission(caller: Caller, resource: Resource, row: Row | None) -> Permission | None:
+    """What the caller may do with a record, when that needs no look at its shares; None when it does."""
+    column = resource.ownership.column
+    if caller.is_admin:
+        return Permission.WRITE if row is not None else Permission.NONE
+    if column is None:
+        if row is None:
+            return Permission.NONE
+        return Permission.READ if resource.ownership.writers is Writers.ADMIN else Permission.WRITE
+    if row is not None and row[column] == caller.email:
+        return Permission.WRITE
+    grants = resource.grants
+    if grants is not None:
+        return Permission.READ if row is not None and row[grants.grantee_column] in caller.grantees else Permission.NONE
+    return None if resource.sharing is not None else Permission.NONE
+
+
+async def permission(
+    tx: Transaction, caller: Caller, resource: Resource, row: Row | None, *, asked: uuid.UUID | None = None
+) -> Permission:
+    """What the caller may do with a record (None: one that does not exist, `asked` its id). A record of someone
+    else's that is not shared with the caller, and one that does not exist, cost the same (the same lookup of
+    shares), so that neither its answer nor its timing tells them apart."""
+    quick = quick_permission(caller, resource, row)
+    sharing = resource.sharing
+    if quick is not None or sharing is None:
+        return quick or Permission.NONE
+    key = row[sharing.key_column] if row is not None else (asked or _ABSENT_KEY)
+    accesses = await granted(tx, sharing, key, caller)
+    if row is None or not accesses:
+        return Permission.NONE
+    writing = sharing.writable and any(access in sharing.grants.writing for access in accesses)
+    return Permission.WRITE if writing else Permission.READ
+
+
+async def granted(tx: Transaction, sharing: Sharing, key: Any, caller: Caller) -> list[str]:
+    """The accesses that the shares of the record `key` grant the caller now (none: not shared with them)."""
+    grants = sharing.grants
+    shares = sharing.shares
+    conditions = (
+        Condition((shares.field_named(grants.reference).column,), Operator.EQUAL, (key,)),
+        Condition((grants.grantee_column,), Operator.IN, caller.grantees),
+        Condition((grants.expires_column,), Operator.AFTER_OR_NULL, (now_ms(),)),
+    )
+    query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=len(caller.grantees), offset=0)
+    return [row[grants.access_column] for row in await tx.list(shares.collection, query)]
+
+
+async def has_grants(tx: Transaction, sharing: Sharing, caller: Caller) -> bool:
+    """Whether anything is shared with the caller now: when nothing is, their lists are their own records."""
+    grants = sharing.grants
+    conditions = (
+        Condition((grants.grantee_column,), Operator.IN, caller.grantees),
+        Condition((grants.expires_column,), Operator.AFTER_OR_NULL, (now_ms(),)),
+    )
+    query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=1, offset=0)
+    return bool(await tx.list(sharing.shares.collection, query))
+
+
+def seen(caller: Caller, resource: Resource, row: Row | None, found: Permission) -> Seen:
+    """The record with what the caller may do with it; 404 when they may not even see it."""
+    if row is None or found is Permission.NONE:
+        raise NotFound()
+    grants = resource.grants
+    named = grants is not None and row[grants.grantee_column] == caller.email
+    return Seen(row, found, named)
+
+
+def permit_write(resource: Resource, caller: Caller, found: Permission) -> None:
+    """403 for a caller who may see a record but not write it (after the 404 check)."""
+    if resource.ownership.writers is Writers.ADMIN and not caller.is_admin:
+        raise Forbidden(f"Only an administrator may create, replace or delete {resource.title} records.")
+    if found is not Permission.WRITE:
+        raise Forbidden(f"You may see this {resource.title} record but not change it.")
+
+
+async def list_scope(
+    tx: Transaction, caller: Caller, resource: Resource, *, owner: str | None, scope: str | None
+) -> list[Condition] | None:
+    """The conditions that keep a list to what the caller may see (with the `ownerId` and `access` asked for);
+    None when nothing can match."""
+    column = resource.ownership.column
+    if column is None:
+        return []
+    named_owner = [Condition((column,), Operator.EQUAL, (owner,))] if owner is not None else []
+    sharing = resource.sharing
+    mine = Condition((column,), Operator.EQUAL, (caller.email,))
+    if caller.is_admin:
+        if scope == "owned":
+            return [*named_owner, mine]
+        if scope == "shared" and sharing is not None:
+            return [*named_owner, Condition((column,), Operator.DIFFERS, (caller.email,)), _shared(sharing, caller)]
+        return named_owner
+    grants = resource.grants
+    if grants is not None:
+        visible = Condition((column, grants.grantee_column), Operator.OWNED_OR_NAMED, (caller.email, *caller.grantees))
+        return [*named_owner, visible]
+    if sharing is None:
+        if owner is not None and owner != caller.email:
+            return None
+        return [mine]
+    if scope == "owned":
+        return [*named_owner, mine]
+    if scope == "shared":
+        # Shared with them and not their own (an owner may share a pet with a group they belong to).
+        return [*named_owner, Condition((column,), Operator.DIFFERS, (caller.email,)), _shared(sharing, caller)]
+    if not await has_grants(tx, sharing, caller):
+        # Nothing is shared with the caller: their own records, which the kept counts count.
+        if owner is not None and owner != caller.email:
+            return None
+        return [mine]
+    both = Condition((column, sharing.key_column), Operator.OWNED_OR_SHARED, (caller.email, now_ms(), *caller.grantees))
+    return [*named_owner, both]
+
+
+def _shared(sharing: Sharing, caller: Caller) -> Condition:
+    return Condition((sharing.key_column,), Operator.SHARED, (now_ms(), *caller.grantees))

@@ -1,0 +1,168 @@
+"""Shares: `/v1/pet-shares`, an owner letting someone else see a pet's records (a co-owner, a pet sitter) or look
+after its health (a clinic's vets), until they expire or are deleted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.auth import GROUP_NAME, GROUP_PREFIX
+from petrecords.pets import PETS
+from petrecords.resources.declaration import (
+    Errors,
+    Field,
+    Grants,
+    OnDelete,
+    Ownership,
+    Reference,
+    Resource,
+    Values,
+)
+from petrecords.resources.fields import (
+    EMAIL_SCHEMA,
+    Context,
+    Email,
+    Instant,
+    Listed,
+    Operation,
+    PlainKind,
+    Problem,
+    RecordId,
+    SchemaContext,
+)
+from petrecords.resources.filters import AnyOf, Owner
+from petrecords.store.base import Row
+from petrecords.tables import Text, audit_columns, metadata
+from petrecords.values import normalize_email
+
+ACCESS = ("read", "care")
+"""`read`: the pet, its vaccinations and their history; `care`: that, and writing the pet's vaccinations."""
+MOST_PER_PET = 100
+
+pet_shares = sa.Table(
+    "pet_shares",
+    metadata,
+    *audit_columns(),
+    sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
+    sa.Column("pet_id", sa.Uuid(), sa.ForeignKey("pets.id"), nullable=False),
+    sa.Column("grantee", Text, nullable=False, comment="an e-mail address, or group:NAME"),
+    sa.Column("access", Text, nullable=False, comment="read or care"),
+    sa.Column("expires_at", sa.BigInteger(), nullable=True, comment="epoch milliseconds; null: never"),
+    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
+    sa.Index(None, "pet_id", "grantee", unique=True),
+    # What a grantee may see: the pets shared with them, found by their name first.
+    sa.Index(None, "grantee", "pet_id", "expires_at"),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "owner_id", "created_at", "id"),
+    sa.Index(None, "modified_at", "id"),
+)
+
+
+class Grantee(PlainKind):
+    """Who a share names: a user, by e-mail address (stored in lower case), or everyone whose token lists a group,
+    as `group:NAME` (the name compared exactly, case included)."""
+
+    operations = frozenset({Operation.DIFFER})
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if isinstance(value, str) and value.startswith(GROUP_PREFIX):
+            name = value.removeprefix(GROUP_PREFIX)
+            return (value, None) if GROUP_NAME.fullmatch(name) else (None, f"must be {self.expected(context)}.")
+        email = normalize_email(value) if isinstance(value, str) else None
+        return (email, None) if email is not None else (None, f"must be {self.expected(context)}.")
+
+    def expected(self, context: Context) -> str:
+        return "an e-mail address, or group:NAME (a group name of 1-100 letters, digits and . _ : @ -)"
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        return {
+            "oneOf": [EMAIL_SCHEMA, {"type": "string", "pattern": r"^group:[A-Za-z0-9._:@-]{1,100}$"}],
+            "description": "A user, by e-mail address, or `group:NAME`: everyone whose token lists the group NAME.",
+            "examples": ["vet@clinic.example", "group:clinic-42"],
+        }
+
+
+def _not_the_owner(values: Values, referenced: Mapping[str, Row]) -> Errors:
+    """A share names someone else than the pet's owner."""
+    if values.get("grantee") == referenced["petId"]["owner_id"]:
+        return {"grantee": ["must not be the pet's owner, who may do everything already."]}
+    return {}
+
+
+PET_SHARES = Resource(
+    name="pet-shares",
+    table=pet_shares,
+    title="pet share",
+    schema_name="PetShare",
+    plural="PetShares",
+    path_parameter="petShareId",
+    description="A share of a pet's records: the grantee (a user, or every member of a group) may read the pet, its "
+    "vaccinations and their history, and with `care` also write the pet's vaccinations, until the share expires or "
+    "is deleted. Its owner writes it; the grantee may read it, and a user grantee may delete it (to leave).",
+    fields=(
+        Field("ownerId", "owner_id", Email("The pet's owner: it follows the pet."), read_only=True),
+        Field(
+            "petId",
+            "pet_id",
+            RecordId("A pet the caller owns (an administrator: any pet). It cannot change."),
+            required=True,
+            fixed=True,
+        ),
+        Field("grantee", "grantee", Grantee(), required=True, fixed=True),
+        Field(
+            "access",
+            "access",
+            Listed(
+                values=ACCESS,
+                description="read (the pet, its vaccinations and their history) or care (also "
+                "writing the pet's vaccinations)",
+            ),
+            required=True,
+        ),
+        Field(
+            "expiresAt",
+            "expires_at",
+            Instant(
+                0,
+                description="After it the share grants nothing (it stays listed until deleted); when given, in the "
+                "future. Null: never.",
+                example="2027-11-21T16:06:29.123Z",
+                nullable=True,
+                future=True,
+            ),
+        ),
+    ),
+    ownership=Ownership(column="owner_id", through="petId"),
+    references=(Reference("petId", PETS, OnDelete.CASCADE, "must be the id of a pet you own.", owned=True),),
+    grants=Grants(
+        reference="petId",
+        grantee_column="grantee",
+        access_column="access",
+        expires_column="expires_at",
+        writing=("care",),
+        most_per_target=MOST_PER_PET,
+    ),
+    unique=(("petId", "grantee"),),
+    filters=(
+        AnyOf("petId", "pet_id", RecordId(), "Only the shares of these pets."),
+        AnyOf("grantee", "grantee", Grantee(), "Only the shares naming these grantees."),
+        AnyOf("access", "access", Listed(values=ACCESS), "Only shares of these accesses."),
+        Owner("owner_id"),
+    ),
+    sort_fields=(
+        "id",
+        "petId",
+        "grantee",
+        "access",
+        "expiresAt",
+        "createdAt",
+        "createdBy",
+        "modifiedAt",
+        "modifiedBy",
+    ),
+    command="shares",
+    complete=_not_the_owner,
+    examples={"petId": "019a8a4e-1f2b-7c3d-8e4f-5a6b7c8d9e0f", "grantee": "group:clinic-42", "access": "care"},
+)

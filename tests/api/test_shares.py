@@ -1,0 +1,369 @@
+"""Shared access (contract v3 sections 5 and 12): shares of a pet to a user or a group, read or care, until they
+expire or go; what they grant (the pet, its vaccinations, their history; with care, writing the vaccinations),
+what they never grant, who writes and reads them, and the lists of shared records. On both databases."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.values import format_timestamp, now_ms
+from tests.api.test_vaccines import create_vaccine
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, token
+
+Client = AsyncTestClient[Any]
+SHARES = "/v1/pet-shares"
+VET = "vet@clinic.example"
+CLINIC = "group:clinic-42"
+CAROL = "carol@example.com"
+SHARE_FIELDS = {
+    "id",
+    "createdAt",
+    "createdBy",
+    "modifiedAt",
+    "modifiedBy",
+    "ownerId",
+    "petId",
+    "grantee",
+    "access",
+    "expiresAt",
+}
+
+
+def as_vet(groups: tuple[str, ...] = ("clinic-42",)) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(VET, groups=list(groups))}"}
+
+
+async def share(
+    client: Client, pet: dict[str, Any], grantee: str, access: str = "read", **extra: Any
+) -> httpx.Response:
+    response = await client.post(
+        SHARES, json={"petId": pet["id"], "grantee": grantee, "access": access, **extra}, headers=auth()
+    )
+    assert response.status_code == 201, response.text
+    return response
+
+
+@pytest.fixture
+async def rex(client: Client) -> dict[str, Any]:
+    pet: dict[str, Any] = (await create(client, ALICE, name="Rex", pet_type="Dog")).json()
+    return pet
+
+
+@pytest.fixture
+async def rabies(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies", pet_type="Dog", duration=30)).json()
+    return vaccine
+
+
+async def vaccinate(
+    client: Client, pet: dict[str, Any], vaccine: dict[str, Any], headers: dict[str, str]
+) -> httpx.Response:
+    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": "2025-01-01T00:00:00Z"}
+    return await client.post("/v1/pet-vaccination", json=body, headers=headers)
+
+
+class TestCreate:
+    async def test_the_owner_shares_a_pet(self, client: Client, rex: dict[str, Any]) -> None:
+        response = await share(client, rex, "Bob@Example.com", "care", expiresAt="2099-01-01T00:00:00Z")
+
+        record = response.json()
+        assert set(record) == SHARE_FIELDS
+        assert (record["petId"], record["grantee"], record["access"]) == (rex["id"], BOB, "care")
+        assert (record["ownerId"], record["createdBy"]) == (ALICE, ALICE)
+        assert record["expiresAt"] == "2099-01-01T00:00:00.000Z"
+        assert response.headers["location"] == f"{SHARES}/{record['id']}"
+
+    async def test_to_a_group(self, client: Client, rex: dict[str, Any]) -> None:
+        record = (await share(client, rex, CLINIC, "care")).json()
+
+        assert (record["grantee"], record["expiresAt"]) == (CLINIC, None)
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"grantee": "not an address"}, "grantee"),
+            ({"grantee": "group:"}, "grantee"),
+            ({"grantee": "group:has space"}, "grantee"),
+            ({"grantee": ALICE}, "grantee"),
+            ({"access": "write"}, "access"),
+            ({"expiresAt": "2001-01-01T00:00:00Z"}, "expiresAt"),
+            ({"petId": MISSING_ID}, "petId"),
+            ({"colour": "brown"}, "colour"),
+        ],
+    )
+    async def test_a_bad_share_is_400_naming_it(
+        self, client: Client, rex: dict[str, Any], body: dict[str, Any], field: str
+    ) -> None:
+        sent = {"petId": rex["id"], "grantee": BOB, "access": "read", **body}
+
+        response = await client.post(SHARES, json=sent, headers=auth())
+
+        assert list(assert_error(response, 400, 994)["errors"]) == [field]
+
+    async def test_only_a_pet_the_caller_owns(self, client: Client, rex: dict[str, Any]) -> None:
+        await share(client, rex, BOB, "care")
+        sent = {"petId": rex["id"], "grantee": CAROL, "access": "read"}
+
+        by_bob = await client.post(SHARES, json=sent, headers=auth(BOB))
+        by_admin = await client.post(SHARES, json=sent, headers=auth(ADMIN, admin=True))
+
+        assert list(assert_error(by_bob, 400, 994)["errors"]) == ["petId"]
+        assert by_admin.status_code == 201
+        assert by_admin.json()["ownerId"] == ALICE
+
+    async def test_one_share_for_each_pet_and_grantee(self, client: Client, rex: dict[str, Any]) -> None:
+        first = await share(client, rex, BOB)
+
+        again = await client.post(
+            SHARES, json={"petId": rex["id"], "grantee": "BOB@example.com", "access": "care"}, headers=auth()
+        )
+
+        assert_error(again, 409, 982)
+        assert again.headers["location"] == first.headers["location"]
+
+    async def test_at_most_a_hundred_shares_for_a_pet(self, client: Client, rex: dict[str, Any]) -> None:
+        for number in range(100):
+            await share(client, rex, f"friend{number}@example.com")
+
+        response = await client.post(
+            SHARES, json={"petId": rex["id"], "grantee": "one.more@example.com", "access": "read"}, headers=auth()
+        )
+
+        assert list(assert_error(response, 400, 994)["errors"]) == ["petId"]
+
+
+class TestWhatASharesGrants:
+    async def test_read_lets_the_grantee_see_the_pet_and_its_vaccinations(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = (await vaccinate(client, rex, rabies, auth())).json()
+        before = await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB))
+        await share(client, rex, BOB)
+
+        pet = await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB))
+        listed = await client.get("/v1/pets", headers=auth(BOB))
+        dose = await client.get(f"/v1/pet-vaccination/{given['id']}", headers=auth(BOB))
+        doses = await client.get("/v1/pet-vaccination", headers=auth(BOB))
+        history = await client.get(f"/v1/pets/{rex['id']}/history", headers=auth(BOB))
+
+        assert_error(before, 404, 995)
+        assert pet.json() == rex
+        assert [item["id"] for item in listed.json()["items"]] == [rex["id"]]
+        assert dose.json() == given
+        assert [item["id"] for item in doses.json()["items"]] == [given["id"]]
+        assert [change["action"] for change in history.json()["items"]] == ["created"]  # from before the share too
+
+    async def test_read_never_writes(self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]) -> None:
+        given = (await vaccinate(client, rex, rabies, auth())).json()
+        await share(client, rex, BOB)
+
+        replace_pet = await client.put(
+            f"/v1/pets/{rex['id']}", json={"name": "Max", "petType": "Dog"}, headers=auth(BOB)
+        )
+        delete_pet = await client.delete(f"/v1/pets/{rex['id']}", headers=auth(BOB))
+        vaccinated = await vaccinate(client, rex, rabies, auth(BOB))
+        updated = await client.patch(f"/v1/pet-vaccination/{given['id']}", json={"notes": "x"}, headers=auth(BOB))
+
+        for response in (replace_pet, delete_pet, vaccinated, updated):
+            assert_error(response, 403, 997)
+        assert (await client.get(f"/v1/pets/{rex['id']}", headers=auth())).json() == rex
+
+    async def test_care_writes_the_pets_vaccinations_never_the_pet(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await share(client, rex, CLINIC, "care")
+
+        given = await vaccinate(client, rex, rabies, as_vet())
+        updated = await client.patch(given.headers["location"], json={"notes": "Left leg."}, headers=as_vet())
+        pet = await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Max"}, headers=as_vet())
+        transferred = await client.patch(f"/v1/pets/{rex['id']}", json={"ownerId": VET}, headers=as_vet())
+        more_shares = await client.post(
+            SHARES, json={"petId": rex["id"], "grantee": CAROL, "access": "read"}, headers=as_vet()
+        )
+        deleted = await client.delete(given.headers["location"], headers=as_vet())
+
+        assert given.status_code == 201, given.text
+        assert (given.json()["createdBy"], given.json()["ownerId"]) == (VET, ALICE)
+        assert (updated.status_code, updated.json()["modifiedBy"]) == (200, VET)
+        assert_error(pet, 403, 997)
+        assert_error(transferred, 403, 997)
+        assert list(assert_error(more_shares, 400, 994)["errors"]) == ["petId"]
+        assert deleted.status_code == 200
+
+    async def test_a_group_share_grants_every_member_and_no_one_else(self, client: Client, rex: dict[str, Any]) -> None:
+        await share(client, rex, CLINIC)
+
+        member = await client.get(f"/v1/pets/{rex['id']}", headers=as_vet())
+        other_group = await client.get(f"/v1/pets/{rex['id']}", headers=as_vet(("clinic-43",)))
+        case_differs = await client.get(f"/v1/pets/{rex['id']}", headers=as_vet(("Clinic-42",)))
+
+        assert member.status_code == 200
+        assert_error(other_group, 404, 995)
+        assert_error(case_differs, 404, 995)
+
+    async def test_an_expired_share_grants_nothing_and_stays_listed(self, client: Client, rex: dict[str, Any]) -> None:
+        soon = format_timestamp(now_ms() + 1500)
+        made = await share(client, rex, BOB, expiresAt=soon)
+        assert (await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB))).status_code == 200
+
+        await asyncio.sleep(1.6)
+
+        assert_error(await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB)), 404, 995)
+        assert (await client.get("/v1/pets", headers=auth(BOB))).json()["totalCount"] == 0
+        kept = await client.get(made.headers["location"], headers=auth(BOB))
+        assert kept.status_code == 200
+
+    async def test_a_share_ends_with_its_deletion(self, client: Client, rex: dict[str, Any]) -> None:
+        made = await share(client, rex, BOB)
+
+        left = await client.delete(made.headers["location"], headers=auth(BOB))
+
+        assert left.status_code == 200
+        assert_error(await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB)), 404, 995)
+
+    async def test_deleting_the_pet_deletes_its_shares(self, client: Client, rex: dict[str, Any]) -> None:
+        made = await share(client, rex, BOB)
+
+        await client.delete(f"/v1/pets/{rex['id']}", headers=auth())
+
+        assert_error(await client.get(made.headers["location"], headers=auth()), 404, 995)
+        history = await client.get(f"{made.headers['location']}/history", headers=auth())
+        assert [change["action"] for change in history.json()["items"]] == ["created", "deleted"]
+
+    async def test_a_transfer_deletes_the_pets_shares(self, client: Client, rex: dict[str, Any]) -> None:
+        made = await share(client, rex, BOB)
+
+        moved = await client.patch(f"/v1/pets/{rex['id']}", json={"ownerId": CAROL}, headers=auth(ADMIN, admin=True))
+
+        assert moved.status_code == 200
+        assert_error(await client.get(made.headers["location"], headers=auth(BOB)), 404, 995)
+        assert_error(await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB)), 404, 995)
+
+
+class TestWhoWritesAShare:
+    async def test_a_grantee_reads_it_and_cannot_change_it(self, client: Client, rex: dict[str, Any]) -> None:
+        made = (await share(client, rex, BOB)).json()
+        location = f"{SHARES}/{made['id']}"
+
+        read = await client.get(location, headers=auth(BOB))
+        replaced = await client.put(
+            location, json={"petId": rex["id"], "grantee": BOB, "access": "care"}, headers=auth(BOB)
+        )
+        patched = await client.patch(location, json={"access": "care"}, headers=auth(BOB))
+        stranger = await client.get(location, headers=auth(CAROL))
+
+        assert read.json() == made
+        assert_error(replaced, 403, 997)
+        assert_error(patched, 403, 997)
+        assert_error(stranger, 404, 995)
+
+    async def test_the_owner_changes_its_access_and_expiry_not_its_pet_or_grantee(
+        self, client: Client, rex: dict[str, Any]
+    ) -> None:
+        other = (await create(client, ALICE, name="Max")).json()
+        made = (await share(client, rex, BOB)).json()
+        location = f"{SHARES}/{made['id']}"
+
+        changed = await client.patch(
+            location, json={"access": "care", "expiresAt": "2099-01-01T00:00:00Z"}, headers=auth()
+        )
+        moved = await client.patch(location, json={"petId": other["id"]}, headers=auth())
+        renamed = await client.put(
+            location, json={"petId": rex["id"], "grantee": CAROL, "access": "read"}, headers=auth()
+        )
+
+        assert (changed.json()["access"], changed.json()["expiresAt"]) == ("care", "2099-01-01T00:00:00.000Z")
+        assert list(assert_error(moved, 400, 994)["errors"]) == ["petId"]
+        assert list(assert_error(renamed, 400, 994)["errors"]) == ["grantee"]
+
+    async def test_only_the_owner_deletes_a_group_share(self, client: Client, rex: dict[str, Any]) -> None:
+        made = await share(client, rex, CLINIC)
+
+        by_member = await client.delete(made.headers["location"], headers=as_vet())
+        by_owner = await client.delete(made.headers["location"], headers=auth())
+
+        assert_error(by_member, 403, 997)
+        assert by_owner.status_code == 200
+
+
+class TestLists:
+    async def test_shared_records_are_in_the_callers_lists(self, client: Client, rex: dict[str, Any]) -> None:
+        own = (await create(client, BOB, name="Bo")).json()
+        await share(client, rex, BOB)
+
+        both = await client.get("/v1/pets?sort=name", headers=auth(BOB))
+        owned = await client.get("/v1/pets?access=owned", headers=auth(BOB))
+        shared = await client.get("/v1/pets?access=shared", headers=auth(BOB))
+        by_alice = await client.get(f"/v1/pets?ownerId={ALICE}", headers=auth(BOB))
+
+        assert [item["name"] for item in both.json()["items"]] == ["Bo", "Rex"]
+        assert both.json()["totalCount"] == 2
+        assert [item["id"] for item in owned.json()["items"]] == [own["id"]]
+        assert [item["id"] for item in shared.json()["items"]] == [rex["id"]]
+        assert [item["id"] for item in by_alice.json()["items"]] == [rex["id"]]
+
+    async def test_a_bad_access_is_400(self, client: Client) -> None:
+        response = await client.get("/v1/pets?access=everything", headers=auth())
+
+        assert list(assert_error(response, 400, 994)["errors"]) == ["access"]
+
+    async def test_a_clinics_overdue_list(self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]) -> None:
+        other = (await create(client, CAROL, name="Not a patient")).json()
+        await share(client, rex, CLINIC, "care")
+        await vaccinate(client, rex, rabies, as_vet())
+        await vaccinate(client, other, rabies, auth(CAROL))
+        now = format_timestamp(now_ms())
+
+        overdue = await client.get(f"/v1/pet-vaccination?dueTo={now}&access=shared", headers=as_vet())
+
+        assert [item["petId"] for item in overdue.json()["items"]] == [rex["id"]]
+
+    async def test_shares_listed_by_owner_and_grantee(self, client: Client, rex: dict[str, Any]) -> None:
+        await share(client, rex, BOB)
+        await share(client, rex, CLINIC)
+
+        owner = await client.get(SHARES, headers=auth())
+        bob = await client.get(SHARES, headers=auth(BOB))
+        vet = await client.get(f"{SHARES}?petId={rex['id']}", headers=as_vet())
+        carol = await client.get(SHARES, headers=auth(CAROL))
+
+        assert owner.json()["totalCount"] == 2
+        assert [item["grantee"] for item in bob.json()["items"]] == [BOB]
+        assert [item["grantee"] for item in vet.json()["items"]] == [CLINIC]
+        assert carol.json()["totalCount"] == 0
+
+
+class TestNothingElseReachesAnyone:
+    async def test_shared_with_someone_else_answers_as_never_existed(self, client: Client, rex: dict[str, Any]) -> None:
+        await share(client, rex, BOB)
+
+        for path in (f"/v1/pets/{rex['id']}", f"/v1/pets/{rex['id']}/history"):
+            shared = await client.get(path, headers=auth(CAROL))
+            missing = await client.get(path.replace(rex["id"], MISSING_ID), headers=auth(CAROL))
+            assert (shared.status_code, shared.content) == (missing.status_code, missing.content)
+            assert {name for name in shared.headers if name != "x-request-id"} == {
+                name for name in missing.headers if name != "x-request-id"
+            }
+
+    async def test_a_chip_belongs_to_one_animal_whoever_owns_it(self, client: Client) -> None:
+        await create(client, ALICE, name="Rex", microchip="982000123456789")
+
+        again = await client.post(
+            "/v1/pets", json={"name": "Max", "petType": "Dog", "microchip": "982-000-123-456-789"}, headers=auth(BOB)
+        )
+
+        assert_error(again, 409, 982)
+        assert "location" not in again.headers
+
+
+class TestGroupsClaim:
+    @pytest.mark.parametrize("groups", ["clinic-42", [42], ["has space"], ["x" * 101], [""]])
+    async def test_a_groups_claim_that_is_no_list_of_names_is_401(self, client: Client, groups: Any) -> None:
+        response = await client.get("/v1/pets", headers={"Authorization": f"Bearer {token(VET, groups=groups)}"})
+
+        assert_error(response, 401, 997)

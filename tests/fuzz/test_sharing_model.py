@@ -1,0 +1,335 @@
+"""Shared access against a model, driven by hypothesis on each database (contract v3 section 12).
+
+A `RuleBasedStateMachine` makes pets and vaccinations, shares pets with users and groups (read or care), lets
+shares expire, be deleted or left, transfers and deletes pets; after every step it checks that each caller's view
+equals the model's: every get, every list and its count, every history, and the change feed, which holds exactly
+the changes of what a share let the caller see while it granted access, in commit order.
+
+A share's expiry is made to pass by moving its `expiresAt` into the past in the database (as time would), with a
+millisecond kept clear on either side so that every change is plainly before or after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule, run_state_machine_as_test
+from litestar.testing import TestClient
+
+from tests.support import ADMIN, ALICE, BOB, run_sql, token, wipe
+
+Client = TestClient[Any]
+CAROL = "carol@example.com"
+DAVE = "dave@example.com"
+GROUPS = {ALICE: (), BOB: ("clinic-a",), CAROL: ("clinic-a", "clinic-b"), DAVE: ()}
+CALLERS = tuple(GROUPS)
+GRANTEES = (BOB, CAROL, DAVE, "group:clinic-a", "group:clinic-b")
+ACCESS = ("read", "care")
+VACCINE_NAME = "Core"
+
+
+def grantees_of(caller: str) -> set[str]:
+    return {caller, *(f"group:{group}" for group in GROUPS[caller])}
+
+
+@dataclass
+class Window:
+    grantee: str
+    opened: int
+    closed: int | None = None
+    expired: int | None = None
+    """The sequence number of the step at which the share expired: changes after it were not granted."""
+
+
+@dataclass
+class Share:
+    id: str
+    pet: str
+    grantee: str
+    access: str
+    expired: bool = False
+    windows: list[Window] = field(default_factory=list)
+
+
+@dataclass
+class LoggedChange:
+    resource: str
+    id: str
+    action: str
+    shared_key: str | None
+    owner_before: str | None
+    owner_after: str | None
+    grantee: str | None
+    step: int
+    """The step (the transaction) that made it: changes are compared step by step, each step's as a set."""
+    moment: int
+    """Its place in the log, in the order the model knows (steps in order)."""
+
+
+class SharingModel(RuleBasedStateMachine):
+    pets = Bundle("pets")
+    shares = Bundle("shares")
+
+    def __init__(self, client: Client, database_url: str) -> None:
+        super().__init__()
+        self.client = client
+        self.database_url = database_url
+        asyncio.run(wipe(database_url))
+        self.headers = {
+            caller: {"Authorization": f"Bearer {token(caller, groups=list(GROUPS[caller]) or None)}"}
+            for caller in CALLERS
+        }
+        self.headers[ADMIN] = {"Authorization": f"Bearer {token(ADMIN, admin=True)}"}
+        self.owner: dict[str, str] = {}
+        self.vaccinations: dict[str, str] = {}
+        """Vaccination id -> its pet."""
+        self.all_shares: dict[str, Share] = {}
+        self.windows: dict[str, tuple[str, list[Window]]] = {}
+        """Each share's pet and windows, kept once it is gone: the feed still holds what it granted."""
+        self.log: list[LoggedChange] = []
+        self.step = 0
+        self.moment = 0
+        vaccine = self.client.post(
+            "/v1/vaccines", json={"name": VACCINE_NAME, "petType": "Dog", "duration": 30}, headers=self.headers[ADMIN]
+        )
+        assert vaccine.status_code == 201, vaccine.text
+        self.vaccine = vaccine.json()["id"]
+        self._log("vaccines", self.vaccine, "created", None, "", "")
+
+    # --- the model ------------------------------------------------------------------------------------
+
+    def _log(
+        self,
+        resource: str,
+        record_id: str,
+        action: str,
+        shared_key: str | None,
+        before: str | None,
+        after: str | None,
+        grantee: str | None = None,
+    ) -> None:
+        self.moment += 1
+        self.log.append(
+            LoggedChange(resource, record_id, action, shared_key, before, after, grantee, self.step, self.moment)
+        )
+
+    def _active(self, pet: str) -> list[Share]:
+        return [share for share in self.all_shares.values() if share.pet == pet and not share.expired]
+
+    def _access(self, caller: str, pet: str) -> str | None:
+        """What the caller may do with a pet's records: "own", "care", "read", or None."""
+        if self.owner.get(pet) == caller:
+            return "own"
+        granted = {share.access for share in self._active(pet) if share.grantee in grantees_of(caller)}
+        return "care" if "care" in granted else "read" if granted else None
+
+    def _close(self, share: Share) -> None:
+        share.windows[-1].closed = self.moment
+
+    def _delete_share(self, share: Share) -> None:
+        owner = self.owner[share.pet]
+        self._log("pet-shares", share.id, "deleted", share.pet, owner, None, share.grantee)
+        self._close(share)
+        del self.all_shares[share.id]
+
+    def _sees(self, caller: str, change: LoggedChange) -> bool:
+        if change.owner_after == "" or caller in (change.owner_before, change.owner_after):
+            return True
+        if change.shared_key is None:
+            return False
+        for pet, windows in self.windows.values():
+            if pet != change.shared_key:
+                continue
+            for window in windows:
+                if window.grantee not in grantees_of(caller):
+                    continue
+                if change.grantee is not None and change.grantee != window.grantee:
+                    continue
+                after_expiry = window.expired is not None and change.moment > window.expired
+                within = window.opened <= change.moment and (window.closed is None or change.moment <= window.closed)
+                if within and not after_expiry:
+                    return True
+        return False
+
+    # --- rules ----------------------------------------------------------------------------------------
+
+    def _next_step(self) -> None:
+        self.step += 1
+
+    @rule(target=pets, owner=st.sampled_from((ALICE, BOB)))
+    def create_pet(self, owner: str) -> str:
+        self._next_step()
+        response = self.client.post("/v1/pets", json={"name": "Rex", "petType": "Dog"}, headers=self.headers[owner])
+        assert response.status_code == 201, response.text
+        pet: str = response.json()["id"]
+        self.owner[pet] = owner
+        self._log("pets", pet, "created", pet, None, owner)
+        return pet
+
+    @rule(target=shares, pet=pets, grantee=st.sampled_from(GRANTEES), access=st.sampled_from(ACCESS))
+    def share(self, pet: str, grantee: str, access: str) -> str:
+        self._next_step()
+        owner = self.owner.get(pet)
+        body = {"petId": pet, "grantee": grantee, "access": access}
+        response = self.client.post("/v1/pet-shares", json=body, headers=self.headers[owner or ALICE])
+        if owner is None or owner == grantee:
+            assert response.status_code == 400, response.text
+            return ""
+        if any(share.pet == pet and share.grantee == grantee for share in self.all_shares.values()):
+            assert response.status_code == 409, response.text
+            return ""
+        assert response.status_code == 201, response.text
+        share = Share(response.json()["id"], pet, grantee, access)
+        self._log("pet-shares", share.id, "created", pet, owner, owner, grantee)
+        share.windows.append(Window(grantee, self.moment))
+        self.windows[share.id] = (pet, share.windows)
+        self.all_shares[share.id] = share
+        return share.id
+
+    @rule(share_id=consumes(shares), by_grantee=st.booleans())
+    def delete_share(self, share_id: str, by_grantee: bool) -> None:
+        self._next_step()
+        share = self.all_shares.get(share_id)
+        if share is None:
+            return
+        caller = share.grantee if by_grantee and not share.grantee.startswith("group:") else self.owner[share.pet]
+        response = self.client.delete(f"/v1/pet-shares/{share_id}", headers=self.headers[caller])
+        assert response.status_code == 200, response.text
+        self._delete_share(share)
+
+    @rule(share_id=shares)
+    def expire(self, share_id: str) -> None:
+        self._next_step()
+        share = self.all_shares.get(share_id)
+        if share is None or share.expired:
+            return
+        time.sleep(0.002)
+        moment = int(time.time() * 1000)
+        stored = _stored_id(self.database_url, share_id)
+        for statement in (
+            f"UPDATE pet_shares SET expires_at = {moment} WHERE id = '{stored}'",  # noqa: S608 - numbers and an id
+            f"UPDATE share_windows SET expires_at = {moment} WHERE share_id = '{stored}' AND until_xid IS NULL",  # noqa: S608
+        ):
+            asyncio.run(run_sql(self.database_url, statement))
+        time.sleep(0.002)
+        share.expired = True
+        share.windows[-1].expired = self.moment
+
+    @rule(pet=pets, caller=st.sampled_from(CALLERS))
+    def vaccinate(self, pet: str, caller: str) -> None:
+        self._next_step()
+        body = {"petId": pet, "vaccineId": self.vaccine, "appliedAt": "2025-01-01T00:00:00Z"}
+        response = self.client.post("/v1/pet-vaccination", json=body, headers=self.headers[caller])
+        access = self._access(caller, pet) if pet in self.owner else None
+        if access in ("own", "care"):
+            assert response.status_code == 201, response.text
+            vaccination: str = response.json()["id"]
+            self.vaccinations[vaccination] = pet
+            self._log("pet-vaccination", vaccination, "created", pet, None, self.owner[pet])
+        elif access == "read":
+            assert response.status_code == 403, response.text
+        else:
+            assert response.status_code == 400, response.text
+
+    @rule(pet=pets, new_owner=st.sampled_from((ALICE, BOB, CAROL)))
+    def transfer(self, pet: str, new_owner: str) -> None:
+        self._next_step()
+        response = self.client.patch(f"/v1/pets/{pet}", json={"ownerId": new_owner}, headers=self.headers[ADMIN])
+        if pet not in self.owner:
+            assert response.status_code == 404, response.text
+            return
+        assert response.status_code == 200, response.text
+        old = self.owner[pet]
+        if old == new_owner:
+            self._log("pets", pet, "replaced", pet, old, old)
+            return
+        for share in [share for share in self.all_shares.values() if share.pet == pet]:
+            self._delete_share(share)
+        self._log("pets", pet, "replaced", pet, old, new_owner)
+        self.owner[pet] = new_owner
+        for vaccination, of_pet in self.vaccinations.items():
+            if of_pet == pet:
+                self._log("pet-vaccination", vaccination, "replaced", pet, old, new_owner)
+
+    @rule(pet=consumes(pets))
+    def delete_pet(self, pet: str) -> None:
+        self._next_step()
+        owner = self.owner.get(pet)
+        response = self.client.delete(f"/v1/pets/{pet}", headers=self.headers[owner or ALICE])
+        if owner is None:
+            assert response.status_code == 404, response.text
+            return
+        assert response.status_code == 200, response.text
+        for vaccination in [one for one, of_pet in self.vaccinations.items() if of_pet == pet]:
+            self._log("pet-vaccination", vaccination, "deleted", pet, owner, None)
+            del self.vaccinations[vaccination]
+        self._log("pets", pet, "deleted", pet, owner, None)
+        for share in [share for share in self.all_shares.values() if share.pet == pet]:
+            self._delete_share(share)
+        del self.owner[pet]
+
+    # --- every caller's view --------------------------------------------------------------------------
+
+    def _listed(self, path: str, caller: str, **params: str) -> tuple[set[str], int]:
+        response = self.client.get(path, params={"pageSize": "100", **params}, headers=self.headers[caller])
+        assert response.status_code == 200, response.text
+        body = response.json()
+        return {item["id"] for item in body["items"]}, body["totalCount"]
+
+    @invariant()
+    def each_callers_view_is_the_models(self) -> None:
+        for caller in CALLERS:
+            pets = {pet for pet in self.owner if self._access(caller, pet) is not None}
+            assert self._listed("/v1/pets", caller) == (pets, len(pets)), caller
+            shared = {pet for pet in pets if self.owner[pet] != caller}
+            assert self._listed("/v1/pets", caller, access="shared") == (shared, len(shared)), caller
+            doses = {one for one, pet in self.vaccinations.items() if pet in pets}
+            assert self._listed("/v1/pet-vaccination", caller) == (doses, len(doses)), caller
+            named = {
+                share.id
+                for share in self.all_shares.values()
+                if self.owner[share.pet] == caller or share.grantee in grantees_of(caller)
+            }
+            assert self._listed("/v1/pet-shares", caller) == (named, len(named)), caller
+            for pet in self.owner:
+                status = self.client.get(f"/v1/pets/{pet}", headers=self.headers[caller]).status_code
+                history = self.client.get(f"/v1/pets/{pet}/history", headers=self.headers[caller]).status_code
+                assert (status, history) == ((200, 200) if pet in pets else (404, 404)), (caller, pet)
+            self._check_feed(caller)
+
+    def _check_feed(self, caller: str) -> None:
+        found: list[tuple[str, str, str]] = []
+        after: str | None = None
+        while True:
+            params = {"limit": "1000", **({"after": after} if after else {})}
+            response = self.client.get("/v1/changes", params=params, headers=self.headers[caller])
+            assert response.status_code == 200, response.text
+            page = response.json()
+            found.extend((item["resource"], item["id"], item["action"]) for item in page["items"])
+            after = page["nextCursor"]
+            if not page["items"]:
+                break
+        expected = [change for change in self.log if self._sees(caller, change)]
+        # Step by step: within one transaction, the model does not know the order of its changes.
+        position = 0
+        for step in sorted({change.step for change in expected}):
+            of_step = {(c.resource, c.id, c.action) for c in expected if c.step == step}
+            assert set(found[position : position + len(of_step)]) == of_step, (caller, step, found, expected)
+            position += len(of_step)
+        assert position == len(found), (caller, found[position:])
+
+
+def _stored_id(database_url: str, record_id: str) -> str:
+    """An id as the database stores it: SQLite's uuid columns hold its hex."""
+    return record_id.replace("-", "") if database_url.startswith("sqlite") else record_id
+
+
+@pytest.mark.hypothesis
+def test_each_callers_view_equals_the_models(sync_client: Client, database_url: str) -> None:
+    """As many runs, of as many steps, as the Hypothesis profile says (tests/conftest.py)."""
+    run_state_machine_as_test(lambda: SharingModel(sync_client, database_url))
