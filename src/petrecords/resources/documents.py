@@ -234,6 +234,8 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
     ]
     if _may_forbid(resource):
         failures.append(errors.Forbidden)
+    if resource.unique:
+        failures.append(errors.Duplicate)
     return {
         "description": f"{resource.description}{_references(resource)}",
         **_writers(resource),
@@ -304,6 +306,8 @@ def _write_failures(resource: Resource) -> list[type[ServiceError]]:
     ]
     if _may_forbid(resource):
         failures.append(errors.Forbidden)
+    if resource.unique:
+        failures.append(errors.Duplicate)
     return failures
 
 

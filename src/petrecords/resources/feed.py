@@ -150,15 +150,17 @@ class Feed:
     async def changes(self, call: Call) -> Answer:
         request = parse_feed_query(query_pairs(call.query), self.services.resources)
         caller: Caller = call.caller
+        sent_last_event_id = call.header(b"last-event-id")
+        # Read (a malformed one is 400) even where it means nothing: a page of JSON.
+        last_event_id = None if sent_last_event_id is None else decode_cursor("Last-Event-ID", sent_last_event_id)
         if not wants_event_stream(call.header(b"accept")):
             page = await feed_page(store=self.services.store, caller=caller, request=request)
             return Answer(200, msgspec.json.encode(page))
-        last_event_id = call.header(b"last-event-id")
         # A transaction of its own, ended before a live stream starts: a stream holds no connection.
         async with self.services.store.transaction(write=False) as tx:
             already: frozenset[Cursor] = frozenset()
             if last_event_id is not None:
-                start = await start_of(tx, decode_cursor("Last-Event-ID", last_event_id), name="Last-Event-ID")
+                start = await start_of(tx, last_event_id, name="Last-Event-ID")
             elif request.after is not None:
                 start = await start_of(tx, request.after)
             else:
@@ -235,7 +237,7 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
             "properties": {
                 "cursor": {
                     "type": "string",
-                    "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$",
+                    "pattern": CURSOR_PATTERN,
                     "description": "Opaque: where the change stands in the feed (its commit order).",
                 },
                 "resource": {"type": "string", "enum": [resource.name for resource in resources.resources]},
@@ -271,7 +273,7 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
                 "items": {"type": "array", "maxItems": MAX_LIMIT, "items": {"$ref": "#/components/schemas/Change"}},
                 "nextCursor": {
                     "type": "string",
-                    "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$",
+                    "pattern": CURSOR_PATTERN,
                     "description": "Where the next page starts: send it as `after`.",
                 },
             },
@@ -280,6 +282,7 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
 
 
 ACTIONS = ("created", "replaced", "deleted")
+CURSOR_PATTERN = "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"
 _EVENT_FORMAT = (
     "Server-Sent Events, sent as the changes commit: `retry: 1000` first, then for each change `id:` its cursor, "
     "`event:` its action and `data:` the change as JSON (the Change schema) on one line, each event ending with an "
@@ -301,7 +304,7 @@ def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str
         "parameters": [
             parameter(
                 "after",
-                {"type": "string", "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"},
+                {"type": "string", "pattern": CURSOR_PATTERN},
                 "A cursor this service handed out (a change's `cursor`, a page's `nextCursor`): start after it. "
                 "Omitted: at the oldest change kept (a stream: with the changes committed after it opened). Older "
                 "than what is kept: 410.",
@@ -337,8 +340,9 @@ def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str
             ),
             parameter(
                 "Last-Event-ID",
-                {"type": "string", "pattern": "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"},
-                "The live stream only: resume after this cursor (EventSource sends it when it reconnects).",
+                {"type": "string", "pattern": CURSOR_PATTERN},
+                "The live stream: resume after this cursor (EventSource sends it when it reconnects). Ignored by a "
+                "page of JSON, but malformed it is 400 there too.",
                 where="header",
             ),
         ],
@@ -349,8 +353,23 @@ def _feed_document(resources: ResourceSet, context: DocumentContext) -> dict[str
                 "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/ChangeFeedPage"}},
                     EVENT_STREAM: {
-                        "schema": {"type": "string", "description": _EVENT_FORMAT},
-                        "example": 'retry: 1000\n\nid: 1f4-0\nevent: created\ndata: {"cursor":"1f4-0",...}\n\n',
+                        # Before OpenAPI 3.2, the schema of an event stream is that of each event.
+                        "schema": {
+                            "type": "object",
+                            "description": _EVENT_FORMAT,
+                            "properties": {
+                                "id": {"type": "string", "pattern": CURSOR_PATTERN},
+                                "event": {"type": "string", "enum": list(ACTIONS)},
+                                "data": {
+                                    "type": "string",
+                                    "contentMediaType": "application/json",
+                                    "contentSchema": {"$ref": "#/components/schemas/Change"},
+                                },
+                                "retry": {"type": "integer", "minimum": 0},
+                            },
+                            "dependentRequired": {"event": ["id", "data"]},
+                        },
+                        "example": {"id": "1f4-0", "event": "created", "data": '{"cursor":"1f4-0",...}'},
                     },
                 },
             },

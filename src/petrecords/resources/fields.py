@@ -662,7 +662,8 @@ class Microchip(PlainKind):
         return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
 
     def text_schema(self, context: SchemaContext) -> dict[str, Any]:
-        return {"type": "string", "pattern": _MICROCHIP_PATTERN}
+        # White space around the code is read away, as in a body.
+        return {"type": "string", "pattern": f"^[{_SPACE}]*{_MICROCHIP_PATTERN[1:-1]}[{_SPACE}]*$"}
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         description = self.description or (

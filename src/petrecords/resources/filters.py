@@ -114,8 +114,7 @@ class AnyOf:
         return f"must be {MAX_IDS} or fewer values, each {self.kind.expected(context)}, comma-separated or repeated."
 
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
-        items = self.kind.schema(context, sent=True)
-        items.pop("description", None)
+        items = self.kind.text_schema(context)
         schema: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": MAX_IDS, "items": items}
         return [parameter(self.parameter, schema, f"{self.description} {SEVERAL}", several=True)]
 
