@@ -14,12 +14,22 @@ from petrecords.config import Settings
 from petrecords.db import migrate
 from tests.support import SECRET, throwaway_postgres, wipe
 
-# How hard property-based tests look, for every one of them: `fast` in `make test`, `long` (the full number and
-# more) in `make test-long`, which runs every property-based test again (`-m hypothesis --hypothesis-profile long`).
+# How hard property-based tests look, for every one of them: `fast` in `make test` (a developer's many runs a day),
+# `long` in `make test-long`, which runs every property-based test again (`-m hypothesis --hypothesis-profile long`)
+# with fifty times the examples and four times the steps.
 _QUIET = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
-settings.register_profile("fast", max_examples=40, stateful_step_count=50, **_QUIET)
+settings.register_profile("fast", max_examples=20, stateful_step_count=25, **_QUIET)
 settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
 settings.load_profile("fast")
+
+STATEFUL_RUNS_AT_MOST = 60
+"""Runs of a state machine: each is a sequence of steps with every caller's view checked after each, so the long
+profile's thousand would take hours; sixty of a hundred steps take minutes."""
+
+
+def stateful_settings() -> settings:
+    """The profile's settings for a state machine, at most STATEFUL_RUNS_AT_MOST runs."""
+    return settings(settings.default, max_examples=min(settings.default.max_examples, STATEFUL_RUNS_AT_MOST))
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

@@ -268,6 +268,48 @@ async def test_a_pets_vaccinations_are_three_statements_however_many_there_are(
     assert len(statements) == 3, statements
 
 
+VET = "vet@clinic.example"
+VETS_GRANTEES = (VET, "group:clinic-42")
+NOT_THE_VETS = Condition(("owner_id",), Operator.DIFFERS, (VET,))
+GRANTEE_QUERIES = {
+    "pets shared with a clinic's vet": (
+        PET_RECORDS,
+        (NOT_THE_VETS, Condition(("id",), Operator.SHARED, (NOW, *VETS_GRANTEES))),
+    ),
+    "a vet's pets, own or shared": (
+        PET_RECORDS,
+        (Condition(("owner_id", "id"), Operator.OWNED_OR_SHARED, (VET, NOW, *VETS_GRANTEES)),),
+    ),
+    "what is overdue among a clinic's patients": (
+        VACCINATIONS,
+        (NOT_THE_VETS, Condition(("pet_id",), Operator.SHARED, (NOW, *VETS_GRANTEES)), OVERDUE),
+    ),
+    "a vet's overdue vaccinations, own or shared": (
+        VACCINATIONS,
+        (Condition(("owner_id", "pet_id"), Operator.OWNED_OR_SHARED, (VET, NOW, *VETS_GRANTEES)), OVERDUE),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GRANTEE_QUERIES))
+@pytest.mark.parametrize("part", ["page", "count"])
+async def test_a_grantees_lists_read_indexes_only(database_url: str, name: str, part: str) -> None:
+    """A grantee's lists find the pets shared with them through the shares' grantee index, and those pets and their
+    vaccinations by their keys: no table is read whole, whatever the number of shares of other grantees."""
+    collection, conditions = GRANTEE_QUERIES[name]
+    sort = (SortKey("due_at"), SortKey("id")) if collection is VACCINATIONS else BY_CREATED
+    query = PageQuery(conditions=conditions, sort=sort, limit=20, offset=0)
+    statement = list_statement(collection, query) if part == "page" else count_statement(collection, conditions)
+    plan = await _plan(database_url, *statement, forbid=("enable_seqscan",))
+    if database_url.startswith("sqlite"):
+        whole = [line for line in plan.split(" | ") if line.startswith("SCAN") and "INDEX" not in line]
+        assert not whole, plan
+        assert "ix_pet_shares_grantee" in plan, plan
+        return
+    assert "Seq Scan" not in plan, plan
+    assert "ix_pet_shares_grantee" in plan, plan
+
+
 FEED_READERS = {"a non-admin": OWNER, "an admin": None}
 FEED_CHANGES = 20_000
 

@@ -5,6 +5,9 @@ what they never grant, who writes and reads them, and the lists of shared record
 from __future__ import annotations
 
 import asyncio
+import random
+import statistics
+import time
 from typing import Any
 
 import httpx
@@ -20,6 +23,11 @@ SHARES = "/v1/pet-shares"
 VET = "vet@clinic.example"
 CLINIC = "group:clinic-42"
 CAROL = "carol@example.com"
+TIMING_SAMPLES = 200
+TIMING_TOLERANCE = 0.05
+"""Medians of 200 interleaved samples differ by a few per cent between two runs of one path on a busy machine;
+an extra query (a lookup the other answer skips) costs more than this."""
+TIMING_SEED = 19
 SHARE_FIELDS = {
     "id",
     "createdAt",
@@ -349,6 +357,39 @@ class TestNothingElseReachesAnyone:
             assert {name for name in shared.headers if name != "x-request-id"} == {
                 name for name in missing.headers if name != "x-request-id"
             }
+
+    async def test_shared_with_someone_else_takes_as_long_as_never_existed(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        """Timing that depends on whether a record exists would tell a caller what their answers do not. Each
+        probe is asked of the pet shared with someone else and of an id that never existed, interleaved in a
+        random order so that whatever else the machine does falls on both alike; their medians must be within
+        TIMING_TOLERANCE of each other."""
+        await share(client, rex, BOB, "care")
+        headers = auth(CAROL)
+        probes = {
+            "get": lambda pet: client.get(f"/v1/pets/{pet}", headers=headers),
+            "history": lambda pet: client.get(f"/v1/pets/{pet}/history", headers=headers),
+            "replace": lambda pet: client.put(f"/v1/pets/{pet}", json={"name": "X", "petType": "Dog"}, headers=headers),
+            "vaccinate": lambda pet: client.post(
+                "/v1/pet-vaccination",
+                json={"petId": pet, "vaccineId": rabies["id"], "appliedAt": "2025-01-01T00:00:00Z"},
+                headers=headers,
+            ),
+            "list": lambda pet: client.get("/v1/pet-vaccination", params={"petId": pet}, headers=headers),
+        }
+        rng = random.Random(TIMING_SEED)
+        for name, probe in probes.items():
+            for pet in (rex["id"], MISSING_ID):  # warm both paths
+                await probe(pet)
+            timings: dict[str, list[float]] = {rex["id"]: [], MISSING_ID: []}
+            for _ in range(TIMING_SAMPLES):
+                for pet in rng.sample(list(timings), 2):
+                    started = time.perf_counter()
+                    await probe(pet)
+                    timings[pet].append(time.perf_counter() - started)
+            shared, missing = (statistics.median(timings[pet]) for pet in (rex["id"], MISSING_ID))
+            assert abs(shared - missing) <= TIMING_TOLERANCE * missing, (name, shared, missing)
 
     async def test_a_chip_belongs_to_one_animal_whoever_owns_it(self, client: Client) -> None:
         await create(client, ALICE, name="Rex", microchip="982000123456789")

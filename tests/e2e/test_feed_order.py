@@ -4,14 +4,19 @@ sees every change exactly once, in commit order, whatever the number of instance
 Two `petrecords serve` instances on one PostgreSQL database (and one instance of two workers on SQLite) take
 writes from many concurrent clients: pets created, renamed with If-Match, given to another owner (which moves
 their vaccinations) and deleted (which takes their vaccinations along); vaccinations given, revised and
-deleted; vaccines of the shared catalogue created, revised and deleted. Meanwhile an administrator and a
-non-admin poll GET /v1/changes?after=… through both instances without pause. Once the writers stop, the
+deleted; vaccines of the shared catalogue created, revised and deleted; pets shared with a user and with a
+clinic's group, for reading or for care (a vet of the clinic then vaccinates them), and the shares deleted by
+the owner, left by the user, or taken along when their pet is deleted or given away. Meanwhile an
+administrator, an owner, the user the pets are shared with and the vet poll GET /v1/changes?after=… through
+both instances without pause. Once the writers stop, the
 administrator's sequence must be the whole log, each change once, its cursors only ever moving forward; every
 acknowledged write in it exactly once, with the body the client was given; every record's versions 1, 2, …
 in order; and the log, replayed in that order, must never refer to a record that is not there or show a
 vaccination with another owner than its pet's or another vaccine than the catalogue's, and must end in what
-the database holds. The non-admin's sequence must be exactly the changes they may see, in the same order; and
-a read from the start afterwards must give full pages until the end.
+the database holds. The owner's sequence must be exactly the changes they may see, in the same order; each
+grantee's exactly those of the log replayed with the windows in which a share granted them (from its creation
+to its deletion, both included), in the same order; and a read from the start afterwards must give full pages
+until the end.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import math
 import random
 import time
 from collections.abc import Iterator
@@ -38,6 +44,13 @@ pytestmark = pytest.mark.slow
 ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
 ADMIN = "admin@example.com --admin"
 OWNERS = (ALICE, BOB, CAROL)
+DAVE = "dave@example.com"
+"""A user the owners share pets with, who leaves some of those shares."""
+CLINIC = "group:clinic-42"
+VET = "vet@clinic.example --group clinic-42"
+"""A vet of the clinic: every share to the clinic's group grants them; with care, they vaccinate."""
+GRANTEES = {DAVE: {DAVE}, VET: {"vet@clinic.example", CLINIC}}
+"""Each grantee's token, and whom a share may name to grant them."""
 PET_TYPES = ("Dog", "Cat")
 WRITERS = 10
 WRITE_SECONDS = 10.0
@@ -46,8 +59,13 @@ LIVE_PETS = 50
 READ_LIMITS = (1, 2, 5, 20, 100, 1000)
 SETTINGS = {"PETRECORDS_RATE_LIMIT": "0"}
 APPLIED = "2026-11-20T10:00:00.000Z"
-RESOURCES = ("pets", "vaccines", "pet-vaccination")
-PATHS = {"pets": "/v1/pets", "vaccines": "/v1/vaccines", "pet-vaccination": "/v1/pet-vaccination"}
+RESOURCES = ("pets", "vaccines", "pet-vaccination", "pet-shares")
+PATHS = {
+    "pets": "/v1/pets",
+    "vaccines": "/v1/vaccines",
+    "pet-vaccination": "/v1/pet-vaccination",
+    "pet-shares": "/v1/pet-shares",
+}
 CATCH_UP_SECONDS = 30.0
 
 
@@ -69,6 +87,7 @@ class Writes:
     pets: dict[str, dict[str, Any]] = field(default_factory=dict)
     vaccinations: dict[str, dict[str, Any]] = field(default_factory=dict)
     vaccines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shares: dict[str, dict[str, Any]] = field(default_factory=dict)
     etags: dict[str, str] = field(default_factory=dict)
     acknowledged: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     """(resource, action, id, the body of the 2xx)."""
@@ -239,8 +258,59 @@ async def _write_once(writes: Writes, http: httpx.AsyncClient, rng: random.Rando
         )
         if gone is not None:
             writes.vaccinations.pop(vaccination["id"], None)
+    elif draw < 0.94:
+        await _write_share(writes, http, rng, pet)
     else:
         await _write_catalogue(writes, http, rng)
+
+
+async def _write_share(writes: Writes, http: httpx.AsyncClient, rng: random.Random, pet: dict[str, Any]) -> None:
+    """Share a pet, leave or delete a share, or (the vet) vaccinate a pet shared with the clinic for care."""
+    draw = rng.random()
+    shares = list(writes.shares.values())
+    if draw < 0.45 or not shares:
+        body = {"petId": pet["id"], "grantee": rng.choice((DAVE, CLINIC)), "access": rng.choice(("read", "care"))}
+        # 400 naming petId when the pet has gone or moved meanwhile; 409 when it is shared so already.
+        made = await _send(
+            writes,
+            http,
+            "share pet",
+            "POST",
+            "/v1/pet-shares",
+            rng.choice((pet["ownerId"], ADMIN)),
+            allowed=(201, 400, 409),
+            body=body,
+        )
+        if made is not None:
+            writes.shares[made["id"]] = made
+    elif draw < 0.75:
+        share = rng.choice(shares)
+        leaver = DAVE if share["grantee"] == DAVE and rng.random() < 0.5 else rng.choice((share["ownerId"], ADMIN))
+        gone = await _send(
+            writes,
+            http,
+            "delete share",
+            "DELETE",
+            f"/v1/pet-shares/{share['id']}",
+            leaver,
+            allowed=(200, 404, 412),
+            etag=writes.etags.get(share["id"]),
+        )
+        if gone is not None:
+            writes.shares.pop(share["id"], None)
+    else:
+        share = rng.choice(shares)
+        vaccines = [one for one in writes.vaccines.values() if one["petType"] == pet["petType"]]
+        if not vaccines:
+            return
+        body = {"petId": share["petId"], "vaccineId": rng.choice(vaccines)["id"], "appliedAt": APPLIED}
+        # 400 naming petId unless a share to the clinic grants care of the pet now; naming vaccineId when the
+        # vaccine is not one for the pet's type (or has gone).
+        given = await _send(
+            writes, http, "vet vaccinates", "POST", "/v1/pet-vaccination", VET, allowed=(201, 400), body=body
+        )
+        if given is not None:
+            writes.vaccinations[given["id"]] = given
 
 
 async def _write_catalogue(writes: Writes, http: httpx.AsyncClient, rng: random.Random) -> None:
@@ -400,10 +470,18 @@ def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, An
             assert pet is not None, f"a vaccination of a pet not there (yet, or any more): {change}"
             assert record["ownerId"] == pet["ownerId"], f"a vaccination with another owner than its pet's: {change}"
             assert record["vaccine"] == records["vaccines"].get(record["vaccineId"]), f"a stale vaccine: {change}"
-        if action == "deleted" and resource != "pet-vaccination":
+        if resource == "pet-shares" and action != "deleted":
+            pet = records["pets"].get(record["petId"])
+            assert pet is not None, f"a share of a pet not there (yet, or any more): {change}"
+            assert record["ownerId"] == pet["ownerId"], f"a share with another owner than its pet's: {change}"
+        if action == "deleted" and resource in ("pets", "vaccines"):
             column = "petId" if resource == "pets" else "vaccineId"
-            left = [one for one in records["pet-vaccination"].values() if one[column] == record_id]
-            assert not left, f"{resource} deleted while vaccinations refer to it: {change}, {left}"
+            kinds = ("pet-vaccination", "pet-shares") if resource == "pets" else ("pet-vaccination",)
+            left = [one for kind in kinds for one in records[kind].values() if one.get(column) == record_id]
+            assert not left, f"{resource} deleted while records refer to it: {change}, {left}"
+        if resource == "pets" and previous is not None and previous["ownerId"] != record["ownerId"]:
+            kept_shares = [one for one in records["pet-shares"].values() if one["petId"] == record_id]
+            assert not kept_shares, f"a pet given away with its shares: {change}, {kept_shares}"
     return records, before
 
 
@@ -416,15 +494,51 @@ def _as_now(records: dict[str, dict[str, dict[str, Any]]], resource: str, record
 
 
 def _sees(user: str, change: dict[str, Any], before: dict[str, Any] | None) -> bool:
-    """What a non-admin may see of a change: one of the catalogue, or of a record they owned before or after it."""
+    """What an owner may see of a change: one of the catalogue, or of a record they owned before or after it."""
     if change["resource"] == "vaccines":
         return True
     return change["record"]["ownerId"] == user or (before is not None and before["ownerId"] == user)
 
 
+@dataclass
+class Window:
+    """Where in the log a share granted: from its creation to its deletion, both included."""
+
+    pet: str
+    grantee: str
+    opened: int
+    closed: float = math.inf
+
+
+def _windows(log: list[dict[str, Any]]) -> list[Window]:
+    windows: dict[str, Window] = {}
+    for index, change in enumerate(log):
+        if change["resource"] == "pet-shares" and change["action"] == "created":
+            windows[change["id"]] = Window(change["record"]["petId"], change["record"]["grantee"], index)
+        elif change["resource"] == "pet-shares" and change["action"] == "deleted":
+            windows[change["id"]].closed = index
+    return list(windows.values())
+
+
+def _granted(grantees: set[str], windows: list[Window], index: int, change: dict[str, Any]) -> bool:
+    """What a grantee (who owns nothing) may see of a change: one of the catalogue, or of a pet shared with
+    them, its vaccinations and the shares that name them, committed while such a share granted."""
+    if change["resource"] == "vaccines":
+        return True
+    pet = change["id"] if change["resource"] == "pets" else change["record"]["petId"]
+    named = change["record"]["grantee"] if change["resource"] == "pet-shares" else None
+    return any(
+        window.pet == pet
+        and window.grantee in grantees
+        and window.opened <= index <= window.closed
+        and named in (None, window.grantee)
+        for window in windows
+    )
+
+
 @contextlib.contextmanager
 def _cluster(database: str, tmp_path: Path) -> Iterator[list[Server]]:
-    users = [*OWNERS, ADMIN]
+    users = [*OWNERS, ADMIN, *GRANTEES]
     with contextlib.ExitStack() as stack:
         if database == "postgresql":
             url = stack.enter_context(throwaway_postgres())
@@ -445,8 +559,10 @@ class Run:
     writes: Writes
     admin: Reading
     bob: Reading
+    grantees: dict[str, Reading]
     log: list[dict[str, Any]]
     bobs_log: list[dict[str, Any]]
+    grantees_logs: dict[str, list[dict[str, Any]]]
     stored: dict[str, dict[str, dict[str, Any]]]
     histories: dict[tuple[str, str], dict[str, Any]]
 
@@ -461,9 +577,10 @@ async def _exercise(servers: list[Server], rng: random.Random) -> Run:
         admin_token, bob_token = servers[0].tokens[ADMIN], servers[0].tokens[BOB]
         writers_done = asyncio.Event()
         admin, bob = Reading(ADMIN), Reading(BOB)
+        grantees = {grantee: Reading(grantee) for grantee in GRANTEES}
         readers = [
-            asyncio.create_task(_read(admin, clients, admin_token, writers_done, rng.randrange(2**32))),
-            asyncio.create_task(_read(bob, clients, bob_token, writers_done, rng.randrange(2**32))),
+            asyncio.create_task(_read(reading, clients, servers[0].tokens[reading.user], writers_done, seed))
+            for reading, seed in ((one, rng.randrange(2**32)) for one in (admin, bob, *grantees.values()))
         ]
         until = time.monotonic() + WRITE_SECONDS
         await asyncio.gather(
@@ -475,6 +592,10 @@ async def _exercise(servers: list[Server], rng: random.Random) -> Run:
 
         log = await _read_from_the_start(clients[0], admin_token, limit=7)
         bobs_log = await _read_from_the_start(clients[-1], bob_token, limit=5)
+        grantees_logs = {
+            grantee: await _read_from_the_start(clients[-1], servers[0].tokens[grantee], limit=3)
+            for grantee in GRANTEES
+        }
         stored = {resource: await _list_everything(clients[-1], admin_token, resource) for resource in RESOURCES}
         history_sample = rng.sample(log, min(30, len(log)))
         histories = {
@@ -487,7 +608,7 @@ async def _exercise(servers: list[Server], rng: random.Random) -> Run:
             ).json()
             for change in history_sample
         }
-    return Run(writes, admin, bob, log, bobs_log, stored, histories)
+    return Run(writes, admin, bob, grantees, log, bobs_log, grantees_logs, stored, histories)
 
 
 @pytest.mark.parametrize("database", ["postgresql", "sqlite"])
@@ -527,6 +648,14 @@ def test_a_polling_reader_sees_every_change_once_in_commit_order(database: str, 
     assert bob.changes == visible
     assert run.bobs_log == visible
 
+    # Each grantee saw exactly what a share let them see while it granted, in the same order.
+    windows = _windows(log)
+    granted = {}
+    for grantee, names in GRANTEES.items():
+        granted[grantee] = [change for index, change in enumerate(log) if _granted(names, windows, index, change)]
+        assert run.grantees[grantee].changes == granted[grantee], grantee
+        assert run.grantees_logs[grantee] == granted[grantee], grantee
+
     # A record's history is its changes, oldest first.
     for (resource, record_id), history in run.histories.items():
         assert history["items"] == [one for one in log if (one["resource"], one["id"]) == (resource, record_id)]
@@ -534,8 +663,14 @@ def test_a_polling_reader_sees_every_change_once_in_commit_order(database: str, 
     acknowledged = collections.Counter(f"{resource} {action}" for resource, action, _, _ in writes.acknowledged)
     print(
         f"{database}: {len(log)} changes ({len(writes.acknowledged)} acknowledged writes: {dict(acknowledged)}); "
-        f"bob sees {len(visible)}; admin polled {admin.pages} pages ({admin.short_pages} short), bob {bob.pages}; "
+        f"bob sees {len(visible)}, {', '.join(f'{one.split()[0]} {len(seen)}' for one, seen in granted.items())}; "
+        f"{len(windows)} shares; admin polled {admin.pages} pages ({admin.short_pages} short), bob {bob.pages}; "
         f"statuses {dict(writes.statuses)}; {time.monotonic() - started:.1f} s"
     )
     assert len(log) > 200
     assert {action for _, action, _, _ in writes.acknowledged} == {"created", "replaced", "deleted"}
+    assert {("pet-shares", "created"), ("pet-shares", "deleted")} <= {
+        (one, action) for one, action, _, _ in writes.acknowledged
+    }
+    assert writes.statuses["vet vaccinates 201"] > 0
+    assert all(len(seen) > len([one for one in log if one["resource"] == "vaccines"]) for seen in granted.values())

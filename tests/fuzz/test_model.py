@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 from litestar.testing import TestClient
 
 from petrecords.config import DEFAULT_PET_TYPES
+from tests.conftest import stateful_settings
 from tests.support import ADMIN, ALICE, BOB, token, wipe
 
 Client = TestClient[Any]
@@ -1387,4 +1388,4 @@ class PetRecordsModel(RuleBasedStateMachine):
 @pytest.mark.hypothesis
 def test_the_service_behaves_like_the_model(sync_client: Client, database_url: str) -> None:
     """As many runs, of as many steps, as the Hypothesis profile says (tests/conftest.py)."""
-    run_state_machine_as_test(lambda: PetRecordsModel(sync_client, database_url))
+    run_state_machine_as_test(lambda: PetRecordsModel(sync_client, database_url), settings=stateful_settings())

@@ -33,9 +33,11 @@ pytestmark = pytest.mark.slow
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 REPOSITORY = Path(__file__).resolve().parents[2]
-# Test cases per operation and phase; the stateful phase makes about as many scenarios.
-MAX_EXAMPLES = 40
-RUN_SECONDS = 240  # a pass; both take about a minute on an idle machine
+# Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test`, where
+# the examples and coverage phases do most of the work, and many in `make test-long`.
+EXAMPLES = [pytest.param(8, id="quick"), pytest.param(100, id="thorough", marks=pytest.mark.long)]
+SECONDS_PER_EXAMPLE = 4.0
+"""How long a pass may take, for each example asked for, beyond a first minute (on a busy machine)."""
 USERS = {"alice": "alice@example.com", "bob": "bob@example.com", "admin": "admin@example.com --admin"}
 # Who each run sends every request as, and the peers (who must never see each other's records) it probes with.
 PASSES = {"alice": ["alice", "bob"], "admin": []}
@@ -149,21 +151,28 @@ def _readable(output: str, width: int = 600) -> str:
     return "\n".join(line if len(line) <= width else line[:width] + " [...]" for line in output.splitlines())
 
 
-def test_schemathesis_finds_nothing(server: Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("examples", EXAMPLES)
+def test_schemathesis_finds_nothing(server: Server, tmp_path: Path, examples: int) -> None:
     document = httpx.get(f"{server.url}/openapi.json").json()
     _seed_vaccines(server)
     everything = _api_operations(document, admin=True)
     for user in PASSES:
         operations = _api_operations(document, admin=user == "admin")
         excluded = [operation_id for label, operation_id in everything.items() if label not in operations]
-        _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations, document)
+        _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations, document, examples)
     server_log = server.output(full=True)
     assert "Traceback" not in server_log, server_log[-5000:]
     assert " failed" not in server_log, server_log[-5000:]
 
 
 def _run(
-    server: Server, run_dir: Path, user: str, excluded: list[str], operations: dict[str, str], document: dict[str, Any]
+    server: Server,
+    run_dir: Path,
+    user: str,
+    excluded: list[str],
+    operations: dict[str, str],
+    document: dict[str, Any],
+    examples: int,
 ) -> None:
     run_dir.mkdir()
     _write_configuration(server, run_dir, user, document)
@@ -175,7 +184,7 @@ def _run(
         "run",
         f"{server.url}/openapi.json",
         "--max-examples",
-        str(MAX_EXAMPLES),
+        str(examples),
         "--workers",
         "1",
         "--report",
@@ -195,7 +204,13 @@ def _run(
     }
 
     finished = subprocess.run(
-        command, cwd=run_dir, env=env, capture_output=True, text=True, timeout=RUN_SECONDS, check=False
+        command,
+        cwd=run_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60 + SECONDS_PER_EXAMPLE * examples,
+        check=False,
     )
 
     output = _readable(finished.stdout + finished.stderr)
@@ -206,7 +221,7 @@ def _run(
     assert (report["failures"], report["errors"]) == ([], []), output[-20000:]
     assert all(phase["status"] == "success" for phase in report["phases"].values()), report["phases"]
     assert report["operations"]["tested"] == report["operations"]["selected"], report["operations"]
-    assert report["test_cases"]["generated"] >= MAX_EXAMPLES, report["test_cases"]
+    assert report["test_cases"]["generated"] >= examples, report["test_cases"]
     # Every operation of the API got past validation, references and permissions at least once.
     accepted = {
         operation: sum(phase["accepted"] for phase in phases.values())

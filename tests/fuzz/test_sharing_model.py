@@ -21,6 +21,7 @@ import pytest
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule, run_state_machine_as_test
 from litestar.testing import TestClient
 
+from tests.conftest import stateful_settings
 from tests.support import ADMIN, ALICE, BOB, run_sql, token, wipe
 
 Client = TestClient[Any]
@@ -332,4 +333,4 @@ def _stored_id(database_url: str, record_id: str) -> str:
 @pytest.mark.hypothesis
 def test_each_callers_view_equals_the_models(sync_client: Client, database_url: str) -> None:
     """As many runs, of as many steps, as the Hypothesis profile says (tests/conftest.py)."""
-    run_state_machine_as_test(lambda: SharingModel(sync_client, database_url))
+    run_state_machine_as_test(lambda: SharingModel(sync_client, database_url), settings=stateful_settings())
