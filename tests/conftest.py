@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from hypothesis import HealthCheck, settings
 from litestar.testing import AsyncTestClient, TestClient
@@ -27,9 +28,24 @@ STATEFUL_RUNS_AT_MOST = 60
 profile's thousand would take hours; sixty of a hundred steps take minutes."""
 
 
-def stateful_settings() -> settings:
+def stateful_settings() -> hypothesis.settings:
     """The profile's settings for a state machine, at most STATEFUL_RUNS_AT_MOST runs."""
-    return settings(settings.default, max_examples=min(settings.default.max_examples, STATEFUL_RUNS_AT_MOST))
+    profile = hypothesis.settings.default
+    return hypothesis.settings(profile, max_examples=min(profile.max_examples, STATEFUL_RUNS_AT_MOST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked `only_on(kind)` is about one database: its variants on the other are not collected at all (a
+    skip would report a test that could never run)."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("only_on")
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("database_url") if callspec is not None else None
+        (dropped if marker is not None and kind is not None and kind not in marker.args else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

@@ -88,9 +88,8 @@ async def test_the_create_ceiling_writes_what_a_create_writes(client: AsyncTestC
     assert counts == [("", "Dog", 2, 2), (ALICE, "Dog", 2, 0)]
 
 
+@pytest.mark.only_on("sqlite")  # PostgreSQL commits each create on its own, as the store does
 async def test_concurrent_ceiling_creates_share_one_commit_on_sqlite(database_url: str) -> None:
-    if not database_url.startswith("sqlite"):
-        pytest.skip("PostgreSQL commits each create on its own, as the store does")
     await wipe(database_url)
     backend = _backend(database_url)
     statements: list[str] = []

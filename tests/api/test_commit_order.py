@@ -34,10 +34,12 @@ APPLIED = "2026-11-20T10:00:00.000Z"
 WAIT_SECONDS = 10.0
 
 
+# SQLite runs one write transaction at a time: no commit can overtake another.
+pytestmark = pytest.mark.only_on("postgresql")
+
+
 @pytest.fixture
 def postgres_url(database_url: str) -> str:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("SQLite runs one write transaction at a time")
     return database_url
 
 

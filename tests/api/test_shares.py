@@ -24,9 +24,10 @@ VET = "vet@clinic.example"
 CLINIC = "group:clinic-42"
 CAROL = "carol@example.com"
 TIMING_SAMPLES = 200
-TIMING_TOLERANCE = 0.05
-"""Medians of 200 interleaved samples differ by a few per cent between two runs of one path on a busy machine;
-an extra query (a lookup the other answer skips) costs more than this."""
+TIMING_TOLERANCE = 0.1
+TIMING_ATTEMPTS = 3
+"""Medians of 200 interleaved samples of one path differ by up to a tenth on a busy machine; one query more (a
+lookup that one answer skips) makes a fifth to a third more."""
 TIMING_SEED = 19
 SHARE_FIELDS = {
     "id",
@@ -364,7 +365,7 @@ class TestNothingElseReachesAnyone:
         """Timing that depends on whether a record exists would tell a caller what their answers do not. Each
         probe is asked of the pet shared with someone else and of an id that never existed, interleaved in a
         random order so that whatever else the machine does falls on both alike; their medians must be within
-        TIMING_TOLERANCE of each other."""
+        TIMING_TOLERANCE of each other in one of TIMING_ATTEMPTS measurements (a leak is in every one)."""
         await share(client, rex, BOB, "care")
         headers = auth(CAROL)
         probes = {
@@ -382,14 +383,20 @@ class TestNothingElseReachesAnyone:
         for name, probe in probes.items():
             for pet in (rex["id"], MISSING_ID):  # warm both paths
                 await probe(pet)
-            timings: dict[str, list[float]] = {rex["id"]: [], MISSING_ID: []}
-            for _ in range(TIMING_SAMPLES):
-                for pet in rng.sample(list(timings), 2):
-                    started = time.perf_counter()
-                    await probe(pet)
-                    timings[pet].append(time.perf_counter() - started)
-            shared, missing = (statistics.median(timings[pet]) for pet in (rex["id"], MISSING_ID))
-            assert abs(shared - missing) <= TIMING_TOLERANCE * missing, (name, shared, missing)
+            measured = []
+            for _ in range(TIMING_ATTEMPTS):
+                timings: dict[str, list[float]] = {rex["id"]: [], MISSING_ID: []}
+                for _ in range(TIMING_SAMPLES):
+                    for pet in rng.sample(list(timings), 2):
+                        started = time.perf_counter()
+                        await probe(pet)
+                        timings[pet].append(time.perf_counter() - started)
+                shared, missing = (statistics.median(timings[pet]) for pet in (rex["id"], MISSING_ID))
+                measured.append(round(shared / missing, 3))
+                if abs(shared - missing) <= TIMING_TOLERANCE * missing:
+                    break
+            else:
+                pytest.fail(f"{name}: shared / never existed, median times: {measured}")
 
     async def test_a_chip_belongs_to_one_animal_whoever_owns_it(self, client: Client) -> None:
         await create(client, ALICE, name="Rex", microchip="982000123456789")

@@ -31,7 +31,9 @@ from tests.support import throwaway_postgres
 
 pytestmark = pytest.mark.slow
 
-CYCLES = 5
+CYCLES = [pytest.param(2, id="two kills"), pytest.param(8, id="eight kills", marks=pytest.mark.long)]
+"""Kills under load, each followed by a restart on the data it left: a couple in `make test`, more in
+`make test-long`."""
 CLIENTS = 6
 WORKERS = 2
 USER = "alice@example.com"
@@ -346,21 +348,21 @@ def _kill_under_load(server: Server, token: str, load: Load, cycle: int, rng: ra
     assert not load.failures, f"{load.failures}\n{server.output()}"
 
 
-def _crash_cycles(data_dir: Path, database_url: str | None) -> None:
+def _crash_cycles(data_dir: Path, database_url: str | None, cycles: int) -> None:
     seed = random.randrange(2**32)
     print(f"crash-cycle seed {seed}")
     rng = random.Random(seed)
     load = Load(records=[[] for _ in range(CLIENTS)])
     token = ""
     totals: list[int] = []
-    for cycle in range(CYCLES + 1):
+    for cycle in range(cycles + 1):
         users = [USER] if cycle == 0 else []
         with running_server(data_dir, database_url=database_url, workers=WORKERS, users=users) as server:
             token = token or server.tokens[USER]
             totals.append(_verify(server, token, load))
             if database_url is None:
                 _integrity_check(data_dir)
-            if cycle == CYCLES:
+            if cycle == cycles:
                 assert server.stop() == 0, server.output()
                 break
             before = load.acknowledged
@@ -377,10 +379,12 @@ def _crash_cycles(data_dir: Path, database_url: str | None) -> None:
     )
 
 
-def test_sqlite_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    _crash_cycles(tmp_path / "data", None)
+@pytest.mark.parametrize("cycles", CYCLES)
+def test_sqlite_loses_no_acknowledged_write(tmp_path: Path, cycles: int) -> None:
+    _crash_cycles(tmp_path / "data", None, cycles)
 
 
-def test_postgresql_loses_no_acknowledged_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cycles", CYCLES)
+def test_postgresql_loses_no_acknowledged_write(tmp_path: Path, cycles: int) -> None:
     with throwaway_postgres() as database_url:
-        _crash_cycles(tmp_path / "data", database_url)
+        _crash_cycles(tmp_path / "data", database_url, cycles)

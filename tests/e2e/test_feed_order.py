@@ -299,15 +299,17 @@ async def _write_share(writes: Writes, http: httpx.AsyncClient, rng: random.Rand
         if gone is not None:
             writes.shares.pop(share["id"], None)
     else:
-        share = rng.choice(shares)
-        vaccines = [one for one in writes.vaccines.values() if one["petType"] == pet["petType"]]
+        cared_for = [one for one in shares if one["grantee"] == CLINIC and one["access"] == "care"]
+        share = rng.choice(cared_for or shares)
+        shared_pet = writes.pets.get(share["petId"], pet)
+        vaccines = [one for one in writes.vaccines.values() if one["petType"] == shared_pet["petType"]]
         if not vaccines:
             return
         body = {"petId": share["petId"], "vaccineId": rng.choice(vaccines)["id"], "appliedAt": APPLIED}
-        # 400 naming petId unless a share to the clinic grants care of the pet now; naming vaccineId when the
-        # vaccine is not one for the pet's type (or has gone).
+        # 400 naming petId unless a share to the clinic grants the vet the pet now, 403 when it grants reading
+        # only; 400 naming vaccineId when the vaccine is not one for the pet's type (or has gone).
         given = await _send(
-            writes, http, "vet vaccinates", "POST", "/v1/pet-vaccination", VET, allowed=(201, 400), body=body
+            writes, http, "vet vaccinates", "POST", "/v1/pet-vaccination", VET, allowed=(201, 400, 403), body=body
         )
         if given is not None:
             writes.vaccinations[given["id"]] = given
@@ -450,7 +452,9 @@ def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, An
     records: dict[str, dict[str, dict[str, Any]]] = {resource: {} for resource in RESOURCES}
     versions: dict[tuple[str, str], int] = {}
     before: list[dict[str, Any] | None] = []
-    for change in log:
+    # A pet's deletion shows it to those it was shared with: its shares go after it, in its transaction.
+    pets_gone: list[dict[str, Any]] = []
+    for index, change in enumerate(log):
         resource, record_id, action, record = change["resource"], change["id"], change["action"], change["record"]
         key = (resource, record_id)
         assert change["version"] == versions.get(key, 0) + 1, f"version out of order or missing before {change}"
@@ -476,13 +480,24 @@ def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, An
             assert record["ownerId"] == pet["ownerId"], f"a share with another owner than its pet's: {change}"
         if action == "deleted" and resource in ("pets", "vaccines"):
             column = "petId" if resource == "pets" else "vaccineId"
-            kinds = ("pet-vaccination", "pet-shares") if resource == "pets" else ("pet-vaccination",)
-            left = [one for kind in kinds for one in records[kind].values() if one.get(column) == record_id]
-            assert not left, f"{resource} deleted while records refer to it: {change}, {left}"
+            left = [one for one in records["pet-vaccination"].values() if one[column] == record_id]
+            assert not left, f"{resource} deleted while vaccinations refer to it: {change}, {left}"
+            if resource == "pets":
+                pets_gone.append(change)
+        transaction_ends = index + 1 == len(log) or _transaction(log[index + 1]) != _transaction(change)
+        while transaction_ends and pets_gone:
+            gone = pets_gone.pop()
+            left = [one for one in records["pet-shares"].values() if one["petId"] == gone["id"]]
+            assert not left, f"a pet deleted while shares refer to it: {gone}, {left}"
         if resource == "pets" and previous is not None and previous["ownerId"] != record["ownerId"]:
             kept_shares = [one for one in records["pet-shares"].values() if one["petId"] == record_id]
             assert not kept_shares, f"a pet given away with its shares: {change}, {kept_shares}"
     return records, before
+
+
+def _transaction(change: dict[str, Any]) -> str:
+    """The transaction that made a change: the first part of its cursor (the test knows their form)."""
+    return str(change["cursor"]).partition("-")[0]
 
 
 def _as_now(records: dict[str, dict[str, dict[str, Any]]], resource: str, record: dict[str, Any]) -> dict[str, Any]:
