@@ -88,20 +88,11 @@ async def start_of(tx: Transaction, after: Cursor | None, *, name: str = "after"
         return purged
     if after < purged:
         raise CursorExpired()
-    if after != purged and not await _is_a_change(tx, after):
+    if after != purged and not await tx.is_a_change(after):
         if after < await tx.purged_through():  # removed by retention meanwhile
             raise CursorExpired()
         raise ValidationFailed.single(name, NOT_HANDED_OUT)
     return after
-
-
-async def _is_a_change(tx: Transaction, cursor: Cursor) -> bool:
-    """Whether a kept change has this cursor: no cursor lies between it and the one just before it, so the first
-    change after that one is this change, if there is one. A cursor handed out is of a change that had committed
-    below the horizon, which only moves forward."""
-    xid, position = cursor
-    following = await tx.changes_after((xid, position - 1), limit=1, reader=None, resources=None)
-    return bool(following) and following[0].cursor == cursor
 
 
 HELD_BACK_WAIT_SECONDS = 2.0

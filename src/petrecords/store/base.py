@@ -286,6 +286,10 @@ class Transaction(abc.ABC):
         """How many changes after `cursor` have committed by now (what NATS has not been sent yet, say)."""
 
     @abc.abstractmethod
+    async def is_a_change(self, cursor: Cursor) -> bool:
+        """Whether a committed change has this cursor (whatever is still in flight before it)."""
+
+    @abc.abstractmethod
     async def purged_through(self) -> Cursor:
         """The cursor of the last change removed by retention: anything at or before it is gone."""
 

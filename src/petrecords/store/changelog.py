@@ -56,6 +56,10 @@ COUNT_HISTORY = sa.select(sa.func.count()).select_from(changes).where(_OF_RECORD
 SELECT_LAST_CHANGE = sa.select(*CHANGE_COLUMNS).where(_OF_RECORD).order_by(changes.c.version.desc()).limit(1)
 _STATE_IS = service_state.c.name == sa.bindparam("name")
 SELECT_STATE_CURSOR = sa.select(service_state.c.xid, service_state.c.position).where(_STATE_IS)
+SELECT_CHANGE_AT = sa.select(sa.literal(1)).where(
+    changes.c.xid == sa.bindparam("xid", type_=sa.BigInteger()),
+    changes.c.position == sa.bindparam("position", type_=sa.BigInteger()),
+)
 
 
 def change_insert(xid: sa.ColumnElement[int]) -> sa.Insert:

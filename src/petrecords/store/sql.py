@@ -41,6 +41,7 @@ from petrecords.store.changelog import (
     PURGE_CHANGES,
     PURGED,
     SEEN_BY_SEPARATOR,
+    SELECT_CHANGE_AT,
     SELECT_HISTORY,
     SELECT_LAST_CHANGE,
     SELECT_STATE_CURSOR,
@@ -398,6 +399,11 @@ class SqlTransaction(Transaction):
     async def count_changes_after(self, cursor: Cursor) -> int:
         values = {"after_xid": cursor[0], "after_position": cursor[1]}
         return int((await self.fetch((count_after_select(self.horizon), values)))[0][0])
+
+    async def is_a_change(self, cursor: Cursor) -> bool:
+        # One point of the (xid, position) index, not bounded by the horizon: a transaction still in flight
+        # (of another database, on PostgreSQL, that the horizon cannot tell apart) must not unmake a cursor.
+        return bool(await self.fetch((SELECT_CHANGE_AT, {"xid": cursor[0], "position": cursor[1]})))
 
     async def purged_through(self) -> Cursor:
         return await self.state_cursor(PURGED)
