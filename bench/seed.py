@@ -37,6 +37,8 @@ from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 
 PET_TYPES = ("Dog", "Cat", "Capybara", "Other")
+CLINIC_FIELDS_UNSET = dict.fromkeys(("birth_date", "sex", "neutered", "breed", "breed_key", "microchip"))
+"""The columns of a pet record that a clinic fills in, left empty as most owners leave them."""
 BATCH = 10_000
 WORDS = ("rex", "tom", "bella", "max", "luna", "coco", "milo", "daisy", "oscar", "ruby")
 CATALOGUE_ADMIN = "vet-admin@example.com"
@@ -150,9 +152,11 @@ def _doses(rng: random.Random, pet: Row, count: int, vaccines: list[Row], now: i
     return rows
 
 
-async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row], *, owner: str | None) -> None:
+async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row]) -> None:
     """The "created" change of each row, as the service keeps it in the write's transaction (version 1, the record
-    as shown after the write); `owner` None for a shared record."""
+    as shown after the write, filed under its owner and the record others see it through)."""
+    owner_column = resource.ownership.column
+    key_column, grantee_column = resource.shared_through
     changes = [
         msgspec.structs.asdict(
             NewChange(
@@ -163,8 +167,10 @@ async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row], 
                 at=row["created_at"],
                 by=row["created_by"],
                 owner_before=None,
-                owner_after=SHARED if owner is None else owner,
+                owner_after=SHARED if owner_column is None else row[owner_column],
                 record=msgspec.json.encode(show(resource, row)),
+                shared_key=None if key_column is None else row[key_column],
+                grantee=None if grantee_column is None else row[grantee_column],
             )
         )
         for row in rows
@@ -206,7 +212,7 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
                 by_type.setdefault(vaccine["pet_type"], []).append(vaccine)
             async with store.transaction(write=True) as tx:
                 await tx.insert_many(VACCINES.collection, vaccines)
-                await keep_created(tx, VACCINES, vaccines, owner=None)
+                await keep_created(tx, VACCINES, vaccines)
             seeded.vaccine_ids = [f"{vaccine['id']}\n" for vaccine in vaccines]
         vaccines_by_id = {vaccine["id"]: vaccine for vaccine in vaccines}
         for start in range(0, rows, BATCH):
@@ -224,6 +230,7 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
                     "name": name,
                     "name_key": match_key(name),
                     "pet_type": rng.choice(PET_TYPES),
+                    **CLINIC_FIELDS_UNSET,
                     "revision": 1,
                 }
                 batch.append(pet)
@@ -243,12 +250,12 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
             seeded.vaccination_seconds += time.perf_counter() - started
             async with store.transaction(write=True) as tx:
                 await tx.insert_many(PETS.collection, batch)
-                await keep_created(tx, PETS, batch, owner=owner)
+                await keep_created(tx, PETS, batch)
                 if doses:
                     started = time.perf_counter()
                     await tx.insert_many(PET_VACCINATIONS.collection, doses)
                     shown = [{**dose, "vaccine": vaccines_by_id[dose["vaccine_id"]]} for dose in doses]
-                    await keep_created(tx, PET_VACCINATIONS, shown, owner=owner)
+                    await keep_created(tx, PET_VACCINATIONS, shown)
                     seeded.vaccination_seconds += time.perf_counter() - started
             seeded.vaccinations += len(doses)
             seeded.overdue += sum(1 for dose in doses if dose["due_at"] < now)
