@@ -23,7 +23,7 @@ from petrecords.portability.errors import CommandFailed, UseAnotherTool
 Command = Callable[[argparse.Namespace, Settings], None]
 WHOOF_SYSTEM_USER = "whoof-import@example.invalid"
 SETTINGS_THAT_MATTER = """\
-settings (environment variables; see the README for every one):
+settings (environment variables; every one in docs/reference/configuration.md):
   PETRECORDS_DATA_DIR           where the SQLite database and the local signing secret live (./data)
   PETRECORDS_DATABASE_URL       sqlite:///PATH or postgresql://user:password@host:port/db (SQLite in the data dir)
   PETRECORDS_AUTH_SECRET        HS256 secret of local tokens, 32+ bytes (generated in the data dir when unset)
