@@ -1,5 +1,5 @@
 # A container image of Pet Records, built with the same `make install` as everywhere else. Untested here: no
-# container engine runs on the machines this project is built and tested on (README, "Deploying").
+# container engine runs on the machines this project is built and tested on (docs/how-to/deploy.md).
 #
 #   docker build -t petrecords .
 #   docker run -p 8000:8000 -e PETRECORDS_DATABASE_URL=postgresql://… -e PETRECORDS_AUTH_SECRET=… petrecords

@@ -1,6 +1,7 @@
 # Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
-# `make test` runs every test but the long ones, on PYTEST_WORKERS processes; `make test-long` runs those, and every
-# property-based test again with the full number of examples.
+# `make test` runs the linters, the type checks, the documentation build (`make docs`) and every test but the long
+# ones, on PYTEST_WORKERS processes; `make test-long` runs those, and every property-based test again with the full
+# number of examples.
 PYTHON ?= python3
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -8,10 +9,11 @@ VENV := .venv
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+export NO_MKDOCS_2_WARNING := 1
 
 PYTEST_WORKERS ?= 2
 
-.PHONY: install run test test-long bench lint typecheck check clean
+.PHONY: install run test test-long bench lint typecheck docs check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,9 +29,10 @@ run: install
 	$(VENV)/bin/petrecords serve --host $(HOST) --port $(PORT)
 
 test: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench docs
+	$(VENV)/bin/ruff format --check src tests bench docs
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not long"
 
 test-long: install
@@ -42,11 +45,15 @@ bench: install
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench docs
+	$(VENV)/bin/ruff format --check src tests bench docs
 
 typecheck: install
 	$(VENV)/bin/mypy
 
+# The documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or a warning fails.
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

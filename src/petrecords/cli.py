@@ -23,7 +23,7 @@ from petrecords.portability.errors import CommandFailed, UseAnotherTool
 Command = Callable[[argparse.Namespace, Settings], None]
 WHOOF_SYSTEM_USER = "whoof-import@example.invalid"
 SETTINGS_THAT_MATTER = """\
-settings (environment variables; see the README for every one):
+settings (environment variables; every one in docs/reference/configuration.md):
   PETRECORDS_DATA_DIR           where the SQLite database and the local signing secret live (./data)
   PETRECORDS_DATABASE_URL       sqlite:///PATH or postgresql://user:password@host:port/db (SQLite in the data dir)
   PETRECORDS_AUTH_SECRET        HS256 secret of local tokens, 32+ bytes (generated in the data dir when unset)
@@ -143,7 +143,8 @@ def parser(*, with_client: bool = True) -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
-    # The defaults are the best of the configurations measured on a 2-core machine (bench/README.md).
+    # The defaults are the best of the configurations measured on a 2-core machine
+    # (bench/results/2026-11-21-serve-configurations.md).
     serve.add_argument("--workers", type=_positive, default=2, help="server processes; about one per core")
     serve.add_argument("--threads", type=_positive, default=2, help="I/O threads per server process")
     serve.add_argument(

@@ -74,56 +74,111 @@ def _check_url(value: str, *, schemes: tuple[str, ...], form: str) -> urllib.par
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PETRECORDS_", extra="ignore", frozen=True)
 
-    data_dir: Path = Path("data")
-    database_url: str | None = Field(
-        default=None, description="sqlite:///PATH or postgresql://…; default: SQLite in the data directory"
+    data_dir: Path = Field(
+        default=Path("data"), description="where the SQLite database and the generated local signing secret live"
     )
-    db_pool_size: int = Field(default=10, ge=1, le=200)
-    db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
-    db_statement_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    database_url: str | None = Field(
+        default=None,
+        description="sqlite:///PATH or postgresql://user:password@host:port/db; default: SQLite in the data directory",
+    )
+    db_pool_size: int = Field(default=10, ge=1, le=200, description="PostgreSQL connections per process")
+    db_connect_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="how long to wait for a PostgreSQL connection, pooled or new"
+    )
+    db_statement_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="PostgreSQL cancels any statement past it; on SQLite a read's statement is interrupted",
+    )
     db_pooler: Literal["none", "session", "transaction"] = Field(
-        default="none", description="what sits between the service and PostgreSQL: nothing, or PgBouncer in that mode"
+        default="none",
+        description="what sits between the service and PostgreSQL: nothing, or PgBouncer in that pool mode",
     )
     database_read_urls: Annotated[tuple[str, ...], NoDecode] = Field(
-        default=(), description="postgresql://… of streaming replicas that may answer reads, comma-separated"
+        default=(),
+        description="postgresql://… of streaming replicas that may answer gets, lists and histories, "
+        "comma-separated; needs PETRECORDS_REDIS_URL",
     )
     database_read_max_lag_seconds: float = Field(
         default=5.0, gt=0, le=3600, description="a replica further behind the primary than this answers no read"
     )
-    sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=60000)
+    sqlite_busy_timeout_ms: int = Field(
+        default=5000, ge=0, le=60000, description="how long an SQLite write waits for another process's write lock"
+    )
 
-    auth_mode: Literal["local", "jwks"] = "local"
-    auth_secret: SecretStr | None = None
-    auth_jwks_url: str | None = None
-    auth_issuer: str | None = None
-    auth_audience: str | None = None
-    auth_algorithms: Annotated[tuple[str, ...], NoDecode] = ("RS256", "ES256", "EdDSA")
-    auth_jwks_cache_seconds: int = Field(default=300, ge=1)
-    auth_jwks_refresh_cooldown_seconds: float = Field(default=30.0, ge=0)
-    auth_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=5)
-    auth_user_claim: str = "sub"
-    auth_roles_claim: str = "roles"
-    auth_admin_role: str = "admin"
+    auth_mode: Literal["local", "jwks"] = Field(
+        default="local",
+        description="local: HS256 tokens from petrecords token; jwks: the tokens of an identity provider",
+    )
+    auth_secret: SecretStr | None = Field(
+        default=None,
+        description="HS256 secret of local tokens, at least 32 bytes; when unset, a random one is made in the data "
+        "directory (mode 0600) on first start",
+    )
+    auth_jwks_url: str | None = Field(default=None, description="jwks mode: where the provider publishes its keys")
+    auth_issuer: str | None = Field(default=None, description="jwks mode: the exact iss that tokens must carry")
+    auth_audience: str | None = Field(default=None, description="jwks mode: the aud that tokens must name")
+    auth_algorithms: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("RS256", "ES256", "EdDSA"),
+        description="jwks mode: the accepted signature algorithms, comma-separated (asymmetric only)",
+    )
+    auth_jwks_cache_seconds: int = Field(
+        default=300, ge=1, description="how long fetched keys are used before they are fetched again"
+    )
+    auth_jwks_refresh_cooldown_seconds: float = Field(
+        default=30.0, ge=0, description="at most one fetch per this interval when a token names an unknown key"
+    )
+    auth_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=5, description="how long a key fetch may take")
+    auth_user_claim: str = Field(
+        default="sub", description="the claim that names the caller (an e-mail address; email with most providers)"
+    )
+    auth_roles_claim: str = Field(default="roles", description="the claim that lists the caller's roles")
+    auth_admin_role: str = Field(default="admin", description="the role that makes a caller an administrator")
     auth_groups_claim: str = Field(
         default="groups", description="the claim that lists the caller's groups (an identity provider's organizations)"
     )
-    auth_leeway_seconds: int = Field(default=30, ge=0, le=60)
+    auth_leeway_seconds: int = Field(default=30, ge=0, le=60, description="clock-skew allowance for exp, nbf and iat")
     auth_max_token_lifetime_seconds: int = Field(
         default=86400, ge=60, description="longest accepted token lifetime (exp - iat, or exp - now without iat)"
     )
 
-    pet_types: Annotated[tuple[str, ...], NoDecode] = DEFAULT_PET_TYPES
+    pet_types: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=DEFAULT_PET_TYPES,
+        description="the allowed pet types, comma-separated, matched case-insensitively and returned as spelt here",
+    )
     default_page_size: int = Field(
         default=DEFAULT_PAGE_SIZE,  # or the maximum when that is lower (_default_page_size_within_the_maximum)
         ge=1,
         description="records per page when a list asks for none (100, as existing clients expect; at most the maximum)",
     )
-    max_page_size: int = Field(default=100, ge=1, le=10000)
-    max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024)
-    body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    idle_timeout_seconds: float = Field(default=5.0, ge=0.1, le=3600)
-    max_connections_per_worker: int = Field(default=10000, ge=16)
-    idempotency_ttl_seconds: int = Field(default=86400, ge=86400)
+    max_page_size: int = Field(
+        default=100, ge=1, le=10000, description="a larger pageSize is reduced to this (the answer's pageSize says so)"
+    )
+    max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024, description="a larger request body is 413")
+    body_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="a request body must arrive within this time once the service starts to read it, or the answer "
+        "is 408 and the connection is closed",
+    )
+    idle_timeout_seconds: float = Field(
+        default=5.0,
+        ge=0.1,
+        le=3600,
+        description="a request head must be complete this long after the connection opened or after the previous "
+        "answer, or the connection is closed without an answer (idle keep-alive connections too)",
+    )
+    max_connections_per_worker: int = Field(
+        default=10000,
+        ge=16,
+        description="connections each server process holds at once; more wait in the kernel's queue (lowered, with "
+        "a warning, when the open-file limit cannot hold them)",
+    )
+    idempotency_ttl_seconds: int = Field(
+        default=86400, ge=86400, description="how long Idempotency-Key answers are kept (at least a day)"
+    )
     shutdown_drain_seconds: float = Field(
         default=0.0,
         ge=0,
@@ -132,7 +187,11 @@ class Settings(BaseSettings):
     )
 
     rate_limit: int = Field(default=6000, ge=0, description="requests per minute per caller; 0 turns it off")
-    redis_url: str | None = None
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://host:6379/0: one rate-limit budget for every instance, and where each caller's reads "
+        "must start when there are read replicas",
+    )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="exact origins (https://app.example) whose pages may call the API, comma-separated"
     )
@@ -162,8 +221,10 @@ class Settings(BaseSettings):
         "one NATS each need their own",
     )
 
-    access_log: bool = True
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    access_log: bool = Field(default=True, description="one JSON line per request on standard output")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="the least severe log lines written"
+    )
 
     _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
         _split_commas
@@ -316,7 +377,7 @@ def check_environment(environment: Mapping[str, str]) -> None:
             continue
         given = upper.removeprefix("PETRECORDS_")
         close = difflib.get_close_matches(given, [setting.removeprefix("PETRECORDS_") for setting in settings], n=1)
-        hint = f"did you mean PETRECORDS_{close[0]}?" if close else "see `petrecords serve --help` and the README"
+        hint = f"did you mean PETRECORDS_{close[0]}?" if close else "see docs/reference/configuration.md"
         raise ConfigurationError(f"{name} is not a setting of this service; {hint}")
 
 

@@ -1,6 +1,6 @@
 """The HTTP edge of a real `petrecords serve`, over raw sockets: the deadlines of contract section 7, the
-requests the HTTP server refuses before the service runs (README "What the HTTP server answers itself"),
-and the Server header.
+requests the HTTP server refuses before the service runs (docs/explanation/slow-clients.md, "What the HTTP
+server answers itself"), and the Server header.
 
 The server runs with deadlines of one second so that each can be seen to act; every wait below is for
 something the server does (an answer, a closed connection), with a generous bound only for failing.
@@ -230,7 +230,7 @@ def _post(*headers: bytes, body: bytes = b"{}") -> bytes:
 
 
 # What the HTTP server refuses itself, before the service runs: an empty body, none of the contract's headers,
-# and the connection closed. The README and the OpenAPI document list the same.
+# and the connection closed. docs/explanation/slow-clients.md and the OpenAPI document list the same.
 REFUSED_BY_THE_HTTP_SERVER = {
     "0xff byte in the target": (_request(b"/v1/pets?name=\xff"), 400),
     "NUL byte in the target": (_request(b"/v1/pets?name=\x00"), 400),

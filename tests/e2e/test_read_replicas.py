@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +26,8 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import create_app
 from petrecords.config import Settings
 from petrecords.db import migrate
-from tests.e2e.debian import POSTGRES_BIN, as_postgres, hand_to_postgres, unavailable
-from tests.e2e.servers import free_port
+from tests.e2e.debian import unavailable
+from tests.e2e.replicas import Clusters, pg_ctl, run, streaming_replica
 from tests.support import SECRET, redis_is_up, token
 
 pytestmark = pytest.mark.slow
@@ -41,66 +37,10 @@ APPLY_DELAY_SECONDS = 6
 WAIT_SECONDS = 30.0
 
 
-@dataclass
-class Clusters:
-    primary_url: str
-    replica_url: str
-    replica_dir: Path
-
-
-def _run(command: list[str], *, what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-
-
-def _pg_ctl(data: Path, *action: str) -> list[str]:
-    return [*as_postgres(), str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), *action]
-
-
-def _stop(data: Path) -> None:
-    if (data / "postmaster.pid").exists():
-        subprocess.run(_pg_ctl(data, "-m", "immediate", "-w", "stop"), capture_output=True, timeout=60, check=False)
-
-
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[Clusters]:
-    if not (POSTGRES_BIN / "initdb").exists():
-        unavailable(f"PostgreSQL's programs are not in {POSTGRES_BIN}")
-    # Not under pytest's own temporary directories: those of other runs by the same user are cleaned up by
-    # each new run, and the postgres user must be able to reach this one.
-    base = Path(tempfile.mkdtemp(prefix="petrecords-clusters-"))
-    primary, replica = base / "primary", base / "replica"
-    hand_to_postgres(base)
-    primary_port, replica_port = free_port(), free_port()
-    try:
-        initdb = [str(POSTGRES_BIN / "initdb"), "-D", str(primary), "-U", "postgres", "--auth=trust", "--no-sync"]
-        _run([*as_postgres(), *initdb, "-E", "UTF8"], what="initdb")
-        # initdb's pg_hba.conf with --auth=trust lets local replication connections in already.
-        with (primary / "postgresql.conf").open("a") as config:
-            config.write(
-                f"port = {primary_port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{base}'\n"
-                "wal_level = replica\nmax_wal_senders = 4\nwal_keep_size = '256MB'\nmax_connections = 40\n"
-                "shared_buffers = '32MB'\nfsync = off\n"
-            )
-        _run(_pg_ctl(primary, "-w", "-t", "60", "start"), what="starting the primary")
-        source = ["-h", "127.0.0.1", "-p", str(primary_port), "-U", "postgres"]
-        copy = ["-D", str(replica), "-X", "stream", "-R", "-c", "fast", "--no-sync"]
-        _run([*as_postgres(), str(POSTGRES_BIN / "pg_basebackup"), *source, *copy], what="pg_basebackup")
-        with (replica / "postgresql.conf").open("a") as config:
-            config.write(
-                f"port = {replica_port}\nrecovery_min_apply_delay = '{APPLY_DELAY_SECONDS}s'\nhot_standby = on\n"
-            )
-        _run(_pg_ctl(replica, "-w", "-t", "60", "start"), what="starting the replica")
-        yield Clusters(
-            primary_url=f"postgresql://postgres@127.0.0.1:{primary_port}/postgres",
-            replica_url=f"postgresql://postgres@127.0.0.1:{replica_port}/postgres",
-            replica_dir=replica,
-        )
-    finally:
-        _stop(replica)
-        _stop(primary)
-        shutil.rmtree(base, ignore_errors=True)
+    with streaming_replica(apply_delay_seconds=APPLY_DELAY_SECONDS) as made:
+        yield made
 
 
 def _settings(clusters: Clusters, data_dir: Path, *, max_lag: float) -> Settings:
@@ -232,7 +172,7 @@ async def test_a_stopped_replica_is_skipped(migrated: Clusters, tmp_path: Path) 
         # Read through both instances, so that they hold connections to the replica, then stop it.
         for client in (first, second):
             assert (await client.get("/v1/pets", headers=_auth(bystander, admin=True))).status_code == 200
-        _run(_pg_ctl(migrated.replica_dir, "-m", "fast", "-w", "stop"), what="stopping the replica")
+        run(pg_ctl(migrated.replica_dir, "-m", "fast", "-w", "stop"), what="stopping the replica")
         try:
             for client in (first, second, first, second):
                 started = time.monotonic()
@@ -242,4 +182,4 @@ async def test_a_stopped_replica_is_skipped(migrated: Clusters, tmp_path: Path) 
                 assert got.status_code == 200, got.text
                 assert time.monotonic() - started < 5
         finally:
-            _run(_pg_ctl(migrated.replica_dir, "-w", "-t", "60", "start"), what="starting the replica again")
+            run(pg_ctl(migrated.replica_dir, "-w", "-t", "60", "start"), what="starting the replica again")

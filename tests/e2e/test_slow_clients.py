@@ -4,8 +4,8 @@ A real `petrecords serve` in its default configuration (2 workers of 2 threads, 
 held by 2,000 connections of each kind (a body that trickles in with a valid token, a request head that
 never ends, an idle keep-alive connection), each kind kept open by a `tests/e2e/slow_clients.py` process of
 its own that reopens every connection the server closes, while this test sends ordinary requests on new
-connections and times them. `PETRECORDS_TEST_SLOW_CLIENTS=N` holds N of each kind instead (the README's
-figures for larger numbers come from it).
+connections and times them. `PETRECORDS_TEST_SLOW_CLIENTS=N` holds N of each kind instead (the figures for
+larger numbers in docs/explanation/slow-clients.md come from it).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ KINDS = ("body", "head", "idle")
 PROBE_SECONDS = 20.0
 PROBE_INTERVAL = 0.05
 # Generous: the machine has two cores, shared with the slow clients and whatever else runs. The figures the
-# README states come from this test's printed p99, not from this bound.
+# docs state come from this test's printed p99, not from this bound.
 ANSWER_SECONDS = 10.0
 HOLDING_SECONDS = 60.0
 STOPPED_SECONDS = 30.0

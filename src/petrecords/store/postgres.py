@@ -310,7 +310,7 @@ class PostgresTransaction(SqlTransaction):
     # to a random one: transactions in flight at once run on distinct connections, and the connections a pool opens
     # have mostly consecutive process ids, so that up to `counter_slots` concurrent writers seldom share a row and
     # wait for one another's commit on its lock. (Eight random slots had a quarter of twenty concurrent creators
-    # waiting so: bench/README.md, "Create on PostgreSQL".)
+    # waiting so: bench/results/2026-11-24-create-on-postgresql.md.)
     change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
