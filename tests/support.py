@@ -284,3 +284,38 @@ def parts_of_names_from(draw: st.DrawFn, names: tuple[str, ...], *, kept: int) -
             out.append(char.upper() if how == "upper" else char.lower() if how == "lower" else char)
     out.append(draw(st.sampled_from(["", "%", "_"])))
     return "".join(out)
+
+
+def _forbidden_in_a_name(char: str) -> bool:
+    """A control character, a lone surrogate, or a bidirectional embedding, override or isolate."""
+    code = ord(char)
+    return (
+        code <= 0x1F
+        or 0x7F <= code <= 0x9F
+        or 0xD800 <= code <= 0xDFFF
+        or 0x202A <= code <= 0x202E
+        or (0x2066 <= code <= 0x2069)
+    )
+
+
+_INVISIBLE = (
+    (0xAD, 0xAD), (0x34F, 0x34F), (0x61C, 0x61C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+"""Characters that show nothing: format characters, fillers, variation selectors, tags."""
+
+
+def _visible(char: str) -> bool:
+    code = ord(char)
+    return not (char.isspace() or _forbidden_in_a_name(char) or any(low <= code <= high for low, high in _INVISIBLE))
+
+
+def is_a_valid_name(trimmed: str, max_length: int = 100) -> bool:
+    """The rule of a name, once trimmed, written apart from the service's: 1 to `max_length` code points, nothing
+    forbidden in a name, and one visible character."""
+    return (
+        1 <= len(trimmed) <= max_length
+        and not any(_forbidden_in_a_name(char) for char in trimmed)
+        and any(_visible(char) for char in trimmed)
+    )
