@@ -4,6 +4,7 @@ filters and sorting. On both databases."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
@@ -141,6 +142,23 @@ class TestMicrochip:
         assert own.headers["location"] == first.headers["location"]
         assert_error(others, 409, 982)
         assert "location" not in others.headers
+
+    async def test_of_creates_at_once_with_one_code_one_is_kept(self, client: Client) -> None:
+        """The writers of one code hold it until they commit: the others then see the first's pet."""
+        owners = [ALICE, BOB, ADMIN] * 4
+        sent = [
+            client.post(
+                "/v1/pets", json={"name": f"Max {index}", "petType": "Dog", "microchip": CHIP}, headers=auth(owner)
+            )
+            for index, owner in enumerate(owners)
+        ]
+
+        answers = await asyncio.gather(*sent)
+
+        assert sorted(answer.status_code for answer in answers) == [201] + [409] * (len(owners) - 1)
+        assert all(answer.json()["code"] == 982 for answer in answers if answer.status_code == 409)
+        listed = await client.get("/v1/pets", params={"microchip": CHIP}, headers=auth(ADMIN, admin=True))
+        assert listed.json()["totalCount"] == 1
 
     async def test_a_replace_or_update_to_anothers_code_is_409(self, client: Client) -> None:
         await create(client, microchip=CHIP)
