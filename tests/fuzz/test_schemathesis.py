@@ -36,6 +36,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 # Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test`, where
 # the examples and coverage phases do most of the work, and many in `make test-long`.
 EXAMPLES = [pytest.param(8, id="quick"), pytest.param(100, id="thorough", marks=pytest.mark.long)]
+ENOUGH_FOR_A_RATE = 50
+"""Examples per operation from which schemathesis' "mostly rejected" warning is a finding, not chance."""
 SECONDS_PER_EXAMPLE = 4.0
 """How long a pass may take, for each example asked for, beyond a first minute (on a busy machine)."""
 USERS = {"alice": "alice@example.com", "bob": "bob@example.com", "admin": "admin@example.com --admin"}
@@ -231,5 +233,8 @@ def _run(
     assert set(accepted) == set(operations), (user, accepted)
     assert all(accepted.values()), (user, accepted)
     # Warnings that mean the document and the service disagree, or that schemathesis could not read a pattern.
-    for warning in ("validation_mismatch", "missing_auth", "unsupported_regex", "unresolvable_reference"):
+    # "Mostly rejected" is a rate: of a few cases (a delete of ids that are not there, say) it says nothing, so it
+    # counts in the thorough run only.
+    warnings = ("missing_auth", "unsupported_regex", "unresolvable_reference")
+    for warning in (*warnings, *(("validation_mismatch",) if examples >= ENOUGH_FOR_A_RATE else ())):
         assert not report["warnings"][warning], (user, warning, report["warnings"][warning])
