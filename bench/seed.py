@@ -89,6 +89,24 @@ def _uuid7(milliseconds: int) -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
+def pet_row(rng: random.Random, index: int, created: int, owner: str) -> Row:
+    """The `index`th seeded pet, created at `created` (epoch ms) by its owner."""
+    name = f"{rng.choice(WORDS)} {index} {rng.choice('abcdefgh')}"
+    return {
+        "id": _uuid7(created),
+        "created_at": created,
+        "created_by": owner,
+        "modified_at": created,
+        "modified_by": owner,
+        "owner_id": owner,
+        "name": name,
+        "name_key": match_key(name),
+        "pet_type": rng.choice(PET_TYPES),
+        **CLINIC_FIELDS_UNSET,
+        "revision": 1,
+    }
+
+
 def _catalogue(now: int) -> list[Row]:
     vaccines = []
     for index, (pet_type, name, duration) in enumerate(CATALOGUE):
@@ -219,21 +237,7 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
             batch = []
             for index in range(start, min(start + BATCH, rows)):
                 created = first_ms + index
-                name = f"{rng.choice(WORDS)} {index} {rng.choice('abcdefgh')}"
-                pet = {
-                    "id": _uuid7(created),
-                    "created_at": created,
-                    "created_by": owner,
-                    "modified_at": created,
-                    "modified_by": owner,
-                    "owner_id": owner,
-                    "name": name,
-                    "name_key": match_key(name),
-                    "pet_type": rng.choice(PET_TYPES),
-                    **CLINIC_FIELDS_UNSET,
-                    "revision": 1,
-                }
-                batch.append(pet)
+                batch.append(pet_row(rng, index, created, owner))
             started = time.perf_counter()
             doses: list[Row] = []
             for offset, pet in enumerate(batch):

@@ -50,7 +50,6 @@ from petrecords.shares import PET_SHARES
 from petrecords.store.base import PageQuery, Row, SortKey
 from petrecords.store.sql import SqlTransaction
 from petrecords.tables import changes, share_windows
-from petrecords.text import match_key
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 from run import (
@@ -66,7 +65,7 @@ from run import (
     settle,
     wait_until_answering,
 )
-from seed import BATCH, CLINIC_FIELDS_UNSET, MAX_DOSES_PER_PET, PET_TYPES, WORDS, _doses, _uuid7, keep_created, seed
+from seed import BATCH, MAX_DOSES_PER_PET, _doses, _uuid7, keep_created, pet_row, seed
 
 VET = "vet@clinic.example"
 CLINIC_GROUP = "clinic-42"
@@ -141,21 +140,7 @@ async def seed_shared(
             for index in range(start, min(start + BATCH, pets)):
                 created = first_ms + 2 * index
                 owner = f"owner-{index % owners}@example.com"
-                name = f"{rng.choice(WORDS)} {index} {rng.choice('abcdefgh')}"
-                pet: Row = {
-                    **dict.fromkeys(PETS.table.c.keys()),
-                    "id": _uuid7(created),
-                    "created_at": created,
-                    "created_by": owner,
-                    "modified_at": created,
-                    "modified_by": owner,
-                    "owner_id": owner,
-                    "name": name,
-                    "name_key": match_key(name),
-                    "pet_type": rng.choice(PET_TYPES),
-                    **CLINIC_FIELDS_UNSET,
-                    "revision": 1,
-                }
+                pet = pet_row(rng, index, created, owner)
                 batch.append(pet)
                 to_clinic = rng.random() < clinic
                 grantee = CLINIC if to_clinic else f"sitter-{rng.randrange(users)}@example.com"

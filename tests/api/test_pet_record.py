@@ -11,24 +11,9 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, create
 
 Client = AsyncTestClient[Any]
-THIRTEEN = {
-    "id",
-    "createdAt",
-    "createdBy",
-    "modifiedAt",
-    "modifiedBy",
-    "ownerId",
-    "name",
-    "petType",
-    "birthDate",
-    "sex",
-    "neutered",
-    "breed",
-    "microchip",
-}
 CHIP = "982000123456789"
 
 
@@ -36,7 +21,7 @@ class TestFields:
     async def test_every_record_has_the_thirteen_fields(self, client: Client) -> None:
         plain = (await create(client)).json()
 
-        assert set(plain) == THIRTEEN
+        assert set(plain) == FIELDS
         assert all(plain[name] is None for name in ("birthDate", "sex", "neutered", "breed", "microchip"))
 
     async def test_values_as_a_clinic_writes_them(self, client: Client) -> None:
