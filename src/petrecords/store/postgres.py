@@ -332,6 +332,7 @@ class PostgresTransaction(SqlTransaction):
     dialect_name = "postgresql"
     state_upserts = state_upserts(postgresql.insert)
     trigram_search = TrigramSearch.GIN
+    probe_search = None
 
     @staticmethod
     def readers_value(readers: Sequence[str]) -> Any:

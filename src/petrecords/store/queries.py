@@ -288,6 +288,35 @@ def _counted_select(collection: Collection, shape: Shape, search: TrigramSearch 
     return sa.select(sa.func.count()).select_from(source).where(*conditions)
 
 
+def trigram_pattern(collection: Collection, conditions: tuple[Condition, ...]) -> int | None:
+    """The position of the condition whose candidates a trigram index would give (see `_narrowed_source`)."""
+    if collection.searchable:
+        for index, condition in enumerate(conditions):
+            if condition.columns == collection.searchable and _by_trigrams(condition):
+                return index
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _bounded_count_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    source, conditions = _narrowed_source(collection, shape, collection.table, search)
+    conditions.extend(_conditions(collection, collection.table, shape))
+    matching = sa.select(sa.literal(1)).select_from(source).where(*conditions).limit(sa.bindparam("bound"))
+    return sa.select(sa.func.count()).select_from(matching.subquery())
+
+
+def bounded_count_statement(
+    collection: Collection, conditions: tuple[Condition, ...], bound: int, *, search: TrigramSearch | None = None
+) -> Statement:
+    """How many records match, counted up to `bound` (which is what it answers when at least that many do): a
+    count whose cost is at most `bound` rows read, from the kept counts when the conditions allow."""
+    if kept_count_scope(collection, conditions) is not None:
+        return count_statement(collection, conditions)
+    values = condition_values(conditions) | _trigram_values(collection, conditions, search)
+    values["bound"] = bound
+    return _bounded_count_select(collection, shape_of(conditions), search), values
+
+
 def count_statement(
     collection: Collection, conditions: tuple[Condition, ...], *, search: TrigramSearch | None = None
 ) -> Statement:

@@ -36,8 +36,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-import redis.asyncio
-import redis.exceptions
 import sqlalchemy as sa
 
 from petrecords.config import Settings
@@ -110,6 +108,11 @@ class ReadPositions:
     """Each caller's position in Redis, shared by every instance."""
 
     def __init__(self, url: str, *, max_lag_seconds: float) -> None:
+        # Imported here: a process without Redis does not pay for the client's import (a quarter of a second).
+        import redis.asyncio
+        import redis.exceptions
+
+        self._outage = (redis.exceptions.RedisError, OSError)
         self._client = redis.asyncio.from_url(url, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS)
         self._record = self._client.register_script(_RECORD)
         self._required = self._client.register_script(_REQUIRED)
@@ -128,7 +131,7 @@ class ReadPositions:
             return False
         try:
             await self._record(keys=[_position_key(caller), _SINCE], args=[f"{position:016x}", self._ttl])
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except self._outage as exc:
             self._failed(exc)
             return False
         return True
@@ -139,7 +142,7 @@ class ReadPositions:
             return None
         try:
             kept = await self._required(keys=[_position_key(caller), _SINCE], args=[self._guard])
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except self._outage as exc:
             self._failed(exc)
             return None
         if kept == -1:

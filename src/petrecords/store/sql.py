@@ -58,7 +58,14 @@ from petrecords.store.changelog import (
 from petrecords.store.counts import count_changes
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
-from petrecords.store.queries import TrigramSearch, count_statement, list_statement, sort_directions
+from petrecords.store.queries import (
+    TrigramSearch,
+    bounded_count_statement,
+    count_statement,
+    list_statement,
+    sort_directions,
+    trigram_pattern,
+)
 from petrecords.store.records import (
     Statement,
     delete_statement,
@@ -76,6 +83,13 @@ from petrecords.tables import (
     idempotency_keys,
     stream_tickets,
 )
+
+SEARCH_SCOPE_COUNTED_UP_TO = 100_000
+"""How far the records a search's other conditions let through are counted when no kept count says how many
+there are: beyond, the trigram index gives the candidates."""
+SEARCH_SCANNED_AT_MOST = 10_000
+"""Where a pattern's matches cannot be counted one at a time (PostgreSQL's GIN index gives them all at once), the
+most records a search reads one by one rather than from the trigram index: a few milliseconds' work."""
 
 _IDEMPOTENCY_KEY_IS = (idempotency_keys.c.caller == sa.bindparam("caller")) & (
     idempotency_keys.c.key == sa.bindparam("key")
@@ -138,6 +152,9 @@ class SqlTransaction(Transaction):
 
     page_anchors: PageAnchors
     trigram_search: TrigramSearch
+    probe_search: TrigramSearch | None
+    """The trigram index that yields a pattern's matches one at a time, so that they can be counted up to a bound
+    at the cost of that bound; None where there is none."""
     """How the database finds the candidates of a substring pattern (see TrigramSearch)."""
     counter_slots = 1
     """Rows over which each kept count is spread (see tables.record_counts); a transaction writes its count changes
@@ -156,6 +173,7 @@ class SqlTransaction(Transaction):
         self.begun = False
         self._count_changes: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._counted: set[tuple[str, str, str]] = set()
+        self._searches: dict[tuple[Condition, ...], TrigramSearch | None] = {}
         self._deferred: list[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]] = []
 
     async def __aenter__(self) -> SqlTransaction:
@@ -270,7 +288,38 @@ class SqlTransaction(Transaction):
         await self.execute(self.change_count, rows)
 
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int:
-        return int((await self.fetch(count_statement(collection, conditions, search=self.trigram_search)))[0][0])
+        search = await self._search(collection, conditions)
+        return int((await self.fetch(count_statement(collection, conditions, search=search)))[0][0])
+
+    async def _search(self, collection: Collection, conditions: tuple[Condition, ...]) -> TrigramSearch | None:
+        """Where a substring search reads its candidates: from the trigram index (the pattern's matches among all
+        records, whoever may see them) or from the records the other conditions let through (for most callers,
+        the ones they may see), so that a search costs in proportion to what the caller may see, not to the
+        matches among records they may not: the pattern's matches are counted only as far as those records go
+        (SQLite), or those records are read one by one when they are few (PostgreSQL)."""
+        pattern = trigram_pattern(collection, conditions)
+        others = conditions[:pattern] + conditions[pattern + 1 :] if pattern is not None else ()
+        if pattern is None or not others:
+            return self.trigram_search
+        if conditions in self._searches:
+            return self._searches[conditions]
+        if self.probe_search is None:
+            # No index yields a pattern's matches one at a time: the other conditions' records are read when they
+            # are few enough for that to be quick.
+            scope = await self._count_up_to(collection, others, SEARCH_SCANNED_AT_MOST, search=None)
+            search = self.trigram_search if scope >= SEARCH_SCANNED_AT_MOST else None
+        else:
+            scope = await self._count_up_to(collection, others, SEARCH_SCOPE_COUNTED_UP_TO, search=None)
+            matches = await self._count_up_to(collection, (conditions[pattern],), scope, search=self.probe_search)
+            search = self.trigram_search if matches < scope or scope >= SEARCH_SCOPE_COUNTED_UP_TO else None
+        self._searches[conditions] = search
+        return search
+
+    async def _count_up_to(
+        self, collection: Collection, conditions: tuple[Condition, ...], bound: int, *, search: TrigramSearch | None
+    ) -> int:
+        statement = bounded_count_statement(collection, conditions, bound, search=search)
+        return int((await self.fetch(statement))[0][0])
 
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]:
         after_key = None
@@ -285,14 +334,16 @@ class SqlTransaction(Transaction):
                 )
                 query = msgspec.structs.replace(query, offset=remaining)
         reader = reader_of(collection)
-        statement = list_statement(collection, query, after_key=after_key, search=self.trigram_search)
+        search = await self._search(collection, query.conditions)
+        statement = list_statement(collection, query, after_key=after_key, search=search)
         return [reader.row(row) for row in await self.fetch(statement)]
 
     async def _key_at(
         self, collection: Collection, query: PageQuery, after_key: SortKeyValues | None, skip: int
     ) -> SortKeyValues | None:
         one_row = msgspec.structs.replace(query, limit=1, offset=skip)
-        statement = list_statement(collection, one_row, keys_only=True, after_key=after_key, search=self.trigram_search)
+        search = await self._search(collection, query.conditions)
+        statement = list_statement(collection, one_row, keys_only=True, after_key=after_key, search=search)
         rows = await self.fetch(statement)
         return tuple(rows[0]) if rows else None
 

@@ -1,8 +1,11 @@
-"""The embedded store: SQLite run directly on the event loop.
+"""The embedded store: SQLite run on the event loop, and long reads on threads.
 
 A SQLite primary-key lookup costs microseconds, far less than a hop to a worker thread, so
-statements run inline. The process keeps two connections, each given by an asyncio lock to one
-transaction at a time: one for reads, which WAL never makes wait for writers, and one for writes.
+statements run inline. A read that outlasts a few milliseconds there (a search, a count over many records)
+is interrupted and run again on a thread of its own, in the same transaction, so that it never holds up the
+process's other requests: SQLite lets go of Python's lock while it works. The process keeps its connections
+each given by an asyncio lock to one transaction at a time: one for lookups by id alone, a few for read
+transactions, which WAL never makes wait for writers, and one for writes.
 Write transactions start with BEGIN IMMEDIATE so that writers from other processes queue there instead
 of failing half-way. That queue is waited on here, asynchronously, for at most `busy_timeout`: SQLite's
 own busy handler would sleep inline and stall every request of the process.
@@ -20,6 +23,7 @@ on the driver's own connection: SQLAlchemy's per-execution work costs several ti
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import math
@@ -76,6 +80,13 @@ _SQLITE_ERROR, _SQLITE_INTERRUPT, _SQLITE_NOTADB = 1, 9, 26
 # Virtual machine instructions between two looks at the clock: tens of microseconds of work, so that a
 # statement outlives its deadline by about that much, and a lookup of a few rows never looks at all.
 _PROGRESS_STEPS = 10_000
+# How long a read's statement may run on the event loop before it goes on to a thread: longer than a page of a
+# list of a few thousand records takes, which then pays for no hop; short enough that the other requests of
+# the process wait no longer than that.
+_ON_THE_LOOP_SECONDS = 0.004
+_READ_CONNECTIONS = 3
+"""Connections for read transactions, and threads for their long statements: so many such reads run at once in a
+process (lookups by id have a connection of their own)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -86,6 +97,18 @@ def _compiled(statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
 
 
 _SCHEMA_VERSION = _compiled(SCHEMA_VERSION)[0]
+
+
+def _all_rows(driver: Any, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+    rows: list[Sequence[Any]] = driver.execute(sql, parameters).fetchall()
+    return rows
+
+
+def _landed(running: asyncio.Future[Any]) -> None:
+    """What the request that waited for a statement on a thread does not do if it was cancelled meanwhile: take
+    its error, which would otherwise be logged as never retrieved."""
+    if not running.cancelled():
+        running.exception()
 
 
 def _driver_value(value: Any) -> Any:
@@ -126,8 +149,8 @@ class _Connection:
     """One connection of the store, and the lock that gives it to one transaction at a time.
 
     With `bounded`, a statement still running at its deadline is interrupted (SQLite's progress handler, asked
-    every _PROGRESS_STEPS virtual machine instructions): statements run on the event loop, so one that read a
-    caller's every record would hold up every request of the process, and the connection, until it ended.
+    every _PROGRESS_STEPS virtual machine instructions): one that read a caller's every record would otherwise
+    hold the connection until it ended, and, on the event loop, every request of the process.
     """
 
     def __init__(self, engine: sa.Engine, *, bounded: bool = False) -> None:
@@ -138,6 +161,8 @@ class _Connection:
         self.closed = False
         self.deadline = math.inf
         """When the running statement is interrupted (time.monotonic()); infinity when none runs."""
+        self.off_the_loop: asyncio.Future[Any] | None = None
+        """The statement running on a thread, while one is."""
         if bounded:
             driver.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
 
@@ -162,11 +187,20 @@ class _WriteGroup:
 
 
 class _Database:
-    """The store's two connections to one database file, the file that was at the configured path (with
-    its write-ahead log) when they were opened."""
+    """The store's connections to one database file, the file that was at the configured path (with its
+    write-ahead log) when they were opened."""
 
-    def __init__(self, reader: _Connection, writer: _Connection, files: tuple[FileIdentity, FileIdentity]) -> None:
-        self.reader = reader
+    def __init__(
+        self,
+        lookups: _Connection,
+        readers: list[_Connection],
+        writer: _Connection,
+        files: tuple[FileIdentity, FileIdentity],
+    ) -> None:
+        self.lookups = lookups
+        """For reads of one record by id, which never wait behind a long read."""
+        self.readers = readers
+        self.free_readers = asyncio.Semaphore(len(readers))
         self.writer = writer
         self.files = files
         """The database file and its write-ahead log, as they were when the connections opened them."""
@@ -176,23 +210,35 @@ class _Database:
         """Set when the file is no longer the one at the configured path: nothing more may begin here."""
 
     @property
+    def connections(self) -> tuple[_Connection, ...]:
+        return (self.lookups, *self.readers, self.writer)
+
+    @property
     def closed(self) -> bool:
-        return self.reader.closed and self.writer.closed
+        return all(connection.closed for connection in self.connections)
+
+    async def take_reader(self) -> _Connection:
+        await self.free_readers.acquire()
+        reader = next(reader for reader in self.readers if not reader.lock.locked())
+        await reader.lock.acquire()  # free: at once
+        return reader
 
     def release(self, connection: _Connection) -> None:
         connection.lock.release()
+        if connection in self.readers:
+            self.free_readers.release()
         if self.retired:
             self.close_idle()
 
     def close_idle(self) -> None:
         """Close the connections that no transaction holds; a transaction that holds one ends first."""
-        for connection in (self.reader, self.writer):
+        for connection in self.connections:
             if not connection.lock.locked():
                 connection.close()
 
     def close(self) -> None:
-        self.reader.close()
-        self.writer.close()
+        for connection in self.connections:
+            connection.close()
 
 
 class SqliteTransaction(SqlTransaction):
@@ -215,6 +261,7 @@ class SqliteTransaction(SqlTransaction):
     dialect_name = "sqlite"
     state_upserts = state_upserts(sqlite_dialect.insert)
     trigram_search = TrigramSearch.FTS5
+    probe_search = TrigramSearch.FTS5
 
     @staticmethod
     def readers_value(readers: Sequence[str]) -> Any:
@@ -226,6 +273,7 @@ class SqliteTransaction(SqlTransaction):
         self._single = single
         self.page_anchors = store.page_anchors
         self._database: _Database | None = None
+        self._reader: _Connection | None = None
         self._group: _WriteGroup | None = None
         self._leads_group = False
 
@@ -235,8 +283,11 @@ class SqliteTransaction(SqlTransaction):
         return self._database
 
     def _connection(self) -> _Connection:
-        database = self._bound()
-        return database.writer if self.write else database.reader
+        if self.write:
+            return self._bound().writer
+        if self._reader is None:
+            raise RuntimeError("the transaction has not begun")
+        return self._reader
 
     async def data_version(self) -> Hashable:
         # data_version moves when another connection commits: this process's writer, or another process.
@@ -247,12 +298,11 @@ class SqliteTransaction(SqlTransaction):
     async def _begin(self) -> None:
         if not self.write:
             database = self._store.database()
-            reader = database.reader
-            await reader.lock.acquire()
+            reader = await database.take_reader()
             if database.retired:
                 database.release(reader)
                 raise vanished("the database file was replaced while this transaction waited")
-            self._database = database
+            self._database, self._reader = database, reader
             if self._single:
                 return  # one statement sees one state of the data: BEGIN and COMMIT would only cost time
             try:
@@ -310,18 +360,14 @@ class SqliteTransaction(SqlTransaction):
     async def _end(self, *, commit: bool) -> None:
         database = self._bound()
         if not self.write:
-            reader = database.reader
-            if self._single:
-                database.release(reader)
+            reader = self._connection()
+            if (running := reader.off_the_loop) is not None:
+                # Its request was cancelled while a statement ran on a thread: the connection is free once it ends.
+                reader.driver.interrupt()
+                running.add_done_callback(lambda _: self._end_read(database, reader, quietly=True))
+                reader.off_the_loop = None
                 return
-            try:
-                reader.driver.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    reader.driver.execute("ROLLBACK")
-                raise_translated(exc)
-            finally:
-                database.release(reader)
+            self._end_read(database, reader)
             return
         group, writer = self._joined_group(), database.writer
         own_error: BaseException | None = None
@@ -344,6 +390,18 @@ class SqliteTransaction(SqlTransaction):
         if own_error is not None:
             raise_translated(own_error)
         await group.committed
+
+    def _end_read(self, database: _Database, reader: _Connection, *, quietly: bool = False) -> None:
+        try:
+            if not self._single:
+                reader.driver.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                reader.driver.execute("ROLLBACK")
+            if not quietly:
+                raise_translated(exc)
+        finally:
+            database.release(reader)
 
     def _joined_group(self) -> _WriteGroup:
         if self._group is None:
@@ -381,12 +439,15 @@ class SqliteTransaction(SqlTransaction):
         finally:
             database.release(writer)
 
-    async def _run(self, sql: str, parameters: dict[str, Any] | list[dict[str, Any]]) -> sqlite3.Cursor:
-        """One compiled statement on the driver's connection, inside this transaction; a read's deadline is
-        set (and stays set until `_done`: its rows are stepped through as they are fetched)."""
+    async def _begun(self) -> None:
         if not self.begun:
             await self._begin()
             self.begun = True
+
+    async def _run(self, sql: str, parameters: dict[str, Any] | list[dict[str, Any]]) -> sqlite3.Cursor:
+        """One compiled statement on the driver's connection, inside this transaction, on the event loop; its
+        deadline is set (and stays set until its rows have been fetched: they are stepped through then)."""
+        await self._begun()
         connection = self._connection()
         driver = connection.driver
         if self.write and not driver.in_transaction:
@@ -416,6 +477,8 @@ class SqliteTransaction(SqlTransaction):
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         sql, values = _driver_values(statement[0], statement[1])
+        if not self.write:
+            return await self._read(sql, values)
         cursor = await self._run(sql, values)
         connection = self._connection()
         try:
@@ -423,6 +486,39 @@ class SqliteTransaction(SqlTransaction):
         except sqlite3.Error as exc:
             self._failed(connection, exc)
         connection.deadline = math.inf
+        return rows
+
+    async def _read(self, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+        """A read's rows: on the event loop for as long as _ON_THE_LOOP_SECONDS, then, if it has not ended, from
+        the start again on a thread, in the same transaction (which sees the same data)."""
+        await self._begun()
+        reader = self._connection()
+        started = time.monotonic()
+        timeout_at = started + self._store.statement_timeout_seconds
+        reader.deadline = min(timeout_at, started + _ON_THE_LOOP_SECONDS)
+        try:
+            rows = _all_rows(reader.driver, sql, parameters)
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) != _SQLITE_INTERRUPT or time.monotonic() >= timeout_at:
+                self._failed(reader, exc)
+        else:
+            reader.deadline = math.inf
+            return rows
+        reader.deadline = timeout_at
+        running = asyncio.get_running_loop().run_in_executor(
+            self._store.long_reads, _all_rows, reader.driver, sql, parameters
+        )
+        reader.off_the_loop = running
+        running.add_done_callback(_landed)
+        try:
+            # Shielded: when the request is cancelled, the statement is interrupted, and the connection is given
+            # back only once the thread is done with it (see _end).
+            rows = await asyncio.shield(running)
+        except sqlite3.Error as exc:
+            reader.off_the_loop = None
+            self._failed(reader, exc)
+        reader.off_the_loop = None
+        reader.deadline = math.inf
         return rows
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
@@ -466,6 +562,8 @@ class SqliteStore(SqlStore):
         self._retired: list[_Database] = []
         """Databases no longer at the path whose connections a transaction still holds."""
         self.page_anchors = PageAnchors()
+        self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
+        """Where reads that take longer than _ON_THE_LOOP_SECONDS run (one thread per read connection)."""
         self.commits = 0
         """Write groups ended, and databases opened anew, by this process: part of the data version."""
 
@@ -492,6 +590,8 @@ class SqliteStore(SqlStore):
             # Only reads are interrupted: SQLite rolls back the whole transaction of an interrupted write, which
             # would be the write group's, every member's work. A write changes a few rows, found by their keys.
             opened.append(_Connection(self._engine, bounded=math.isfinite(self.statement_timeout_seconds)))
+            # Read transactions' connections are always bounded: their reads leave the event loop at a deadline.
+            opened.extend(_Connection(self._engine, bounded=True) for _ in range(_READ_CONNECTIONS))
             opened.append(_Connection(self._engine))
             # Both connections have the database in WAL mode now, and so the write-ahead log open.
             files = (_identity(self._path), _identity(self._wal_path))
@@ -503,7 +603,7 @@ class SqliteStore(SqlStore):
             if isinstance(exc, DATABASE_ERRORS):
                 raise_translated(exc)
             raise
-        return _Database(opened[0], opened[1], files)
+        return _Database(opened[0], opened[1:-1], opened[-1], files)
 
     def _check_schema(self) -> None:
         """Refuse a file that is not a database migrated to this version's schema, asking read-only."""
@@ -558,7 +658,7 @@ class SqliteStore(SqlStore):
         # What a transaction of this one statement does (see SqliteTransaction._begin and get), without making
         # one: on the request clients send most, the transaction's own work cost more than the statement.
         database = self.database()
-        reader = database.reader
+        reader = database.lookups
         await reader.lock.acquire()
         try:
             if database.retired:
@@ -577,9 +677,10 @@ class SqliteStore(SqlStore):
 
     def pool_figures(self) -> dict[str, int]:
         database = self._database
-        connections = () if database is None else (database.reader, database.writer)
+        connections = () if database is None else database.connections
         checked_out = sum(connection.lock.locked() for connection in connections)
-        return {"size": 2, "checked_out": checked_out, "overflow": 0, "idle": len(connections) - checked_out}
+        idle = len(connections) - checked_out
+        return {"size": 2 + _READ_CONNECTIONS, "checked_out": checked_out, "overflow": 0, "idle": idle}
 
     async def close(self) -> None:
         for database in (self._database, *self._retired):
@@ -587,4 +688,5 @@ class SqliteStore(SqlStore):
                 database.close()
         self._database = None
         self._retired = []
+        self.long_reads.shutdown(wait=False, cancel_futures=True)
         self._engine.dispose()

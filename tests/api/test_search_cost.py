@@ -1,0 +1,62 @@
+"""A search costs in proportion to what its caller may see, and on SQLite a long read never holds up the other
+requests of its process.
+
+The cost is shown by the statement timeout (PETRECORDS_DB_STATEMENT_TIMEOUT_SECONDS): with many of another
+owner's records matching, a caller who may see three records searches well within a timeout that reading the
+others' matches outlives, on both databases. The event loop is shown free by the answers other requests get
+while a long read runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.app import create_app, open_store
+from petrecords.config import Settings
+from tests.conftest import test_settings as settings_of
+from tests.support import ADMIN, ALICE, BOB, PET_RECORDS, auth, pet_row, wipe
+
+OTHERS_MATCHES = 50_000
+"""Another owner's pets that a search of "abc" matches: reading them all takes tens of milliseconds."""
+SEED_BATCH = 5_000
+TIMEOUT_SECONDS = 0.01
+"""Outlived by a read of OTHERS_MATCHES records; far more than reading a few of them takes."""
+ALICES = ("abc one", "xyz two", "xyz three")
+
+
+@pytest.fixture(scope="module")
+async def others_matches(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """OTHERS_MATCHES of BOB's pets whose names hold "abc", and ALICE's three, in an emptied database: once for the
+    tests of this module, which write nothing."""
+    await wipe(database_url)
+    store = open_store(settings_of(database_url, tmp_path_factory.mktemp("data")))
+    try:
+        for start in range(0, OTHERS_MATCHES, SEED_BATCH):
+            async with store.transaction(write=True) as tx:
+                batch = [pet_row(f"abc {n}", owner=BOB) for n in range(start, start + SEED_BATCH)]
+                await tx.insert_many(PET_RECORDS, batch)
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, [pet_row(name, owner=ALICE) for name in ALICES])
+    finally:
+        await store.close()
+
+
+@pytest.mark.usefixtures("others_matches")
+@pytest.mark.parametrize("search", ["abc", "ABC", "bc o", "xyz", "nothing"])
+async def test_a_search_reads_only_what_its_caller_may_see(make_settings: Callable[..., Settings], search: str) -> None:
+    app = create_app(make_settings(db_statement_timeout_seconds=TIMEOUT_SECONDS, changes_retention_days=0))
+    async with AsyncTestClient(app=app) as client:  # type: ignore[arg-type]
+        response = await client.get("/v1/pets", params={"search": search}, headers=auth(ALICE))
+        assert response.status_code == 200, response.text
+        expected = {name for name in ALICES if search.lower() in name}
+        assert {item["name"] for item in response.json()["items"]} == expected
+        assert response.json()["totalCount"] == len(expected)
+        # The same search by one who may see every record reads the index, not every record.
+        response = await client.get(
+            "/v1/pets", params={"search": "xyz", "pageSize": "5"}, headers=auth(ADMIN, admin=True)
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["totalCount"] == 2

@@ -1,0 +1,84 @@
+"""Long reads on SQLite: a read still running after a few milliseconds on the event loop goes on on a thread, so
+that it never holds up the other requests of its process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from petrecords.app import open_store
+from petrecords.config import Settings
+from petrecords.db import migrate
+from petrecords.store.sqlite import SqliteStore
+from tests.support import PET_RECORDS, pet_row
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'pets.sqlite3'}", data_dir=tmp_path)
+    migrate(settings)
+    opened = open_store(settings)
+    assert isinstance(opened, SqliteStore)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+LONG_READ = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000000) SELECT count(*) FROM n"
+"""A read of a few hundred milliseconds of SQLite's work (counting to two million)."""
+
+
+async def test_reads_are_answered_while_a_long_read_runs(store: SqliteStore) -> None:
+    """A long read leaves the event loop after a few milliseconds: the process's other reads go on meanwhile, on
+    connections of their own (lookups by id, and other read transactions)."""
+    async with store.transaction(write=True) as tx:
+        await tx.insert(PET_RECORDS, row := pet_row("Rex"))
+
+    async def long_read() -> Sequence[Sequence[Any]]:
+        async with store.transaction(write=False) as tx:
+            return await tx.fetch((sa.text(LONG_READ), {}))
+
+    async def short_read() -> int:
+        async with store.transaction(write=False) as tx:
+            return await tx.count(PET_RECORDS, ())
+
+    running = asyncio.create_task(long_read())
+    await asyncio.sleep(0)  # it begins, and leaves the loop once it has run for a few milliseconds
+    lookups = reads = 0
+    while not running.done():
+        assert await store.read(PET_RECORDS, row["id"], None) == row
+        assert await short_read() == 1
+        lookups, reads = lookups + (not running.done()), reads + (not running.done())
+        await asyncio.sleep(0)
+    assert (await running)[0][0] == 2_000_000
+    assert lookups >= 10, lookups
+    assert reads >= 10, reads
+    assert store.pool_figures()["checked_out"] == 0
+
+
+async def test_a_request_cancelled_during_a_long_read_gives_its_connection_back_when_the_read_ends(
+    store: SqliteStore,
+) -> None:
+    async def long_read() -> None:
+        async with store.transaction(write=False) as tx:
+            await tx.fetch((sa.text(LONG_READ), {}))
+
+    running = asyncio.create_task(long_read())
+    await asyncio.sleep(0.05)  # on its thread by now
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    # The statement is interrupted; its connection is free once its thread is done with it.
+    for _ in range(200):
+        if store.pool_figures()["checked_out"] == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert store.pool_figures()["checked_out"] == 0
+    async with store.transaction(write=False) as tx:
+        assert await tx.count(PET_RECORDS, ()) >= 0
