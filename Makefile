@@ -28,15 +28,17 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/petrecords serve --host $(HOST) --port $(PORT)
 
+# worksteal: a worker that runs out of tests takes half of another's queue; with xdist's default scheduling the
+# last long tests queued on one worker while the other sat idle for minutes.
 test: install
 	$(VENV)/bin/ruff check src tests bench docs
 	$(VENV)/bin/ruff format --check src tests bench docs
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not long"
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not long"
 
 test-long: install
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "long or hypothesis" --hypothesis-profile=long
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "long or hypothesis" --hypothesis-profile=long
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

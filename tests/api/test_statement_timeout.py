@@ -10,7 +10,6 @@ reads every record of the caller's: this is what bounds it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -19,9 +18,8 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
-from tests.support import ALICE, PET_RECORDS, assert_error, auth, pet_row, store_of
-
-MakeClient = Callable[[Settings], AsyncTestClient[Any]]
+from tests.conftest import test_settings as settings_of
+from tests.support import ALICE, PET_RECORDS, assert_error, auth, pet_row, store_of, wipe
 
 MANY_PETS = 30_000
 """Enough of one caller's pets that reading them all takes several milliseconds on either database."""
@@ -32,10 +30,11 @@ ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELEC
 """A statement that would never end: counts without a bound (SQLite and PostgreSQL alike)."""
 
 
-@pytest.fixture
-async def many_pets(make_client: MakeClient, settings: Settings) -> None:
-    """MANY_PETS of ALICE's pets, in an emptied database (make_client empties it first)."""
-    store = open_store(settings)
+@pytest.fixture(scope="module")
+async def many_pets(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """MANY_PETS of ALICE's pets, in an emptied database: once for the tests that read them, which write nothing."""
+    await wipe(database_url)
+    store = open_store(settings_of(database_url, tmp_path_factory.mktemp("data")))
     try:
         # In batches: each transaction well within the default statement timeout, even on a loaded machine.
         for start in range(0, MANY_PETS, SEED_BATCH):

@@ -302,17 +302,17 @@ def _as_shared(
 
 
 def _lists(api: Api, base: str, collection: str, peer: Identity, record: dict[str, Any], owner: str | None) -> None:
-    queries: list[dict[str, str]] = [{"ids": record["id"]}]
-    if owner is not None:
-        queries.append({"ownerId": owner})
-    for query in queries:
-        listed = _send("GET", f"{base}{collection}", peer, params=query).json()
-        # Shared: the record, as its creator reads it. Owned: nothing, for a non-admin sees only their own.
-        expected = (1, [record]) if owner is None else (0, [])
-        if (listed.get("totalCount"), listed.get("items")) != expected:
-            raise AssertionError(f"{peer.email} lists {collection} with {query} as {listed}, not {expected}")
+    listed = _send("GET", f"{base}{collection}", peer, params={"ids": record["id"]}).json()
+    # Shared: the record, as its creator reads it. Owned: nothing, for a non-admin sees only their own.
+    expected = (1, [record]) if owner is None else (0, [])
+    if (listed.get("totalCount"), listed.get("items")) != expected:
+        raise AssertionError(f"{peer.email} lists {collection} with ids={record['id']} as {listed}, not {expected}")
     if owner is None:
         return
+    # The owner's other records that are shared with the peer are theirs to list; this one is not among them.
+    listed = _send("GET", f"{base}{collection}", peer, params={"ownerId": owner, "pageSize": "100"}).json()
+    if record["id"] in [item.get("id") for item in listed.get("items", [])]:
+        raise AssertionError(f"{peer.email} lists {owner}'s record with ownerId={owner}: {listed}")
     parameters = api.list_parameters(collection)
     for member in api.references(collection):
         if member in parameters:
