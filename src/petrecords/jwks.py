@@ -13,7 +13,6 @@ import logging
 import time
 from typing import Any
 
-import httpx
 import jwt
 
 from petrecords.auth import Caller, CallerClaims, invalid_token_is_unauthenticated, unverified_header
@@ -66,6 +65,8 @@ class JwksKeys:
         return key
 
     async def _refresh(self) -> None:
+        import httpx  # here: only JWKS mode needs it, and importing it costs a tenth of a second
+
         self._attempted_at = time.monotonic()
         self.fetches += 1
         try:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import swagger_ui
 
 from petrecords import errors
 from petrecords.endpoints import Access, Answer, Call, Endpoint
@@ -15,7 +15,8 @@ from petrecords.errors import DatabaseUnavailable, NotFound, ServiceError
 from petrecords.openapi import DocumentContext, error_response, headers, json_response, parameter
 from petrecords.services import Services
 
-_DOCS_ASSETS = Path(swagger_ui.__file__).parent / "static"
+# Found, not imported: the package's import brings Jinja with it, for templates the service does not use.
+_DOCS_ASSETS = Path(str(importlib.util.find_spec("swagger_ui").origin)).parent / "static"  # type: ignore[union-attr]
 _DOCS_FILES = {
     "swagger-ui.css": "text/css",
     "swagger-ui-bundle.js": "text/javascript",

@@ -10,9 +10,6 @@ import math
 import time
 from typing import Protocol
 
-import redis.asyncio
-import redis.exceptions
-
 logger = logging.getLogger("petrecords.ratelimit")
 
 WINDOW_SECONDS = 60
@@ -73,6 +70,11 @@ class RedisRateLimiter:
     _RETRY_AFTER_OUTAGE_SECONDS = 5.0
 
     def __init__(self, url: str, per_minute: int, *, timeout_seconds: float = 0.25) -> None:
+        # Imported here: a process without Redis does not pay for the client's import (a quarter of a second).
+        import redis.asyncio
+        import redis.exceptions
+
+        self._outage = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
         self._client = redis.asyncio.from_url(
             url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
         )
@@ -89,7 +91,7 @@ class RedisRateLimiter:
             wait_us = int(
                 await self._script(keys=[f"petrecords:rate:{caller}"], args=[self._interval_us, self._window_us])
             )
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        except self._outage as exc:
             logger.warning("rate limit store unavailable, counting in this process for now: %s", type(exc).__name__)
             self._redis_down_until = time.monotonic() + self._RETRY_AFTER_OUTAGE_SECONDS
             return await self._fallback.hit(caller)
