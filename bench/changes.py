@@ -10,7 +10,8 @@ subscribers (`Accept: text/event-stream` on `/v1/changes`, held by a separate pr
 each worker's resident memory and CPU; then how long a change takes from its create's 201 to a subscriber.
 
 Usage: .venv/bin/python bench/changes.py [--mode writes,subscribers] [--database sqlite|postgresql]
-       [--rows 100000] [--rounds 2] [--duration 5] [--connections 64] [--before /tmp/pr-ba97188]
+       [--rows 100000] [--rounds 2] [--duration 5] [--connections 64] [--before-commit ba97188]
+       [--before /tmp/pr-ba97188] [--scenarios create,replace,delete]
        [--subscribers 1000] [--subscribers-as other|owner] [--probe-writes 300] [--json results.json]
 """
 
@@ -86,10 +87,10 @@ class Served:
     results: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
-def prepare_before(path: Path) -> Checkout:
+def prepare_before(path: Path, commit: str = BEFORE_COMMIT) -> Checkout:
     if not (path / ".venv" / "bin" / "petrecords").exists():
         if not path.exists():
-            add = ["git", "-C", str(HERE), "worktree", "add", "--detach", str(path), BEFORE_COMMIT]
+            add = ["git", "-C", str(HERE), "worktree", "add", "--detach", str(path), commit]
             subprocess.run(add, check=True)
         subprocess.run(["make", "-C", str(path), "install"], check=True)
     head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -195,7 +196,7 @@ def summary(figures: list[dict[str, float]]) -> dict[str, float]:
 
 def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
     current = Checkout("current", HERE)
-    before = prepare_before(args.before)
+    before = prepare_before(args.before, args.before_commit)
     print(
         f"writes: {args.database}, {args.rows:,} pets each, {args.rounds} rounds of {args.duration} s, "
         f"{args.connections} connections; {current.name} = {HERE}, {before.name} = {before.root}",
@@ -207,7 +208,7 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
         for round_index in range(args.rounds):
             envs = {id(s): ids_for_round(s, round_index, args.rounds) for s in (now, then)}
             print(f" round {round_index + 1} (load average {os.getloadavg()[0]:.2f})", flush=True)
-            for name in WRITE_SCENARIOS:
+            for name in args.scenarios:
                 for served in (now, then):
                     cpu = workers[id(served)]
                     cpu.start()
@@ -227,7 +228,7 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
         report["rss_mb"] = {"current": worker_rss_mb(now.pid), "before": worker_rss_mb(then.pid)}
         report["load_average"] = os.getloadavg()
         print(" current ÷ before, over the rounds (mean req/s, mean p50, mean p99):")
-        for name in WRITE_SCENARIOS:
+        for name in args.scenarios:
             a, b = summary(now.results[name]), summary(then.results[name])
             per_round = [x["rps"] / y["rps"] for x, y in zip(now.results[name], then.results[name], strict=True)]
             cpu_ratio = a["cpu_ms_per_request"] / b["cpu_ms_per_request"]
@@ -449,8 +450,10 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--before-commit", default=BEFORE_COMMIT, help="writes: the commit measured against")
+    parser.add_argument("--before", type=Path, help="writes: its checkout (made, with its venv, if missing)")
     parser.add_argument(
-        "--before", type=Path, default=Path(tempfile.gettempdir()) / "pr-ba97188", help=f"a checkout of {BEFORE_COMMIT}"
+        "--scenarios", type=lambda names: tuple(names.split(",")), default=WRITE_SCENARIOS, help="writes: which ones"
     )
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument(
@@ -463,6 +466,8 @@ def main() -> None:
     parser.add_argument("--no-access-log", action="store_true", help="PETRECORDS_ACCESS_LOG=false on both servers")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.before is None:
+        args.before = Path(tempfile.gettempdir()) / f"pr-{args.before_commit}"
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
     modes = args.mode.split(",")

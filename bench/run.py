@@ -54,6 +54,7 @@ PAGE_SIZE = 20
 # Scenario name -> Lua script; the order matters: delete consumes records, so it runs last.
 SERVICE_SCENARIOS = {
     "get_by_id": "get_by_id",
+    "get_by_id_beside_long_reads": "get_by_id",
     "list_page_1": "list_page_1",
     "list_filtered": "list_filtered",
     "list_search": "list_search",
@@ -75,7 +76,8 @@ VACCINATION_SCENARIOS = ("pet_vaccinations", "overdue", "overdue_by_due")
 VACCINE_SCENARIOS = ("vaccine_get", "vaccines_list", "vaccine_create")
 # Run at every size; the others (a slow filtered count, and those that use up or rewrite the seeded records) at the
 # largest only.
-SMALL_SCENARIOS = ("get_by_id", "list_page_1", "list_middle", *VACCINATION_SCENARIOS, *VACCINE_SCENARIOS)
+SMALL_SCENARIOS: tuple[str, ...] = ("get_by_id", "get_by_id_beside_long_reads", "list_page_1", "list_middle")
+SMALL_SCENARIOS += VACCINATION_SCENARIOS + VACCINE_SCENARIOS
 SMALL_SCENARIOS += ("history", "changes", "create", "mixed_80_20")
 
 
@@ -95,7 +97,11 @@ ALONGSIDE = {
     "mixed_80_20": Alongside("create", connections=4),
     # The feed paged while records are created and 100 clients follow it live (Accept: text/event-stream).
     "changes": Alongside("create", connections=16, subscribers=100),
+    # Four connections that search with one letter (every record of the caller's read for each) beside the reads by
+    # id: their p99 against get_by_id's own, alone, in the same run.
+    "get_by_id_beside_long_reads": Alongside("long_search", connections=4),
 }
+LONG_READS_P99_TARGET = 2.0
 WRITE_P99_TARGET_MS = 100
 
 
@@ -572,7 +578,8 @@ def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
 
 
 def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
-    """The p99 of the creates under the mixed load beside the target, and the disk's own fsync in the same run."""
+    """The p99 of the creates under the mixed load beside the target, and the disk's own fsync in the same run; the
+    p99 of reads by id beside long searches against their own alone."""
     lines = []
     for rows, figures in sorted(by_rows.items()):
         if "mixed_80_20" in figures:
@@ -581,6 +588,14 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
                 f"  write p99 under the mixed load at {rows:,}: {writes['p99_ms']:.1f} ms "
                 f"(target ≤ {WRITE_P99_TARGET_MS} ms); the disk's fsync p50 {disk['p50_ms']:.2f} ms, "
                 f"p99 {disk['p99_ms']:.2f} ms"
+            )
+        if "get_by_id_beside_long_reads" in figures and "get_by_id" in figures:
+            beside, alone = figures["get_by_id_beside_long_reads"], figures["get_by_id"]
+            lines.append(
+                f"  get by id p99 beside long searches at {rows:,}: {beside['p99_ms']:.2f} ms, "
+                f"{beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone ({alone['p99_ms']:.2f} ms; target ≤ "
+                f"{LONG_READS_P99_TARGET:.0f} ×); the searches: {beside['alongside']['rps']:.0f} req/s, "
+                f"p99 {beside['alongside']['p99_ms']:.0f} ms"
             )
     return lines
 
