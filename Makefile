@@ -1,6 +1,6 @@
 # Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
-# `make test` runs the linters, the type checks, the documentation build (`make docs`) and every test but the long
-# ones, on PYTEST_WORKERS processes; `make test-long` runs those, and every property-based test again with the full
+# `make test` runs the linters, the type checks and every test but the long ones (the documentation build among
+# them), on PYTEST_WORKERS processes; `make test-long` runs those, and every property-based test again with the full
 # number of examples.
 PYTHON ?= python3
 HOST ?= 127.0.0.1
@@ -11,7 +11,10 @@ UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export NO_MKDOCS_2_WARNING := 1
 
-PYTEST_WORKERS ?= 2
+# Three test processes on two cores: a third of the suite's time is spent waiting (servers starting, outages
+# and restarts played out), which a third process fills. The long tests, a million rows each, run two at a time.
+PYTEST_WORKERS ?= 3
+LONG_TEST_WORKERS ?= 2
 
 .PHONY: install run test test-long bench lint typecheck docs check clean
 
@@ -28,17 +31,19 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/petrecords serve --host $(HOST) --port $(PORT)
 
-# worksteal: a worker that runs out of tests takes half of another's queue; with xdist's default scheduling the
-# last long tests queued on one worker while the other sat idle for minutes.
+# The type check runs beside the tests, on the core they leave idle while their servers start; its output follows
+# theirs. The documentation build is one of the tests (tests/docs/test_site.py, strict). worksteal: a worker that
+# runs out of tests takes half of another's queue (with xdist's default, one sat idle for minutes at the end).
 test: install
 	$(VENV)/bin/ruff check src tests bench docs
 	$(VENV)/bin/ruff format --check src tests bench docs
-	$(VENV)/bin/mypy
-	$(VENV)/bin/mkdocs build --strict --quiet
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not long"
+	@typed=$$(mktemp); $(VENV)/bin/mypy > $$typed 2>&1 & typing=$$!; \
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not long"; tests=$$?; \
+	wait $$typing; types=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
+	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
 test-long: install
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "long or hypothesis" --hypothesis-profile=long
+	$(VENV)/bin/pytest -n $(LONG_TEST_WORKERS) --dist worksteal -m "long or hypothesis" --hypothesis-profile=long
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

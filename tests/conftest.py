@@ -29,9 +29,10 @@ profile's thousand would take hours; sixty of a hundred steps take minutes."""
 
 
 def stateful_settings() -> hypothesis.settings:
-    """The profile's settings for a state machine, at most STATEFUL_RUNS_AT_MOST runs."""
+    """The profile's settings for a state machine: half its examples as runs (each is many steps), at most
+    STATEFUL_RUNS_AT_MOST: ten in `make test`, sixty in `make test-long`."""
     profile = hypothesis.settings.default
-    return hypothesis.settings(profile, max_examples=min(profile.max_examples, STATEFUL_RUNS_AT_MOST))
+    return hypothesis.settings(profile, max_examples=min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
