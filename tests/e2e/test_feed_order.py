@@ -53,7 +53,8 @@ GRANTEES = {DAVE: {DAVE}, VET: {"vet@clinic.example", CLINIC}}
 """Each grantee's token, and whom a share may name to grant them."""
 PET_TYPES = ("Dog", "Cat")
 WRITERS = 10
-WRITE_SECONDS = 10.0
+WRITE_SECONDS = [pytest.param(4.0, id="4 s of writes"), pytest.param(20.0, id="20 s of writes", marks=pytest.mark.long)]
+"""How long the writers write: short in `make test`, longer in `make test-long`."""
 LIVE_PETS = 50
 """Few enough that writers often meet on one pet."""
 READ_LIMITS = (1, 2, 5, 20, 100, 1000)
@@ -582,7 +583,7 @@ class Run:
     histories: dict[tuple[str, str], dict[str, Any]]
 
 
-async def _exercise(servers: list[Server], rng: random.Random) -> Run:
+async def _exercise(servers: list[Server], rng: random.Random, write_seconds: float) -> Run:
     """Write through every instance while two readers poll; then read everything afresh."""
     writes = Writes(servers)
     async with contextlib.AsyncExitStack() as stack:
@@ -597,7 +598,7 @@ async def _exercise(servers: list[Server], rng: random.Random) -> Run:
             asyncio.create_task(_read(reading, clients, servers[0].tokens[reading.user], writers_done, seed))
             for reading, seed in ((one, rng.randrange(2**32)) for one in (admin, bob, *grantees.values()))
         ]
-        until = time.monotonic() + WRITE_SECONDS
+        until = time.monotonic() + write_seconds
         await asyncio.gather(
             *(_writer(writes, clients, rng.randrange(2**32), until) for _ in range(WRITERS)),
         )
@@ -626,13 +627,16 @@ async def _exercise(servers: list[Server], rng: random.Random) -> Run:
     return Run(writes, admin, bob, grantees, log, bobs_log, grantees_logs, stored, histories)
 
 
+@pytest.mark.parametrize("write_seconds", WRITE_SECONDS)
 @pytest.mark.parametrize("database", ["postgresql", "sqlite"])
-def test_a_polling_reader_sees_every_change_once_in_commit_order(database: str, tmp_path: Path) -> None:
+def test_a_polling_reader_sees_every_change_once_in_commit_order(
+    database: str, tmp_path: Path, write_seconds: float
+) -> None:
     seed = random.randrange(2**32)
     print(f"feed-order seed {seed}")
     started = time.monotonic()
     with _cluster(database, tmp_path) as servers:
-        run = asyncio.run(_exercise(servers, random.Random(seed)))
+        run = asyncio.run(_exercise(servers, random.Random(seed), write_seconds))
     writes, admin, bob, log = run.writes, run.admin, run.bob, run.log
 
     # The reader that polled while the writers wrote has the whole log, each change once, in the same order.

@@ -38,7 +38,8 @@ pytestmark = pytest.mark.slow
 USER = "alice@example.com"
 ADMIN = "admin@example.com --admin"
 WRITERS = 6
-PHASE_SECONDS = 3.0
+PHASE_SECONDS = [pytest.param(1.5, id="phases of 1.5 s"), pytest.param(6.0, id="phases of 6 s", marks=pytest.mark.long)]
+"""How long each phase (NATS up, down, back) lasts at least: short in `make test`, longer in `make test-long`."""
 STREAM = "PETRECORDS"
 CATCH_UP_SECONDS = 60.0
 
@@ -103,12 +104,12 @@ def writing(server: Server, load: Load) -> Iterator[threading.Event]:
     assert not any(thread.is_alive() for thread in threads)
 
 
-def _wait_for_writes(load: Load, phase: str, count: int) -> None:
-    """Wait until the writers have had `count` writes of `phase` acknowledged, and at least PHASE_SECONDS pass."""
+def _wait_for_writes(load: Load, phase: str, count: int, seconds: float) -> None:
+    """Wait until the writers have had `count` writes of `phase` acknowledged, and at least `seconds` pass."""
     load.phase = phase
     began = time.monotonic()
     deadline = began + 60
-    while len(load.latencies.get(phase, ())) < count or time.monotonic() - began < PHASE_SECONDS:
+    while len(load.latencies.get(phase, ())) < count or time.monotonic() - began < seconds:
         assert not load.failures, load.failures[:5]
         assert time.monotonic() < deadline, f"only {len(load.latencies.get(phase, ()))} writes while {phase}"
         time.sleep(0.02)
@@ -172,8 +173,11 @@ def _wait_until_published(server: Server, nats_url: str) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("phase_seconds", PHASE_SECONDS)
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(database: str, tmp_path: Path) -> None:
+def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(
+    database: str, tmp_path: Path, phase_seconds: float
+) -> None:
     started = time.monotonic()
     data_dir = tmp_path / "data"
     with contextlib.ExitStack() as stack:
@@ -185,11 +189,11 @@ def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(datab
             running_server(data_dir, database_url=database_url, workers=2, users=[USER, ADMIN], settings=settings)
         )
         with writing(server, load):
-            _wait_for_writes(load, "nats up", 100)
+            _wait_for_writes(load, "nats up", 100, phase_seconds)
             broker.stop()
-            _wait_for_writes(load, "nats down", 100)
+            _wait_for_writes(load, "nats down", 100, phase_seconds)
             broker.start()
-            _wait_for_writes(load, "nats back", 50)
+            _wait_for_writes(load, "nats back", 50, phase_seconds)
             server.kill()
         assert not load.failures, load.failures[:5]
 
