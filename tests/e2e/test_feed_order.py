@@ -55,6 +55,9 @@ PET_TYPES = ("Dog", "Cat")
 WRITERS = 10
 WRITE_SECONDS = [pytest.param(4.0, id="4 s of writes"), pytest.param(20.0, id="20 s of writes", marks=pytest.mark.long)]
 """How long the writers write: short in `make test`, longer in `make test-long`."""
+MORE_WRITES_SECONDS = 30.0
+"""How much longer they may write until every kind of write has happened (on a busy machine, a few seconds may
+bring no vet's vaccination)."""
 LIVE_PETS = 50
 """Few enough that writers often meet on one pet."""
 READ_LIMITS = (1, 2, 5, 20, 100, 1000)
@@ -95,6 +98,15 @@ class Writes:
     statuses: collections.Counter[str] = field(default_factory=collections.Counter)
     unexpected: list[str] = field(default_factory=list)
     serial: int = 0
+
+    def every_kind_written(self) -> bool:
+        """Whether each kind of write that the test looks for has been acknowledged at least once."""
+        done = {(resource, action) for resource, action, _, _ in self.acknowledged}
+        return (
+            {action for _, action in done} >= {"created", "replaced", "deleted"}
+            and {("pet-shares", "created"), ("pet-shares", "deleted")} <= done
+            and self.statuses["vet vaccinates 201"] > 0
+        )
 
     def name(self, prefix: str) -> str:
         self.serial += 1
@@ -360,7 +372,9 @@ async def _write_catalogue(writes: Writes, http: httpx.AsyncClient, rng: random.
 
 async def _writer(writes: Writes, clients: list[httpx.AsyncClient], seed: int, until: float) -> None:
     rng = random.Random(seed)
-    while time.monotonic() < until and not writes.unexpected:
+    while not writes.unexpected and (
+        time.monotonic() < until or (not writes.every_kind_written() and time.monotonic() < until + MORE_WRITES_SECONDS)
+    ):
         await _write_once(writes, rng.choice(clients), rng)
 
 

@@ -527,18 +527,29 @@ def _someone_new(api: Api, base: str, collection: str, body: dict[str, Any], *, 
 
 
 def _an_existing_share(base: str, case: schemathesis.Case) -> None:
-    """A share that a delete meant to succeed names is one of the caller's that exists: the ids generated never
-    are, and in a short run the stateful phase's links from a create reach the delete only by chance."""
+    """A share that a delete meant to succeed names is one of the caller's that exists (made now, of one of their
+    pets, when they have none): the ids generated never are, and in a short run the stateful phase's links from a
+    create reach the delete only by chance."""
     api = _api_of(case)
     collection = case.operation.path.split("/{", 1)[0]
     if collection != api.shares:
         return
     name = next(iter(case.path_parameters))
-    if _record(f"{base}{collection}/{case.path_parameters[name]}", _caller()) is not None:
+    caller = _caller()
+    if _record(f"{base}{collection}/{case.path_parameters[name]}", caller) is not None:
         return
-    listed = _send("GET", f"{base}{collection}", _caller(), params={"pageSize": "1"}).json()
-    if listed.get("items"):
-        case.path_parameters[name] = listed["items"][0]["id"]
+    member, target = next(iter(api.references(collection).items()))
+    listed = _send("GET", f"{base}{collection}", caller, params={"pageSize": "1"}).json().get("items", [])
+    if not listed:
+        pets = _send("GET", f"{base}{target}", caller, params={"ownerId": caller.email, "pageSize": "1"}).json()
+        if not pets.get("items"):
+            return
+        grantee = f"vet-{uuid.uuid4().hex[:12]}@clinic.example"
+        share = {member: pets["items"][0]["id"], GRANTEE: grantee, "access": "read"}
+        made = _send("POST", f"{base}{collection}", caller, json=share)
+        listed = [made.json()] if made.status_code == 201 else []
+    if listed:
+        case.path_parameters[name] = listed[0]["id"]
 
 
 def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
