@@ -1,10 +1,9 @@
-"""A search costs in proportion to what its caller may see, and on SQLite a long read never holds up the other
-requests of its process.
+"""A search costs in proportion to what its caller may see (tests/test_sqlite_long_reads.py shows that a long
+read on SQLite never holds up the other requests of its process).
 
 The cost is shown by the statement timeout (PETRECORDS_DB_STATEMENT_TIMEOUT_SECONDS): with many of another
 owner's records matching, a caller who may see three records searches well within a timeout that reading the
-others' matches outlives, on both databases. The event loop is shown free by the answers other requests get
-while a long read runs.
+others' matches outlives, on both databases.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ pytestmark = pytest.mark.slow
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 REPOSITORY = Path(__file__).resolve().parents[2]
-# Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test`, where
-# the examples and coverage phases do most of the work, and many in `make test-long`.
+# Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test` (whose
+# quick run leaves out the coverage phase, see QUICK_PHASES), and many in `make test-long`.
 QUICK = 8
 EXAMPLES = [pytest.param(QUICK, id="quick"), pytest.param(100, id="thorough", marks=pytest.mark.long)]
 ENOUGH_FOR_A_RATE = 50

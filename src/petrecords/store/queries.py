@@ -94,15 +94,21 @@ class TrigramSearch(enum.Enum):
     """SQLite: the matches of the collection's FTS5 trigram table, joined to the records by rowid."""
 
 
+def trigram_pattern(collection: Collection, conditions: tuple[Condition, ...]) -> int | None:
+    """The position of the condition whose candidates a trigram index would give (see `_narrowed_source`)."""
+    if collection.searchable:
+        for index, condition in enumerate(conditions):
+            if condition.columns == collection.searchable and _by_trigrams(condition):
+                return index
+    return None
+
+
 def _trigram_values(
     collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
 ) -> dict[str, Any]:
     """The value of the FTS5 query that `_narrowed_source` adds, if it adds one."""
-    if search is TrigramSearch.FTS5 and collection.searchable:
-        for index, condition in enumerate(conditions):
-            if condition.columns == collection.searchable and _by_trigrams(condition):
-                return {f"c{index}_trigrams": fts5_query(condition.values[0])}
-    return {}
+    index = trigram_pattern(collection, conditions) if search is TrigramSearch.FTS5 else None
+    return {} if index is None else {f"c{index}_trigrams": fts5_query(conditions[index].values[0])}
 
 
 def _narrowed_source(
@@ -281,27 +287,21 @@ def sort_directions(collection: Collection, query: PageQuery) -> list[bool]:
     return _sort_columns(collection.table, query.sort)[1]
 
 
-@functools.lru_cache(maxsize=256)
-def _counted_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+def _matching(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    """The records that match, as a select of nothing yet: what a count counts."""
     source, conditions = _narrowed_source(collection, shape, collection.table, search)
     conditions.extend(_conditions(collection, collection.table, shape))
-    return sa.select(sa.func.count()).select_from(source).where(*conditions)
+    return sa.select().select_from(source).where(*conditions)
 
 
-def trigram_pattern(collection: Collection, conditions: tuple[Condition, ...]) -> int | None:
-    """The position of the condition whose candidates a trigram index would give (see `_narrowed_source`)."""
-    if collection.searchable:
-        for index, condition in enumerate(conditions):
-            if condition.columns == collection.searchable and _by_trigrams(condition):
-                return index
-    return None
+@functools.lru_cache(maxsize=256)
+def _counted_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    return _matching(collection, shape, search).add_columns(sa.func.count())
 
 
 @functools.lru_cache(maxsize=256)
 def _bounded_count_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
-    source, conditions = _narrowed_source(collection, shape, collection.table, search)
-    conditions.extend(_conditions(collection, collection.table, shape))
-    matching = sa.select(sa.literal(1)).select_from(source).where(*conditions).limit(sa.bindparam("bound"))
+    matching = _matching(collection, shape, search).add_columns(sa.literal(1)).limit(sa.bindparam("bound"))
     return sa.select(sa.func.count()).select_from(matching.subquery())
 
 

@@ -152,10 +152,10 @@ class SqlTransaction(Transaction):
 
     page_anchors: PageAnchors
     trigram_search: TrigramSearch
+    """How the database finds the candidates of a substring pattern (see TrigramSearch)."""
     probe_search: TrigramSearch | None
     """The trigram index that yields a pattern's matches one at a time, so that they can be counted up to a bound
     at the cost of that bound; None where there is none."""
-    """How the database finds the candidates of a substring pattern (see TrigramSearch)."""
     counter_slots = 1
     """Rows over which each kept count is spread (see tables.record_counts); a transaction writes its count changes
     in one of them, at random unless `change_count` chooses."""
