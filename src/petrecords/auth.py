@@ -146,6 +146,16 @@ class TokenVerifier(Protocol):
         """The caller the token names; raises Unauthenticated when the token is not valid."""
         ...
 
+    @property
+    def keys_version(self) -> int:
+        """Changes whenever the set of keys that tokens are verified with changes."""
+        ...
+
+    @property
+    def keys_checked_until(self) -> float:
+        """Until when (`time.time()`) the keys are known to be current: after it, a verification looks again."""
+        ...
+
 
 class CallerClaims:
     """How a verified token names its caller: the settings both kinds of verifier share."""
@@ -228,6 +238,10 @@ def invalid_token_is_unauthenticated() -> Iterator[None]:
 class LocalTokenVerifier:
     """HS256 tokens signed with the local secret. Only that algorithm is accepted."""
 
+    # The secret is read once, when the process starts.
+    keys_version = 0
+    keys_checked_until = math.inf
+
     def __init__(self, secret: bytes, settings: Settings) -> None:
         self._secret = secret
         self._claims = CallerClaims(settings)
@@ -246,29 +260,50 @@ class LocalTokenVerifier:
 
 
 class VerifiedTokenCache:
-    """Remembers the caller of each token that verified, until the token's own expiry.
+    """Remembers the caller of each token that verified, until the token's own expiry or until the keys it was
+    verified with may have changed, whichever comes first.
 
     Checking a signature costs more than the rest of a typical request, and a client sends the same
     token many times. Only tokens that passed every check are kept, so a flood of bad tokens neither
-    fills the cache nor skips a check; the oldest entries go first when it is full. A kept token stays
-    valid until its `exp` even if its signing key leaves the JWKS meanwhile.
+    fills the cache nor skips a check; the oldest entries go first when it is full. When the verifier's
+    keys change (a JWKS fetched anew that differs), every kept token is forgotten: one signed by a key that
+    left the set is refused from then on. Past the time the keys are known to be current (the JWKS cache's
+    lifespan), a kept token is verified again, which fetches the keys again.
     """
 
     def __init__(self, verifier: TokenVerifier, *, max_entries: int = 10_000) -> None:
         self._verifier = verifier
         self._max_entries = max_entries
         self._entries: dict[str, tuple[Caller, float]] = {}
+        self._keys_version = verifier.keys_version
+
+    @property
+    def keys_version(self) -> int:
+        return self._verifier.keys_version
+
+    @property
+    def keys_checked_until(self) -> float:
+        return self._verifier.keys_checked_until
+
+    def _keys_unchanged(self) -> None:
+        """Forget every kept token if the keys changed since they were verified."""
+        version = self._verifier.keys_version
+        if version != self._keys_version:
+            self._entries.clear()
+            self._keys_version = version
 
     async def verify(self, token: str) -> Caller:
+        self._keys_unchanged()
         entry = self._entries.get(token)
         if entry is not None:
             if time.time() < entry[1]:
                 return entry[0]
             del self._entries[token]
         caller = await self._verifier.verify(token)
+        self._keys_unchanged()
         expires_at = jwt.decode(token, options={"verify_signature": False}).get("exp")
         if isinstance(expires_at, int | float):
             if len(self._entries) >= self._max_entries:
                 del self._entries[next(iter(self._entries))]
-            self._entries[token] = (caller, float(expires_at))
+            self._entries[token] = (caller, min(float(expires_at), self._verifier.keys_checked_until))
         return caller

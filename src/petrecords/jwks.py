@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any
 
@@ -40,6 +41,10 @@ class JwksKeys:
         self._attempted_at = float("-inf")
         self._lock = asyncio.Lock()
         self.fetches = 0
+        self.version = 0
+        """Grows whenever a fetched key set differs from the one before."""
+        self.checked_until = -math.inf
+        """Until when (`time.time()`) the key set is current: the last successful fetch and the cache's lifespan."""
 
     async def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK | None:
         """The key `kid` for verifying with `algorithm`, or None when there is no such usable key."""
@@ -80,9 +85,12 @@ class JwksKeys:
             # Keep the keys we have: a provider outage must not log everybody out.
             logger.warning("could not refresh the JWKS from %s: %s", self._url, type(exc).__name__)
             return
+        if entries != self._entries:
+            self.version += 1
         self._entries = entries
         self._keys = {}
         self._fetched_at = time.monotonic()
+        self.checked_until = time.time() + self._lifespan
 
     def _parse(self, document: Any) -> dict[str | None, dict[str, Any]]:
         if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
@@ -112,6 +120,14 @@ class JwksTokenVerifier:
         self._audience = settings.auth_audience
         self._algorithms = list(settings.auth_algorithms)
         self._claims = CallerClaims(settings)
+
+    @property
+    def keys_version(self) -> int:
+        return self.keys.version
+
+    @property
+    def keys_checked_until(self) -> float:
+        return self.keys.checked_until
 
     async def verify(self, token: str) -> Caller:
         with invalid_token_is_unauthenticated():

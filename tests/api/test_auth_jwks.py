@@ -199,6 +199,20 @@ class TestKeyCache:
 
         assert response.status_code == 200
 
+    async def test_a_token_whose_key_left_the_set_is_refused_though_it_verified_before(
+        self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
+    ) -> None:
+        async with make_client(jwks_settings(auth_jwks_refresh_cooldown_seconds=0)) as client:
+            before = RSA.sign(claims())
+            assert (await client.get("/v1/pets", headers=bearer(before))).status_code == 200
+            rotated = rsa_key("rsa-2")
+            provider.keys = [rotated]
+            assert (await client.get("/v1/pets", headers=bearer(rotated.sign(claims())))).status_code == 200
+
+            response = await client.get("/v1/pets", headers=bearer(before))
+
+        assert response.status_code == 401
+
     async def test_cached_keys_keep_working_while_the_provider_is_down(
         self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
     ) -> None:
