@@ -305,6 +305,23 @@ def create_litestar_app() -> Litestar:
     return Litestar(route_handlers=[lookup], openapi_config=None, logging_config=None)
 
 
+class RsgiLookup:
+    """The lookup by id on Granian's own interface (RSGI) instead of ASGI: no message dicts, one call answers."""
+
+    def __init__(self) -> None:
+        self.backend = _backend()
+
+    async def __rsgi__(self, scope: Any, protocol: Any) -> None:
+        _, collection, value = scope.path.split("/")
+        lookup = self.backend.lookup_vaccine if collection == "vaccines" else self.backend.lookup
+        row = await lookup(uuid.UUID(value))
+        protocol.response_bytes(404 if row is None else 200, [("content-type", "application/json")], encode(row))
+
+
+def create_rsgi_app() -> RsgiLookup:
+    return RsgiLookup()
+
+
 def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
     backend = _backend()
 
@@ -369,15 +386,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="Granian's runtime threads, as `petrecords serve`")
     parser.add_argument("--litestar", action="store_true", help="serve the lookup through a bare Litestar route")
+    parser.add_argument("--rsgi", action="store_true", help="serve the lookup on Granian's RSGI interface")
     parser.add_argument("--owner", default="bench@example.com", help="the caller of the owner's vaccination list")
     args = parser.parse_args()
     os.environ["CEILING_DATABASE_URL"] = args.database_url
     os.environ["CEILING_OWNER"] = args.owner
+    target = "ceiling:create_litestar_app" if args.litestar else "ceiling:create_app"
     Server(
-        "ceiling:create_litestar_app" if args.litestar else "ceiling:create_app",
+        "ceiling:create_rsgi_app" if args.rsgi else target,
         address="127.0.0.1",
         port=args.port,
-        interface=Interfaces.ASGI,
+        interface=Interfaces.RSGI if args.rsgi else Interfaces.ASGI,
         workers=args.workers,
         runtime_threads=args.threads,
         loop=Loops.uvloop,

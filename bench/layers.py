@@ -179,6 +179,15 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
         await bare(bare_scopes[index], _no_body, _nothing)
 
     figures.append(("whole request, service", await best_of(repeat, count, whole)))
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await best_of(1, count, whole)
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(args.profile).print_stats(40)
     if set(statuses) != {200}:
         raise SystemExit(f"the service answered {statuses}")
     figures.append(("whole request, bare lookup (ceiling app)", await best_of(repeat, count, whole_bare)))
@@ -282,6 +291,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--profile", choices=("tottime", "cumulative"), help="also print a cProfile of the whole request, so sorted"
+    )
     args = parser.parse_args()
     work_dir = Path(tempfile.mkdtemp(prefix="petrecords-layers-"))
     try:

@@ -134,6 +134,8 @@ CEILINGS = {
     "ceiling_create": Ceiling("ceiling_create", "create", every_size=True),
     # One row into the pets table alone, committed on its own: what the PostgreSQL create's target is stated against.
     "ceiling_insert": Ceiling("ceiling_insert", "create", every_size=True, databases=("postgresql",)),
+    # The same lookup on Granian's own interface (RSGI): the fastest a Python app on this server answers it.
+    "rsgi_get": Ceiling("ceiling_get", "get_by_id", every_size=True, app="rsgi"),
     # The same lookup through a bare Litestar route: how much of the ceiling the framework alone leaves.
     "litestar_get": Ceiling("ceiling_get", "get_by_id", every_size=True, app="litestar"),
     # The same lookup as a FastAPI tutorial writes it: an anchor, not a bound.
@@ -148,6 +150,7 @@ CEILINGS = {
 APPS = {
     "bare": [BENCH / "ceiling.py", "--owner", OWNER],
     "litestar": [BENCH / "ceiling.py", "--owner", OWNER, "--litestar"],
+    "rsgi": [BENCH / "ceiling.py", "--owner", OWNER, "--rsgi"],
     "fastapi": [BENCH / "reference_fastapi.py"],
 }
 
@@ -531,7 +534,9 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
 # where both ran.
 SAME_SIZE_RATIOS = (
     ("get_by_id", "get by id", "ceiling_get", "the bare lookup"),
+    ("get_by_id", "get by id", "rsgi_get", "the bare RSGI lookup"),
     ("get_by_id", "get by id", "fastapi_get", "the FastAPI reference"),
+    ("ceiling_get", "(bare ASGI lookup)", "rsgi_get", "the bare RSGI lookup"),
     ("litestar_get", "(bare Litestar lookup)", "ceiling_get", "the bare lookup"),
     ("fastapi_get", "(FastAPI reference)", "ceiling_get", "the bare lookup"),
     ("create", "create", "ceiling_create", "the bare create"),

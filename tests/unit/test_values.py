@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import pickle
 import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -19,6 +21,8 @@ from petrecords.values import (
     normalize_email,
     parse_datetime_ms,
     parse_record_id,
+    uuid_of_hex,
+    uuid_of_int,
 )
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -97,6 +101,33 @@ class TestParseRecordId:
         parsed = parse_record_id(text)
         if parsed is not None:
             assert str(parsed) == text.lower()
+
+
+class TestUuidsMadeWithoutChecks:
+    """`uuid_of_int` and `uuid_of_hex` skip uuid.UUID's checks: what they make must be that UUID in every way."""
+
+    @given(st.uuids())
+    def test_is_the_uuid(self, value: uuid.UUID) -> None:
+        for made in (uuid_of_int(value.int), uuid_of_hex(value.hex)):
+            assert type(made) is uuid.UUID
+            assert made == value
+            assert hash(made) == hash(value)
+            assert (str(made), made.hex, made.bytes, made.version) == (
+                str(value),
+                value.hex,
+                value.bytes,
+                value.version,
+            )
+            assert made.is_safe is uuid.SafeUUID.unknown
+            assert pickle.loads(pickle.dumps(made)) == value  # noqa: S301 (our own bytes)
+            assert copy.deepcopy(made) == value
+            with pytest.raises(TypeError):
+                made.int = 0  # type: ignore[misc]
+
+    @pytest.mark.parametrize("text", ["", "0" * 31, "0" * 33, "g" * 32, "0" * 30 + "-1"])
+    def test_hex_of_another_length_or_digit_is_refused(self, text: str) -> None:
+        with pytest.raises(ValueError, match=r"stored UUID|invalid literal"):
+            uuid_of_hex(text)
 
 
 class TestFormatTimestamp:

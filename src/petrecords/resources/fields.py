@@ -32,6 +32,7 @@ from petrecords.values import (
     normalize_email,
     parse_datetime_ms,
     parse_record_id,
+    uuid_of_hex,
 )
 
 # The largest integer every JSON client reads exactly (IEEE 754 doubles).
@@ -731,7 +732,7 @@ def nullable_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def record_uuid(value: Any) -> uuid.UUID:
     """A stored id as a UUID, whichever form the driver returned it in."""
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(hex=value)
+    return value if isinstance(value, uuid.UUID) else uuid_of_hex(value)
 
 
 __all__ = [

@@ -3,13 +3,32 @@ formats stored values (timestamps, ids) for clients."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from petrecords.resources.declaration import Resource
+from petrecords.resources.fields import PlainKind
 from petrecords.store.base import Row
 from petrecords.values import format_timestamp
 
 Shown = dict[str, Any]
+_Part = tuple[str, str, Callable[[Any], Any] | None, Resource | None]
+"""(wire name, column, how a value is shown (None: as stored), the resource of a record embedded there)."""
+
+
+@functools.cache
+def _parts_of(resource: Resource) -> tuple[_Part, ...]:
+    """How each declared field is shown, worked out once: a record is shown on nearly every answer."""
+    parts: list[_Part] = []
+    for declared in resource.fields:
+        kind = declared.kind
+        if (reference := kind.embeds) is not None:
+            parts.append((declared.name, declared.name, None, resource.reference_of(reference).target))
+            continue
+        as_stored = getattr(type(kind), "show", None) is PlainKind.show
+        parts.append((declared.name, declared.column, None if as_stored else kind.show, None))
+    return tuple(parts)
 
 
 def show(resource: Resource, row: Row) -> Shown:
@@ -20,10 +39,12 @@ def show(resource: Resource, row: Row) -> Shown:
         "modifiedAt": format_timestamp(row["modified_at"]),
         "modifiedBy": row["modified_by"],
     }
-    for declared in resource.fields:
-        if (reference := declared.kind.embeds) is not None:
-            shown[declared.name] = show(resource.reference_of(reference).target, row[declared.name])
-            continue
-        value = row[declared.column]
-        shown[declared.name] = None if value is None else declared.kind.show(value)
+    for name, column, show_value, embedded in _parts_of(resource):
+        value = row[column]
+        if embedded is not None:
+            shown[name] = show(embedded, value)
+        elif value is None or show_value is None:
+            shown[name] = value
+        else:
+            shown[name] = show_value(value)
     return shown

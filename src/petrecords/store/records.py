@@ -15,6 +15,7 @@ from petrecords.store.base import (
     Join,
     Row,
 )
+from petrecords.values import uuid_of_hex
 
 Statement = tuple[sa.ClauseElement, dict[str, Any]]
 """A statement and the values of its parameters."""
@@ -27,7 +28,7 @@ def values_of(table: sa.Table, *, but: tuple[str, ...] = ()) -> dict[str, sa.Bin
 
 def stored_uuid(value: Any) -> Any:
     """A stored UUID as a UUID, whichever form the driver returned it in (SQLite's is hex)."""
-    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(hex=value)
+    return value if value is None or isinstance(value, uuid.UUID) else uuid_of_hex(value)
 
 
 class Reader:
@@ -50,7 +51,9 @@ class Reader:
         return len(self._names)
 
     def row(self, values: Sequence[Any], start: int = 0) -> Row:
-        row: Row = dict(zip(self._names, values[start : start + self.width], strict=True))
+        width = len(self._names)
+        own = values if not start and len(values) == width else values[start : start + width]
+        row: Row = dict(zip(self._names, own, strict=True))
         for name in self._uuid_names:
             if (value := row[name]) is not None:
                 row[name] = stored_uuid(value)
