@@ -57,7 +57,9 @@ BEFORE_COMMIT = "ba97188"
 WATCHER = "watcher@example.com"
 """Owns nothing: subscribed as this user, a stream receives none of the load's changes, only keep-alives."""
 WRITE_SCENARIOS = ("create", "replace", "delete")
-READ_WRITE_SCENARIOS = ("get_by_id", "create", "mixed_80_20")
+# Replace and delete last, each phase on its own slice of the seeded records (delete uses them up).
+READ_WRITE_SCENARIOS = ("get_by_id", "create", "mixed_80_20", "replace", "delete")
+SLICED_SCENARIOS = ("replace", "delete")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -139,14 +141,18 @@ class WorkerCpu:
 
 
 @contextlib.contextmanager
-def serve(args: argparse.Namespace, checkout: Checkout, rows: int) -> Iterator[Served]:
-    """A fresh database of `rows` pets seeded by the checkout's own seeder, and its server on it."""
+def serve(
+    args: argparse.Namespace, checkout: Checkout, rows: int, settings: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """A fresh database of `rows` pets seeded by the checkout's own seeder, and its server on it (with `settings`
+    besides the bench's)."""
     work_dir = Path(tempfile.mkdtemp(prefix=f"petrecords-changes-{checkout.root.name}-"))
     try:
         with database(args.database, work_dir) as url:
             env = server_env(work_dir, url)
             env.pop("PYTHONPATH", None)  # each checkout runs its own sources
             env["PETRECORDS_ACCESS_LOG"] = "false" if args.no_access_log else "true"
+            env.update(settings or {})
             ids_file = work_dir / "ids.txt"
             subprocess.run(
                 [checkout.bin / "python", checkout.root / "bench" / "seed.py", "--database-url", url,
@@ -358,7 +364,9 @@ def probe_latency(served: Served, writes: int, report: Path, holder: subprocess.
 def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     current = Checkout("current", HERE)
     report: dict[str, Any] = {"phases": []}
-    with serve(args, current, args.rows) as served:
+    # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.
+    streams = {"PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(args.subscribers + 1)}
+    with serve(args, current, args.rows, streams) as served:
         token = served.wrk_env["WATCHER_TOKEN" if args.subscribers_as == "other" else "TOKEN"]
         print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} subscribers as "
               f"{args.subscribers_as}, {args.rounds} rounds of {args.duration} s", flush=True)  # fmt: skip
@@ -378,6 +386,10 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                     print(f" round {round_index + 1}, {attached} subscribers (load average "
                           f"{os.getloadavg()[0]:.2f}); sockets per worker {phase['sockets']}; "
                           f"worker CPU, no requests: {phase['idle_cpu']}", flush=True)  # fmt: skip
+                    # Reads go to the last slice, which no delete reaches before the last phase's reads are done.
+                    phases = 2 * args.rounds
+                    sliced = ids_for_round(served, len(report["phases"]), phases)
+                    kept = ids_for_round(served, phases - 1, phases)
                     for name in READ_WRITE_SCENARIOS:
                         cpu.start()
                         figures = run_wrk(
@@ -385,7 +397,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                             SERVICE_SCENARIOS[name],
                             duration=args.duration,
                             connections=args.connections,
-                            env=served.wrk_env,
+                            env=sliced if name in SLICED_SCENARIOS else kept,
                         )
                         shares = cpu.stop()
                         figures["worker_cpu"] = shares  # type: ignore[assignment]
