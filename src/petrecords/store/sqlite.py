@@ -111,13 +111,13 @@ def _landed(running: asyncio.Future[Any]) -> None:
         running.exception()
 
 
-def _driver_value(value: Any) -> Any:
-    return value.hex if isinstance(value, uuid.UUID) else value  # how SQLAlchemy's Uuid type stores it in SQLite
-
-
 def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     sql, fixed = _compiled(statement)
-    return sql, {**fixed, **{name: _driver_value(value) for name, value in values.items()}}
+    driven = dict(fixed)
+    for name, value in values.items():
+        # A UUID as SQLAlchemy's Uuid type stores it in SQLite (a create passes some forty values through here).
+        driven[name] = value.hex if isinstance(value, uuid.UUID) else value
+    return sql, driven
 
 
 @functools.lru_cache(maxsize=64)
