@@ -162,6 +162,7 @@ class ServiceEdge:
         self._access_log = AccessLog() if log_requests else None
         self._cors = cors
         self._template_of = template_of
+        metrics.pool_figures = self._pool_figures
 
     def _pool_figures(self) -> dict[str, int]:
         store = self._store()
@@ -252,7 +253,6 @@ class ServiceEdge:
             database_unavailable = state.get("database_unavailable")
             if database_unavailable is not None:
                 metrics.observe_database_unavailable(database_unavailable)
-            metrics.set_pool(self._pool_figures)
             if self._access_log is not None:
                 # Never headers, the query string or bodies: they may carry tokens and personal data.
                 caller = scope.get("user")

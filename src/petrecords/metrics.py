@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -14,7 +13,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-POOL_INTERVAL = 1.0
 FLUSH_INTERVAL = 1.0
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _LATENCY = "petrecords_http_request_duration_seconds"
@@ -99,7 +97,8 @@ class Metrics:
         self._children: dict[tuple[str, str, int], tuple[Any, Any, list[Any]]] = {}
         self._tallies: dict[tuple[str, str, int], _Tally] = {}
         self._flush_scheduled = False
-        self._pool_set_at = -POOL_INTERVAL
+        self.pool_figures: Callable[[], dict[str, int]] | None = None
+        """The database pool's state by state name, shown by the pool gauge each time the tallies are handed over."""
         pool_mode = {"multiprocess_mode": "livesum"} if self._multiprocess else {}
         self.pool = Gauge(
             "petrecords_db_pool_connections",
@@ -141,8 +140,11 @@ class Metrics:
             asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
 
     def flush(self) -> None:
-        """Hand the tallied requests to the collectors."""
+        """Hand the tallied requests, and the pool's state, to the collectors."""
         self._flush_scheduled = False
+        if self.pool_figures is not None:
+            for state, value in self.pool_figures().items():
+                self.pool.labels(state).set(value)
         tallies, self._tallies = self._tallies, {}
         for key, tally in tallies.items():
             children = self._children.get(key)
@@ -162,16 +164,6 @@ class Metrics:
 
     def observe_database_unavailable(self, cause: str) -> None:
         self.database_unavailable.labels(cause).inc()
-
-    def set_pool(self, figures: Callable[[], dict[str, int]]) -> None:
-        """Record the pool's state, at most every POOL_INTERVAL seconds: it is a gauge, not a tally.
-        `figures` is only asked for when it is due."""
-        now = time.monotonic()
-        if now - self._pool_set_at < POOL_INTERVAL:
-            return
-        self._pool_set_at = now
-        for state, value in figures().items():
-            self.pool.labels(state).set(value)
 
     def render(self) -> bytes:
         self.flush()
