@@ -305,6 +305,13 @@ def create_litestar_app() -> Litestar:
     return Litestar(route_handlers=[lookup], openapi_config=None, logging_config=None)
 
 
+async def look_up(backend: SqliteBackend | PostgresBackend, path: str) -> dict[str, Any] | None:
+    """The record `/pets/{id}` or `/vaccines/{id}` names, or None."""
+    _, collection, value = path.split("/")
+    lookup = backend.lookup_vaccine if collection == "vaccines" else backend.lookup
+    return await lookup(uuid.UUID(value))
+
+
 class RsgiLookup:
     """The lookup by id on Granian's own interface (RSGI) instead of ASGI: no message dicts, one call answers."""
 
@@ -312,9 +319,7 @@ class RsgiLookup:
         self.backend = _backend()
 
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
-        _, collection, value = scope.path.split("/")
-        lookup = self.backend.lookup_vaccine if collection == "vaccines" else self.backend.lookup
-        row = await lookup(uuid.UUID(value))
+        row = await look_up(self.backend, scope.path)
         protocol.response_bytes(404 if row is None else 200, [("content-type", "application/json")], encode(row))
 
 
@@ -351,9 +356,7 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
             await respond(send, 200 if total else 404, encode({"items": items, "totalCount": total}))
             return
         if scope["method"] == "GET":
-            _, collection, value = scope["path"].split("/")
-            lookup = backend.lookup_vaccine if collection == "vaccines" else backend.lookup
-            row = await lookup(uuid.UUID(value))
+            row = await look_up(backend, scope["path"])
             await respond(send, 404 if row is None else 200, encode(row))
             return
         body = b""

@@ -146,6 +146,10 @@ class TokenVerifier(Protocol):
         """The caller the token names; raises Unauthenticated when the token is not valid."""
         ...
 
+
+class KeyedTokenVerifier(TokenVerifier, Protocol):
+    """A verifier that says when the keys it verifies with change: what VerifiedTokenCache wraps."""
+
     @property
     def keys_version(self) -> int:
         """Changes whenever the set of keys that tokens are verified with changes."""
@@ -271,19 +275,11 @@ class VerifiedTokenCache:
     lifespan), a kept token is verified again, which fetches the keys again.
     """
 
-    def __init__(self, verifier: TokenVerifier, *, max_entries: int = 10_000) -> None:
+    def __init__(self, verifier: KeyedTokenVerifier, *, max_entries: int = 10_000) -> None:
         self._verifier = verifier
         self._max_entries = max_entries
         self._entries: dict[str, tuple[Caller, float]] = {}
         self._keys_version = verifier.keys_version
-
-    @property
-    def keys_version(self) -> int:
-        return self._verifier.keys_version
-
-    @property
-    def keys_checked_until(self) -> float:
-        return self._verifier.keys_checked_until
 
     def _keys_unchanged(self) -> None:
         """Forget every kept token if the keys changed since they were verified."""

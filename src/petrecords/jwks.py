@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from typing import Any
 
@@ -43,8 +42,6 @@ class JwksKeys:
         self.fetches = 0
         self.version = 0
         """Grows whenever a fetched key set differs from the one before."""
-        self.checked_until = -math.inf
-        """Until when (`time.time()`) the key set is current: the last successful fetch and the cache's lifespan."""
 
     async def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK | None:
         """The key `kid` for verifying with `algorithm`, or None when there is no such usable key."""
@@ -90,7 +87,11 @@ class JwksKeys:
         self._entries = entries
         self._keys = {}
         self._fetched_at = time.monotonic()
-        self.checked_until = time.time() + self._lifespan
+
+    @property
+    def checked_until(self) -> float:
+        """Until when (`time.time()`) the key set is current: the last successful fetch and the cache's lifespan."""
+        return time.time() + (self._fetched_at + self._lifespan - time.monotonic())
 
     def _parse(self, document: Any) -> dict[str | None, dict[str, Any]]:
         if not isinstance(document, dict) or not isinstance(document.get("keys"), list):

@@ -60,7 +60,7 @@ class Reader:
         for name in self._boolean_names:
             if (value := row[name]) is not None:
                 row[name] = bool(value)  # SQLite's are 0 and 1
-        offset = start + self.width
+        offset = start + width
         for name, reader in self._joins:
             row[name] = reader.row(values, offset)
             offset += reader.width

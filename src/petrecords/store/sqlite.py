@@ -658,10 +658,8 @@ class SqliteStore(SqlStore):
         # What a transaction of this one statement does (see SqliteTransaction._begin and get), without making
         # one: on the request clients send most, the transaction's own work cost more than the statement.
         # Its connection is taken and given back with no await between: no other request can meet it in use,
-        # so it needs no lock.
+        # so it needs no lock, and the database `database()` gives cannot have been retired meanwhile.
         database = self.database()
-        if database.retired:
-            raise vanished("the database file was replaced while this transaction waited")
         sql, row_reader = _lookup_of(collection)
         try:
             # All of them: a statement read to its end holds no snapshot of the database open.
