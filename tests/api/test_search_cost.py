@@ -3,7 +3,8 @@ read on SQLite never holds up the other requests of its process).
 
 The cost is shown by the statement timeout (PETRECORDS_DB_STATEMENT_TIMEOUT_SECONDS): with many of another
 owner's records matching, a caller who may see three records searches well within a timeout that reading the
-others' matches outlives, on both databases.
+others' matches outlives, on both databases. A timing answers only for the load of its moment: a search is tried
+ATTEMPTS times, and one answer within the timeout shows the cost (reading the others' matches never fits in it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from httpx import Response
+from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import create_app, open_store
@@ -24,6 +27,19 @@ SEED_BATCH = 5_000
 TIMEOUT_SECONDS = 0.01
 """Outlived by a read of OTHERS_MATCHES records; far more than reading a few of them takes."""
 ALICES = ("abc one", "xyz two", "xyz three")
+ATTEMPTS = 5
+
+
+async def search_within_timeout(
+    client: AsyncTestClient[Litestar], params: dict[str, str], headers: dict[str, str]
+) -> Response:
+    """The first answer that is not the statement timeout's 503 (the machine's load can outlast the timeout on a
+    few milliseconds' work, not on every try)."""
+    for _ in range(ATTEMPTS - 1):
+        response = await client.get("/v1/pets", params=params, headers=headers)
+        if response.status_code != 503:
+            return response
+    return await client.get("/v1/pets", params=params, headers=headers)
 
 
 @pytest.fixture(scope="module")
@@ -47,18 +63,16 @@ async def others_matches(database_url: str, tmp_path_factory: pytest.TempPathFac
 @pytest.mark.parametrize("search", ["abc", "ABC", "bc o", "xyz", "nothing"])
 async def test_a_search_reads_only_what_its_caller_may_see(make_settings: Callable[..., Settings], search: str) -> None:
     app = create_app(make_settings(db_statement_timeout_seconds=TIMEOUT_SECONDS, changes_retention_days=0))
-    async with AsyncTestClient(app=app) as client:  # type: ignore[arg-type]
+    async with AsyncTestClient(app=app) as client:
         # Whatever it answers: the first statements of a new PostgreSQL connection load its catalog, which on a busy
         # machine may outlast the timeout whatever they read. The pool hands the same connection on.
         await client.get("/v1/pets", params={"pageSize": "1"}, headers=auth(ALICE))
-        response = await client.get("/v1/pets", params={"search": search}, headers=auth(ALICE))
+        response = await search_within_timeout(client, {"search": search}, auth(ALICE))
         assert response.status_code == 200, response.text
         expected = {name for name in ALICES if search.lower() in name}
         assert {item["name"] for item in response.json()["items"]} == expected
         assert response.json()["totalCount"] == len(expected)
         # The same search by one who may see every record reads the index, not every record.
-        response = await client.get(
-            "/v1/pets", params={"search": "xyz", "pageSize": "5"}, headers=auth(ADMIN, admin=True)
-        )
+        response = await search_within_timeout(client, {"search": "xyz", "pageSize": "5"}, auth(ADMIN, admin=True))
         assert response.status_code == 200, response.text
         assert response.json()["totalCount"] == 2
