@@ -59,6 +59,8 @@ def haproxy(directory: Path, servers: list[Server]) -> Iterator[tuple[str, Path]
     log = directory / "haproxy.log"
     with background([binary, "-db", "-f", str(DEPLOY / "haproxy.cfg")], log=log, env=env) as process:
         wait_for_port(port, process, what="HAProxy", log=log)
+        # HAProxy binds the stats socket under a temporary name and renames it, after its port may already listen.
+        _until(stats.exists, what="HAProxy's stats socket")
         yield f"http://127.0.0.1:{port}", stats
 
 
