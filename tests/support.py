@@ -208,6 +208,45 @@ def pet_row(name: str = "Rex", *, owner: str = ALICE, pet_type: str = "Dog", at_
     }
 
 
+NOW = 1_795_000_000_000
+"""A fixed instant of 2026-11-17, for records written through the store."""
+
+
+def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
+    """A vaccination as the store keeps it, given a day before it is due."""
+    return {
+        "id": new_record_id(),
+        "created_at": NOW,
+        "created_by": ADMIN,
+        "modified_at": NOW,
+        "modified_by": ADMIN,
+        "owner_id": pet["owner_id"],
+        "pet_id": pet["id"],
+        "vaccine_id": vaccine["id"],
+        "applied_at": due_at - 86_400_000,
+        "due_at": due_at,
+        "notes": None,
+        "revision": 1,
+    }
+
+
+def vaccine_row() -> Row:
+    """A vaccine as the store keeps it."""
+    return {
+        "id": new_record_id(),
+        "created_at": NOW,
+        "created_by": ADMIN,
+        "modified_at": NOW,
+        "modified_by": ADMIN,
+        "name": "Rabies",
+        "name_key": "rabies",
+        "pet_type": "Dog",
+        "duration": 365,
+        "description": None,
+        "revision": 1,
+    }
+
+
 def owned_by(owner: str) -> tuple[Condition, ...]:
     return (Condition(("owner_id",), Operator.EQUAL, (owner,)),)
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,14 +26,18 @@ from alembic.migration import MigrationContext
 from petrecords.config import ConfigurationError, Settings
 from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
 from petrecords.registry import SCHEMA as metadata
-from petrecords.tables import comparison_options
-from tests.support import throwaway_postgres
+from petrecords.store.counts import period_changes
+from petrecords.tables import PERIOD_SPAN, comparison_options, period_counts
+from petrecords.vaccinations import PET_VACCINATIONS
+from tests.support import ALICE, BOB, NOW, pet_row, throwaway_postgres, vaccination_row, vaccine_row
 
 T = TypeVar("T")
 PETRECORDS = Path(sys.executable).parent / "petrecords"
 APP_TABLES = set(metadata.tables)
 BEFORE_TRIGRAMS = "c8f4a2d6e0b7"
 """The revision before the one that makes the trigram indexes (and, on PostgreSQL, the pg_trgm extension)."""
+BEFORE_DUE_DAYS = "a8c0e2f4b6d9"
+"""The revision before the one that counts vaccinations by the day they are due."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -203,6 +208,40 @@ def test_counting_revision_counts_the_pets_already_stored(fresh_url: str, tmp_pa
         ("", "Dog", 3),
         ("", "Cat", 1),
     }
+
+
+def test_due_day_revision_counts_the_vaccinations_already_stored(fresh_url: str, tmp_path: Path) -> None:
+    """Due dates on both sides of the epoch and of each period's edges: the kept counts that the migration writes
+    are the ones the service would have kept writing them."""
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings, BEFORE_DUE_DAYS)
+    vaccine = vaccine_row()
+    pets = [pet_row(owner=ALICE), pet_row(owner=BOB)]
+    span2 = 86_400_000 * PERIOD_SPAN**2
+    due_ats = [-span2 - 1, -span2, -1, 0, 1, span2 - 1, span2, NOW, NOW + 1]
+    vaccinations = [vaccination_row(pets[n % 2], vaccine, due_at) for n, due_at in enumerate(due_ats)]
+
+    def insert(connection: sa.Connection) -> None:
+        connection.execute(sa.insert(metadata.tables["vaccines"]), [vaccine])
+        connection.execute(sa.insert(metadata.tables["pets"]), pets)
+        connection.execute(sa.insert(metadata.tables["pet_vaccinations"]), vaccinations)
+        connection.commit()
+
+    def counts(connection: sa.Connection) -> Counter[tuple[str, str, int, int]]:
+        rows = connection.execute(
+            sa.select(
+                period_counts.c.resource,
+                period_counts.c.scope,
+                period_counts.c.size,
+                period_counts.c.period,
+                period_counts.c.count,
+            )
+        )
+        return Counter({(resource, scope, size, period): count for resource, scope, size, period, count in rows})
+
+    _on_connection(fresh_url, tmp_path, insert)
+    migrate(settings)
+    assert _on_connection(fresh_url, tmp_path, counts) == period_changes(PET_VACCINATIONS.collection, (), vaccinations)
 
 
 def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

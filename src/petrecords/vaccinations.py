@@ -126,6 +126,7 @@ PET_VACCINATIONS = Resource(
         "modifiedAt",
         "modifiedBy",
     ),
+    counted_over="due_at",
     tolerated=("pet",),
     command="vaccinations",
     check=_due_after_applied,

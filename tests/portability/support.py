@@ -94,7 +94,12 @@ def view(settings: Settings) -> dict[str, Any]:
         # What the search indexes find (SQLite's FTS5 tables, PostgreSQL's trigram indexes), and the kept counts.
         searches = ("/v1/pets?search=ïcod", "/v1/vaccines?search=leuk")
         totals = tuple(f"{resource.path}?pageSize=1" for resource in RESOURCES.resources)
-        for path in (*searches, *totals, "/v1/pets?petType=Dog&pageSize=1"):
+        # The overdue lists' totals, from the counts kept by due day (as a load writes them, or writes kept them).
+        due = (
+            "/v1/pet-vaccination?dueTo=2026-06-01T00:00:00Z&pageSize=1",
+            "/v1/pet-vaccination?dueFrom=2026-02-01T00:00:00Z&pageSize=1",
+        )
+        for path in (*searches, *totals, *due, "/v1/pets?petType=Dog&pageSize=1"):
             for user, admin in ((ADMIN, True), *((user, False) for user in (*USERS, VET))):
                 response = client.get(path, headers=_headers(user, admin))
                 assert response.status_code == 200

@@ -38,6 +38,7 @@ from petrecords.portability.errors import CommandFailed
 from petrecords.portability.records import timestamp_ms, wire_name
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Row
+from petrecords.store.counts import period_count_inserts
 from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state, share_windows
 
 _SQLITE = sqlite_dialect.dialect(paramstyle="named")
@@ -236,8 +237,9 @@ OWNER_BEFORE_FIX = _owner_before_fix()
 
 
 def count_inserts(resource: Resource) -> list[sa.Insert]:
-    """The kept counts of a resource's loaded records (see tables.record_counts): per owner and partition, and for
-    every owner; one slot, and each every-owner row counting one write, so that the data's version moves."""
+    """The kept counts of a resource's loaded records (see tables.record_counts and tables.period_counts): per owner
+    and partition, and for every owner; one slot, and each every-owner row counting one write, so that the data's
+    version moves."""
     collection = resource.collection
     table = collection.table
     partition: sa.ColumnElement[Any] = sa.literal("", Text)
@@ -266,7 +268,7 @@ def count_inserts(resource: Resource) -> list[sa.Insert]:
         )
         columns = ["resource", "scope", "partition", "slot", "count", "writes"]
         inserts.append(sa.insert(record_counts).from_select(columns, select))
-    return inserts
+    return inserts + period_count_inserts(collection)
 
 
 def windows_of(resource: Resource, share_changes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:

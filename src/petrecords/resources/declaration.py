@@ -130,6 +130,9 @@ class Resource:
     references: tuple[Reference, ...] = ()
     counted_by: str | None = None
     """The column whose values partition the kept counts (besides the owner, for owned records)."""
+    counted_over: str | None = None
+    """A time column whose records are also counted by day (see Collection.counted_over): its lists bounded by
+    it (what is overdue) count their records from a few kept rows."""
     tolerated: tuple[str, ...] = ()
     """Members a body may carry that are no field of the record (clients send back what they read): ignored."""
     unique: tuple[tuple[str, ...], ...] = ()
@@ -181,6 +184,7 @@ class Resource:
             table=self.table,
             owner_column=self.ownership.column,
             counted_by=self.counted_by,
+            counted_over=self.counted_over,
             joins=joins,
             searchable=self.table.info.get(SEARCHABLE, ()),
             shared_by=shared_by,
@@ -355,4 +359,7 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
         return f"its owner follows {ownership.through!r}, which is not one of its references"
     if resource.counted_by is not None and resource.counted_by not in columns:
         return f"it is counted by {resource.counted_by!r}, which is not a column of its table"
+    counted_over = resource.counted_over
+    if counted_over is not None and (counted_over not in columns or resource.table.c[counted_over].nullable):
+        return f"it is counted over {counted_over!r}, which is not a column of its table without nulls"
     return None

@@ -50,6 +50,9 @@ class Collection:
     owner_column: str | None = None
     counted_by: str | None = None
     """The column whose values partition the kept counts, besides the owner."""
+    counted_over: str | None = None
+    """A time column (epoch milliseconds) by whose days the kept counts are also kept (see tables.period_counts):
+    the records before an instant, or from it, are counted from them."""
     joins: tuple[Join, ...] = ()
     searchable: tuple[str, ...] = ()
     """The columns that a trigram index covers (see tables.trigram_indexed): a LIKE over exactly these, with a

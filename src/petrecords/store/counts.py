@@ -1,11 +1,13 @@
-"""The kept counts: how many records of each resource each owner has in each partition, changed in the
-transaction of every write (see tables.record_counts), and read instead of a count when a list allows."""
+"""The kept counts: how many records of each resource each owner has in each partition, and in each period of a
+time column, changed in the transaction of every write (see tables.record_counts and tables.period_counts), and
+read instead of a count when a list allows."""
 
 from __future__ import annotations
 
 import collections
 import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,29 +21,29 @@ from petrecords.store.base import (
 from petrecords.store.records import values_of
 from petrecords.tables import (
     ALL_OWNERS,
+    PERIOD_SPAN,
+    Text,
+    period_counts,
     record_counts,
 )
 
+DAY_MS = 86_400_000
 
-def count_upsert(insert: Callable[[sa.Table], Any], *, slot: sa.ColumnElement[int] | None = None) -> sa.Insert:
-    """The change of kept counts, with the dialect's INSERT that supports ON CONFLICT DO UPDATE; in the slot that
-    `slot` says, if given, else in the slot of the `slot` parameter."""
-    values: dict[str, Any] = values_of(record_counts)
+
+def count_upsert(
+    insert: Callable[[sa.Table], Any], table: sa.Table = record_counts, *, slot: sa.ColumnElement[int] | None = None
+) -> sa.Insert:
+    """The change of kept counts in `table`, with the dialect's INSERT that supports ON CONFLICT DO UPDATE; in the
+    slot that `slot` says, if given, else in the slot of the `slot` parameter."""
+    values: dict[str, Any] = values_of(table)
     if slot is not None:
         values["slot"] = slot
     # Inline: without it, a slot that the database computes would be returned (as part of the key), for nothing.
-    statement = insert(record_counts).values(values).inline()
+    statement = insert(table).values(values).inline()
+    added = [name for name in ("count", "writes") if name in table.c]
     upsert: sa.Insert = statement.on_conflict_do_update(
-        index_elements=[
-            record_counts.c.resource,
-            record_counts.c.scope,
-            record_counts.c.partition,
-            record_counts.c.slot,
-        ],
-        set_={
-            "count": record_counts.c.count + statement.excluded.count,
-            "writes": record_counts.c.writes + statement.excluded.writes,
-        },
+        index_elements=list(table.primary_key.columns),
+        set_={name: table.c[name] + statement.excluded[name] for name in added},
     )
     return upsert
 
@@ -52,29 +54,48 @@ WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.writes),
 )
 
 
-def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> tuple[str, Condition | None] | None:
-    """(scope, partition condition) when the kept counts answer how many records match, else None: when the
-    conditions are at most one owner and at most one set of values of the counted column."""
-    scope, partitions = ALL_OWNERS, None
+@dataclass(frozen=True)
+class KeptCount:
+    """Which kept counts answer how many records match a list's conditions."""
+
+    scope: str
+    """An owner, or ALL_OWNERS."""
+    partitions: Condition | None = None
+    """The values of the counted column (Collection.counted_by) that the records have, when the list names some."""
+    below: int | None = None
+    """An instant that the counted time column (Collection.counted_over) is below, when the list bounds it so."""
+    at_least: int | None = None
+    """An instant that the counted time column is at or after, when the list bounds it so."""
+
+
+def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> KeptCount | None:
+    """The kept counts that answer how many records match, else None: when the conditions are at most one owner,
+    and either at most one set of values of the counted column or at most a lower and an upper bound of the
+    counted time column."""
+    scope, partitions, bounds = ALL_OWNERS, None, {}
     for condition in conditions:
         column = condition.columns[0] if len(condition.columns) == 1 else None
-        if (
-            column is not None
-            and column == collection.owner_column
-            and condition.operator is Operator.EQUAL
-            and scope == ALL_OWNERS
-        ):
+        if column is None:
+            return None
+        if column == collection.owner_column and condition.operator is Operator.EQUAL and scope == ALL_OWNERS:
             scope = condition.values[0]
-        elif (
-            column is not None
-            and column == collection.counted_by
-            and condition.operator is Operator.IN
-            and partitions is None
-        ):
+        elif column == collection.counted_by and condition.operator is Operator.IN and partitions is None:
             partitions = condition
+        elif (
+            column == collection.counted_over
+            and condition.operator in (Operator.BELOW, Operator.AT_LEAST)
+            and condition.operator not in bounds
+        ):
+            bounds[condition.operator] = int(condition.values[0])
         else:
             return None
-    return scope, partitions
+    if partitions is not None and bounds:
+        return None
+    below, at_least = bounds.get(Operator.BELOW), bounds.get(Operator.AT_LEAST)
+    if below is not None and at_least is not None:
+        # An empty range counts as one that starts where it ends: the difference of counts is never negative.
+        at_least = min(at_least, below)
+    return KeptCount(scope, partitions, below, at_least)
 
 
 @functools.lru_cache(maxsize=256)
@@ -85,8 +106,113 @@ def kept_count_select(partitions: int | None) -> sa.Select[Any]:
     return sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(*conditions)
 
 
-CountChange = tuple[str, str, str, int]
-"""(resource, scope, partition, change in the number of records)."""
+PeriodKey = tuple[str, str, int, int]
+PERIOD_KEY = ("resource", "scope", "size", "period")
+"""The columns of a PeriodKey in tables.period_counts."""
+
+
+def periods_of(instant_ms: int) -> tuple[int, int, int]:
+    """The periods of each size (see tables.period_counts) that an instant falls in."""
+    day = instant_ms // DAY_MS
+    return day, day // PERIOD_SPAN, day // PERIOD_SPAN**2
+
+
+def period_changes(
+    collection: Collection, removed: Iterable[Row], added: Iterable[Row]
+) -> collections.Counter[PeriodKey]:
+    """What a write does to the kept counts by period of the collection's counted time column (none without one)."""
+    changes: collections.Counter[PeriodKey] = collections.Counter()
+    column = collection.counted_over
+    if column is None:
+        return changes
+    for rows, sign in ((removed, -1), (added, 1)):
+        for row in rows:
+            scopes = (ALL_OWNERS,) if collection.owner_column is None else (ALL_OWNERS, row[collection.owner_column])
+            for size, period in enumerate(periods_of(row[column])):
+                for scope in scopes:
+                    changes[(collection.name, scope, size, period)] += sign
+    return changes
+
+
+def period_count_inserts(collection: Collection) -> list[sa.Insert]:
+    """The kept counts by period of the collection's records as they are (none without a counted time column), for
+    a table of them that is empty: a load's."""
+    if collection.counted_over is None:
+        return []
+    table = collection.table
+    instant = table.c[collection.counted_over]
+    scopes: list[sa.ColumnElement[Any]] = [sa.literal(ALL_OWNERS, Text)]
+    if collection.owner_column is not None:
+        scopes.append(table.c[collection.owner_column])
+    inserts = []
+    for size in range(3):
+        divisor = DAY_MS * PERIOD_SPAN**size
+        # Integer division truncates toward zero on both databases: an instant before the epoch is floored by hand.
+        period = (instant - ((instant % divisor) + divisor) % divisor) // divisor
+        for scope in scopes:
+            grouped = [column for column in (scope,) if isinstance(column, sa.Column)]
+            select = (
+                sa.select(
+                    sa.literal(collection.name, Text),
+                    scope,
+                    sa.literal(size, sa.SmallInteger()),
+                    period,
+                    sa.literal(0, sa.SmallInteger()),
+                    sa.func.count(),
+                )
+                .select_from(table)
+                .group_by(*grouped, period)
+            )
+            inserts.append(sa.insert(period_counts).from_select([*PERIOD_KEY, "slot", "count"], select))
+    return inserts
+
+
+def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.ColumnElement[int]:
+    """How many records have the counted time column before the instant of parameter `bound`: the whole periods
+    before its day, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records
+    of its day that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
+
+    def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
+        conditions = [
+            period_counts.c.resource == sa.bindparam("resource"),
+            period_counts.c.scope == sa.bindparam("scope"),
+            period_counts.c.size == size,
+            period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
+        ]
+        if first is not None:
+            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
+        return sa.select(sa.func.coalesce(sa.func.sum(period_counts.c.count), 0)).where(*conditions).scalar_subquery()
+
+    column = collection.table.c[collection.counted_over or ""]
+    same_day = [column >= sa.bindparam(f"{bound}_day_start"), column < sa.bindparam(f"{bound}_instant")]
+    if owned and collection.owner_column is not None:
+        same_day.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
+    of_its_day = sa.select(sa.func.count()).select_from(collection.table).where(*same_day).scalar_subquery()
+    return periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day") + of_its_day
+
+
+def before_values(bound: str, instant_ms: int) -> dict[str, int]:
+    day, span1, span2 = periods_of(instant_ms)
+    return {
+        f"{bound}_span2": span2,
+        f"{bound}_span1_first": span2 * PERIOD_SPAN,
+        f"{bound}_span1": span1,
+        f"{bound}_day_first": span1 * PERIOD_SPAN,
+        f"{bound}_day": day,
+        f"{bound}_day_start": day * DAY_MS,
+        f"{bound}_instant": instant_ms,
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def period_count_select(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.Select[Any]:
+    """How many records have the counted time column within the bounds given (parameters as `before_values` names
+    them, "below" and "at_least"), from the kept counts: one statement, so that it reads one snapshot."""
+    everything = kept_count_select(None).scalar_subquery()
+    count = _counted_before(collection, "below", owned=owned) if below else everything
+    if at_least:
+        count = count - _counted_before(collection, "at_least", owned=owned)
+    return sa.select(count)
 
 
 def count_changes(

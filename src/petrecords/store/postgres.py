@@ -65,7 +65,7 @@ from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Statement
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
-from petrecords.tables import changes
+from petrecords.tables import changes, period_counts
 
 log = logging.getLogger("petrecords.replicas")
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
@@ -312,6 +312,7 @@ class PostgresTransaction(SqlTransaction):
     # wait for one another's commit on its lock. (Eight random slots had a quarter of twenty concurrent creators
     # waiting so: bench/results/2026-11-24-create-on-postgresql.md.)
     change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
+    change_period_count = count_upsert(postgresql.insert, period_counts, slot=sa.func.pg_backend_pid() % counter_slots)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
     # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the

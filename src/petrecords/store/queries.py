@@ -17,10 +17,11 @@ from petrecords.store.base import (
     SharedBy,
     SortKey,
 )
-from petrecords.store.counts import kept_count_scope, kept_count_select
+from petrecords.store.counts import before_values, kept_count_scope, kept_count_select, period_count_select
 from petrecords.store.pages import SortKeyValues
 from petrecords.store.records import Statement, reader_of
 from petrecords.tables import (
+    ALL_OWNERS,
     search_table_name,
 )
 
@@ -325,8 +326,17 @@ def count_statement(
     if kept is None:
         counted = condition_values(conditions) | _trigram_values(collection, conditions, search)
         return _counted_select(collection, shape_of(conditions), search), counted
-    scope, partitions = kept
-    values: dict[str, Any] = {"resource": collection.name, "scope": scope}
+    values: dict[str, Any] = {"resource": collection.name, "scope": kept.scope}
+    if kept.below is not None or kept.at_least is not None:
+        for bound, instant in (("below", kept.below), ("at_least", kept.at_least)):
+            if instant is not None:
+                values.update(before_values(bound, instant))
+        owned = kept.scope != ALL_OWNERS
+        select = period_count_select(
+            collection, below=kept.below is not None, at_least=kept.at_least is not None, owned=owned
+        )
+        return select, values
+    partitions = kept.partitions
     if partitions is not None:
         values.update({f"partition_{i}": value for i, value in enumerate(partitions.values)})
     return kept_count_select(None if partitions is None else len(partitions.values)), values

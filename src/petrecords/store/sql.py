@@ -55,7 +55,7 @@ from petrecords.store.changelog import (
     head_select,
     oldest_changes_select,
 )
-from petrecords.store.counts import count_changes
+from petrecords.store.counts import PERIOD_KEY, PeriodKey, count_changes, period_changes
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
 from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_position, uniform_direction
 from petrecords.store.queries import (
@@ -161,6 +161,8 @@ class SqlTransaction(Transaction):
     in one of them, at random unless `change_count` chooses."""
     change_count: sa.Insert
     """The dialect's `count_upsert`."""
+    change_period_count: sa.Insert
+    """The dialect's `count_upsert` of tables.period_counts."""
     idempotency_insert: sa.Insert
     """The dialect's `idempotency_upsert`."""
 
@@ -173,6 +175,7 @@ class SqlTransaction(Transaction):
         self.begun = False
         self._count_changes: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._counted: set[tuple[str, str, str]] = set()
+        self._period_changes: collections.Counter[PeriodKey] = collections.Counter()
         self._searches: dict[tuple[Condition, ...], TrigramSearch | None] = {}
         self._deferred: list[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]] = []
 
@@ -239,21 +242,21 @@ class SqlTransaction(Transaction):
 
     async def insert(self, collection: Collection, row: Row) -> None:
         await self.execute(insert_statement(collection), record_values(collection, row))
-        self._count(count_changes(collection, (), [row]))
+        self._count(collection, (), [row])
 
     async def insert_many(self, collection: Collection, rows: Sequence[Row]) -> None:
         await self.execute(insert_statement(collection), [record_values(collection, row) for row in rows])
-        self._count(count_changes(collection, (), rows))
+        self._count(collection, (), rows)
 
     async def update(self, collection: Collection, row: Row, *, previous: Row) -> None:
         values = record_values(collection, row)
         values["record_id"] = values.pop("id")
         await self.execute(update_statement(collection), values)
-        self._count(count_changes(collection, [previous], [row]))
+        self._count(collection, [previous], [row])
 
     async def delete(self, collection: Collection, row: Row) -> None:
         await self.execute(delete_statement(collection), {"record_id": row["id"]})
-        self._count(count_changes(collection, [row], ()))
+        self._count(collection, [row], ())
 
     async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
         rows = await self.fetch((referrers_statement(collection, column, exists=False), {"record_id": record_id}))
@@ -263,9 +266,12 @@ class SqlTransaction(Transaction):
     async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool:
         return bool(await self.fetch((referrers_statement(collection, column, exists=True), {"record_id": record_id})))
 
-    def _count(self, changes: collections.Counter[tuple[str, str, str]]) -> None:
+    def _count(self, collection: Collection, removed: Sequence[Row], added: Sequence[Row]) -> None:
+        changes = count_changes(collection, removed, added)
         self._count_changes.update(changes)
         self._counted.update(changes)
+        if collection.counted_over is not None:
+            self._period_changes.update(period_changes(collection, removed, added))
 
     async def _write_counts(self) -> None:
         slot = random.randrange(self.counter_slots)  # noqa: S311 - spreads lock contention, not a secret
@@ -286,6 +292,14 @@ class SqlTransaction(Transaction):
         self._count_changes.clear()
         self._counted.clear()
         await self.execute(self.change_count, rows)
+        # After record_counts, in the order of their keys, as every transaction writes them: none waits for a row
+        # that a transaction holds while it waits for one of this one's.
+        periods = sorted(key for key, change in self._period_changes.items() if change)
+        if periods:
+            changes = self._period_changes
+            period_rows = [dict(zip(PERIOD_KEY, key, strict=True), slot=slot, count=changes[key]) for key in periods]
+            await self.execute(self.change_period_count, period_rows)
+        self._period_changes.clear()
 
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int:
         search = await self._search(collection, conditions)

@@ -66,6 +66,7 @@ from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Reader, Statement, reader_of, select_by_id
 from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction, idempotency_upsert
+from petrecords.tables import period_counts
 
 # Waits between attempts to take the write lock that another process holds, until busy_timeout. Under load
 # another worker holds it almost always, free only for moments between the commit of one of its groups and
@@ -243,6 +244,7 @@ class _Database:
 
 class SqliteTransaction(SqlTransaction):
     change_count = count_upsert(sqlite_dialect.insert)
+    change_period_count = count_upsert(sqlite_dialect.insert, period_counts)
     idempotency_insert = idempotency_upsert(sqlite_dialect.insert)
     # One writer at a time: the order of the log's positions is the order of the commits, and no write in
     # flight can come to precede a committed one.
