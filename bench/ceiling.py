@@ -11,8 +11,9 @@ write lock held by the other worker is waited for without blocking the event loo
 On PostgreSQL, as one statement (each write a part of its WITH) committed on its own, the counts in one of the
 service's eight slots.
 
-The vaccination lists run the service's own two statements for the same request (the count, then page 1
-of 20 with the embedded vaccine joined in), written out here as the store compiles them, in the same
+The vaccination lists run the service's own two statements for the same request (the count, from the counts kept
+by due period for the overdue lists, then page 1 of 20 with the embedded vaccine joined in), written out here as
+the store compiles them, in the same
 kind of read transaction, and return the rows as they come with the count:
 `GET /vaccinations/pet/{petId}` is the owner's `?petId=…&sort=appliedAt&order=desc` (the owner is
 `--owner`, as a token would name it), `GET /vaccinations/overdue/{epoch ms}` and
@@ -94,6 +95,33 @@ VACCINATION_LISTS = {
     "overdue": ("pet_vaccinations.due_at < {0}", "pet_vaccinations.created_at ASC, pet_vaccinations.id ASC"),
     "overdue-by-due": ("pet_vaccinations.due_at < {0}", "pet_vaccinations.due_at ASC, pet_vaccinations.id ASC"),
 }
+
+
+DAY_MS, PERIOD_SPAN = 86_400_000, 32
+
+
+def _due_count_sql(placeholders: list[str]) -> str:
+    """The overdue lists' count as the store sends it: the kept counts by due period (the service's
+    tables.period_counts) before the instant's day, from the largest period down, and that day's records before the
+    instant. Placeholders: as `_due_count_values` gives them."""
+    kept = (
+        "(SELECT coalesce(sum(count), 0) FROM period_counts WHERE resource = 'pet-vaccination' AND scope = '' "
+        "AND size = {size}{first} AND period < {last})"
+    )
+    span2, span1_first, span1, day_first, day, day_start, instant = placeholders
+    parts = [
+        kept.format(size=2, last=span2, first=""),
+        kept.format(size=1, last=span1, first=f" AND period >= {span1_first}"),
+        kept.format(size=0, last=day, first=f" AND period >= {day_first}"),
+        f"(SELECT count(*) FROM pet_vaccinations WHERE due_at >= {day_start} AND due_at < {instant})",
+    ]
+    return f"SELECT {' + '.join(parts)}"
+
+
+def _due_count_values(instant: int) -> tuple[int, ...]:
+    day = instant // DAY_MS
+    span1, span2 = day // PERIOD_SPAN, day // PERIOD_SPAN**2
+    return span2, span2 * PERIOD_SPAN, span1, span1 * PERIOD_SPAN, day, day * DAY_MS, instant
 
 
 def _vaccination_item(row: Any) -> dict[str, Any]:
@@ -220,10 +248,13 @@ class SqliteBackend:
     async def vaccinations(self, name: str, values: tuple[Any, ...]) -> tuple[int, list[Any]]:
         count, page = _vaccination_sql(name, ["?"] * (len(values) + 2))
         parameters = tuple(value.hex if isinstance(value, uuid.UUID) else value for value in values)
+        counted = parameters
+        if name != "pet":
+            count, counted = _due_count_sql(["?"] * 7), _due_count_values(values[0])
         # One read transaction, as the service's: the count and the page see the same data.
         self.connection.execute("BEGIN")
         try:
-            total = self.connection.execute(count, parameters).fetchone()[0]
+            total = self.connection.execute(count, counted).fetchone()[0]
             rows = self.connection.execute(page, (*parameters, PAGE_SIZE, 0)).fetchall() if total else []
         finally:
             self.connection.execute("COMMIT")
@@ -279,9 +310,12 @@ class PostgresBackend:
         # The casts the store's statements carry, so that the planner is given the same types.
         casts = ["$1::UUID", '$2::VARCHAR COLLATE "C"'] if name == "pet" else ["$1::BIGINT"]
         count, page = _vaccination_sql(name, [*casts, f"${len(casts) + 1}", f"${len(casts) + 2}"])
+        counted = values
+        if name != "pet":
+            count, counted = _due_count_sql([f"${n}::BIGINT" for n in range(1, 8)]), _due_count_values(values[0])
         # Both statements on one pooled connection and no explicit transaction, as the service's reads.
         async with (await self._pool()).acquire() as connection:
-            total = await connection.fetchval(count, *values)
+            total = await connection.fetchval(count, *counted)
             rows = await connection.fetch(page, *values, PAGE_SIZE, 0) if total else []
         return total, rows
 

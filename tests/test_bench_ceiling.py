@@ -15,8 +15,8 @@ import pysqlite3.dbapi2 as sqlite3
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords.values import now_ms
-from tests.support import ALICE, create, fetch_sql, wipe
+from petrecords.values import now_ms, parse_datetime_ms
+from tests.support import ADMIN, ALICE, auth, create, fetch_sql, wipe
 
 CEILING_PATH = Path(__file__).resolve().parents[1] / "bench" / "ceiling.py"
 
@@ -102,3 +102,36 @@ async def test_concurrent_ceiling_creates_share_one_commit_on_sqlite(database_ur
     assert statements.count("SAVEPOINT request") == statements.count("RELEASE request") == 12
     assert await _rows(database_url, "SELECT count(*) FROM pets") == [(12,)]
     assert await _rows(database_url, "SELECT count(*) FROM changes") == [(12,)]
+
+
+async def test_the_overdue_ceiling_counts_and_pages_as_the_service(
+    client: AsyncTestClient[Any], database_url: str
+) -> None:
+    """The overdue lists' ceiling reads the counts kept by due period and the page as the service does: the same
+    total and the same records, for instants within a day, at its start, and beyond every due date."""
+    admin = auth(ADMIN, admin=True)
+    vaccine = await client.post(
+        "/v1/vaccines", json={"name": "Rabies", "petType": "Dog", "duration": 30}, headers=admin
+    )
+    pet = await create(client, ALICE, name="Rex", pet_type="Dog")
+    for day in range(1, 6):
+        body = {"petId": pet.json()["id"], "vaccineId": vaccine.json()["id"], "appliedAt": f"2026-01-0{day}T12:00:00Z"}
+        assert (await client.post("/v1/pet-vaccination", json=body, headers=admin)).status_code == 201
+    backend = _backend(database_url)
+    try:
+        for due_to in (
+            "2026-02-03T12:00:00Z",
+            "2026-02-03T00:00:00Z",
+            "2026-02-03T12:00:00.001Z",
+            "2027-01-01T00:00:00Z",
+        ):
+            for name, sort in (("overdue", "createdAt"), ("overdue-by-due", "dueAt")):
+                listed = await client.get(
+                    "/v1/pet-vaccination", params={"dueTo": due_to, "sort": sort, "pageSize": "20"}, headers=admin
+                )
+                total, rows = await backend.vaccinations(name, (int(parse_datetime_ms(due_to) or 0),))
+                assert total == listed.json()["totalCount"], (due_to, name)
+                ids = [str(uuid.UUID(hex=row[0]) if isinstance(row[0], str) else row[0]) for row in rows]
+                assert ids == [item["id"] for item in listed.json()["items"]], (due_to, name)
+    finally:
+        await _close(backend)
