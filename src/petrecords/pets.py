@@ -8,7 +8,7 @@ from petrecords.resources.declaration import Field, Ownership, Resource
 from petrecords.resources.fields import CalendarDate, Email, Flag, Listed, Microchip, Name, pet_type
 from petrecords.resources.filters import AnyOf, Compared, Matches, Owner
 from petrecords.store.base import Operator
-from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
+from petrecords.tables import Text, audit_columns, metadata, not_null, trigram_indexed
 
 NAME_MAX_LENGTH = 100
 SEXES = ("female", "male", "unknown")
@@ -38,7 +38,8 @@ pets = sa.Table(
     sa.Index(None, "modified_at", "id"),
     sa.Index(None, "name_key", "id"),
     sa.Index(None, "owner_id", "name_key", "id"),
-    sa.Index(None, "microchip", unique=True),
+    # Most pets have no chip: only those with one are in the index that keeps chips unique.
+    sa.Index(None, "microchip", unique=True, **not_null("microchip")),
     sa.Index(None, "birth_date", "id"),
     sa.Index(None, "owner_id", "birth_date", "id"),
     sa.Index(None, "breed_key", "id"),

@@ -77,6 +77,14 @@ def comparison_options(dialect: str) -> dict[str, Any]:
     return {"include_name": include_name, "include_object": include_object}
 
 
+def not_null(column: str) -> dict[str, Any]:
+    """The options of a partial index that leaves out the rows where `column` is null, on both databases: what
+    compares the column with a value (which implies it is not null) can still read it, and a row without a value
+    costs no entry in it."""
+    where = sa.text(f"{column} IS NOT NULL")
+    return {"sqlite_where": where, "postgresql_where": where}
+
+
 def audit_columns() -> list[sa.Column[Any]]:
     """The columns every resource's table starts with: the id and who wrote the record when."""
     return [
@@ -176,7 +184,8 @@ changes = sa.Table(
     sa.Index(None, "xid", "position"),
     sa.Index(None, "resource", "record_id", "version"),
     sa.Index(None, "owner_after", "xid", "position"),
-    sa.Index(None, "owner_before", "xid", "position"),
+    # A create has no owner before: its change is left out of this index, which only `owner_before = ?` reads.
+    sa.Index(None, "owner_before", "xid", "position", **not_null("owner_before")),
     sa.Index(None, "shared_key", "xid", "position"),
     sqlite_autoincrement=True,
 )

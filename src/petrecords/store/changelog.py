@@ -130,6 +130,9 @@ def changes_after_select(
         order: tuple[sa.ColumnElement[Any], ...] = (changes.c.xid, changes.c.position)
         if owner is not None:
             order = (owner[0], *order)
+            # Implied by the ranges, but stated: PostgreSQL proves a partial index usable (the owners before's
+            # leaves out the changes of creates) from a plain condition, not from a row comparison.
+            where.append(owner[0].is_not(None))
         resource_filter(where, by_expression=owner is not None)
         return sa.select(*CHANGE_COLUMNS).where(*where).order_by(*order).limit(sa.bindparam("limit"))
 
