@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -187,7 +188,9 @@ def _run(
 ) -> None:
     run_dir.mkdir()
     _write_configuration(server, run_dir, user, document)
-    seed = os.environ.get("PETRECORDS_FUZZ_SEED")
+    # A seed of our own when none is given, so that a run cut short by the timeout (which prints nothing of
+    # schemathesis' own) can be repeated too.
+    seed = os.environ.get("PETRECORDS_FUZZ_SEED") or str(random.randrange(2**31))
     command = [
         str(SCHEMATHESIS),
         "--config-file",
@@ -204,7 +207,8 @@ def _run(
         "json",
         "--report-json-path",
         str(run_dir / "report.json"),
-        *(["--seed", seed] if seed else []),
+        "--seed",
+        seed,
         *(option for operation_id in excluded for option in ("--exclude-operation-id", operation_id)),
     ]
     env = {
@@ -216,15 +220,24 @@ def _run(
         "NO_COLOR": "1",
     }
 
-    finished = subprocess.run(
-        command,
-        cwd=run_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120 + SECONDS_PER_EXAMPLE * examples,
-        check=False,
-    )
+    try:
+        finished = subprocess.run(
+            command,
+            cwd=run_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120 + SECONDS_PER_EXAMPLE * examples,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as timed_out:
+        # What it had printed (bytes, whatever `text` says), and what the server logged meanwhile.
+        parts = (timed_out.stdout, timed_out.stderr)
+        partial = _readable("".join(p.decode(errors="replace") if isinstance(p, bytes) else p or "" for p in parts))
+        pytest.fail(
+            f"schemathesis ran past {timed_out.timeout:g} s as {user} (PETRECORDS_FUZZ_SEED={seed} repeats it):\n"
+            f"{partial[-5000:]}\n--- server log ---\n{server.output()}"
+        )
 
     output = _readable(finished.stdout + finished.stderr)
     print(f"--- as {user} ---\n{output[-3000:]}")  # the summary, for `pytest -s`
