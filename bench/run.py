@@ -424,13 +424,16 @@ def run_ceilings(
 def server_env(work_dir: Path, url: str) -> dict[str, str]:
     """The environment of a measured server (and of its seeder): this one's without its PETRECORDS_ settings,
     then the data directory, the database, one secret for the server and the tokens issued before it starts,
-    and no rate limit (the load is one caller)."""
+    and no rate limit (the load is one caller), whose live streams alongside a scenario are all let open (the
+    default, 10 streams per caller, refused the feed scenario's 100)."""
+    streams = max(alongside.subscribers for alongside in ALONGSIDE.values())
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
         "PETRECORDS_DATA_DIR": str(work_dir),
         "PETRECORDS_DATABASE_URL": url,
         "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
         "PETRECORDS_RATE_LIMIT": "0",
+        "PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(streams + 1),
     }
 
 
