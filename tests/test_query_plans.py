@@ -344,6 +344,11 @@ async def test_a_feed_page_reads_index_ranges_in_order_whatever_the_plan(
         assert "TEMP B-TREE" not in plan.split("UNION")[0], plan
         # The resource filter is not an index to read: SQLite once read every change of the resource by it.
         assert "ix_changes_resource" not in plan, plan
+        if reader_email is not None:
+            # The reader's share windows lead the shared records' range: SQLite once read every change after the
+            # cursor by the log's own index, and looked each up in the windows.
+            assert "ix_changes_xid_position" not in plan, plan
+            assert "SEARCH share_windows USING INDEX ix_share_windows_grantee_shared_key" in plan, plan
         return
     plan = await _generic_plan(database_url, _changes_page(by_reader=reader_email is not None, resources=count), values)
     assert "Seq Scan on changes" not in plan, plan

@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 
 from petrecords.store.base import (
     Change,
@@ -22,6 +23,23 @@ from petrecords.tables import (
     service_state,
     share_windows,
 )
+
+
+class LeadingJoin(sa.Join):
+    """A join whose left side is read first, each of its rows looked up in the right side's index. SQLite keeps the
+    order of a CROSS JOIN: left to choose, it read the log's range after a feed's cursor (or the whole log, in its
+    order) and looked each change up in the reader's share windows, 75 ms a page at 200,000 changes for a reader
+    with no share, where the windows' few rows lead to the changes of their shared records."""
+
+    inherit_cache = True
+
+
+@compiles(LeadingJoin, "sqlite")
+def _cross_join(join: LeadingJoin, compiler: Any, **kw: Any) -> str:
+    kw["asfrom"] = True
+    left, right = compiler.process(join.left, **kw), compiler.process(join.right, **kw)
+    return f"{left} CROSS JOIN {right} ON {compiler.process(join.onclause, **kw)}"
+
 
 CHANGE_COLUMNS = (
     changes.c.xid,
@@ -143,7 +161,7 @@ def changes_after_select(
         return (
             sa.select(*CHANGE_COLUMNS)
             .distinct()
-            .select_from(share_windows.join(changes, share_windows.c.shared_key == changes.c.shared_key))
+            .select_from(LeadingJoin(share_windows, changes, share_windows.c.shared_key == changes.c.shared_key))
             .where(*where)
             .order_by(changes.c.xid, changes.c.position)
             .limit(sa.bindparam("limit"))
