@@ -185,15 +185,16 @@ async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -
     return response
 
 
+def new_record_audit(at: int, by: str) -> Row:
+    """A new record's id and audit columns: written at `at` by `by`, not since."""
+    return {"id": new_record_id(), "created_at": at, "created_by": by, "modified_at": at, "modified_by": by}
+
+
 def pet_row(name: str = "Rex", *, owner: str = ALICE, pet_type: str = "Dog", at_ms: int | None = None) -> Row:
     """A pet as the store keeps it, for tests that write through the store directly."""
     at = now_ms() if at_ms is None else at_ms
     return {
-        "id": new_record_id(),
-        "created_at": at,
-        "created_by": owner,
-        "modified_at": at,
-        "modified_by": owner,
+        **new_record_audit(at, owner),
         "owner_id": owner,
         "name": name,
         "name_key": match_key(name),
@@ -215,11 +216,7 @@ NOW = 1_795_000_000_000
 def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
     """A vaccination as the store keeps it, given a day before it is due."""
     return {
-        "id": new_record_id(),
-        "created_at": NOW,
-        "created_by": ADMIN,
-        "modified_at": NOW,
-        "modified_by": ADMIN,
+        **new_record_audit(NOW, ADMIN),
         "owner_id": pet["owner_id"],
         "pet_id": pet["id"],
         "vaccine_id": vaccine["id"],
@@ -233,11 +230,7 @@ def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
 def vaccine_row() -> Row:
     """A vaccine as the store keeps it."""
     return {
-        "id": new_record_id(),
-        "created_at": NOW,
-        "created_by": ADMIN,
-        "modified_at": NOW,
-        "modified_by": ADMIN,
+        **new_record_audit(NOW, ADMIN),
         "name": "Rabies",
         "name_key": "rabies",
         "pet_type": "Dog",

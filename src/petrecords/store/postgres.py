@@ -311,8 +311,9 @@ class PostgresTransaction(SqlTransaction):
     # have mostly consecutive process ids, so that up to `counter_slots` concurrent writers seldom share a row and
     # wait for one another's commit on its lock. (Eight random slots had a quarter of twenty concurrent creators
     # waiting so: bench/results/2026-11-24-create-on-postgresql.md.)
-    change_count = count_upsert(postgresql.insert, slot=sa.func.pg_backend_pid() % counter_slots)
-    change_period_count = count_upsert(postgresql.insert, period_counts, slot=sa.func.pg_backend_pid() % counter_slots)
+    count_slot = sa.func.pg_backend_pid() % counter_slots
+    change_count = count_upsert(postgresql.insert, slot=count_slot)
+    change_period_count = count_upsert(postgresql.insert, period_counts, slot=count_slot)
     idempotency_insert = idempotency_upsert(postgresql.insert)
     # Changes are ordered by the id of their transaction, which a transaction gets at its first write, after
     # it holds the locks of every record it writes (see `lock`): of two transactions that write one record, the
