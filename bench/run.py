@@ -102,6 +102,8 @@ ALONGSIDE = {
     "get_by_id_beside_long_reads": Alongside("long_search", connections=2),
 }
 LONG_READS_P99_TARGET = 2.0
+UNREACHED_RATE_LIMIT = 10**12
+"""Requests a minute per caller: the limiter runs, and never refuses."""
 WRITE_P99_TARGET_MS = 100
 
 
@@ -423,16 +425,18 @@ def run_ceilings(
 
 def server_env(work_dir: Path, url: str) -> dict[str, str]:
     """The environment of a measured server (and of its seeder): this one's without its PETRECORDS_ settings,
-    then the data directory, the database, one secret for the server and the tokens issued before it starts,
-    and no rate limit (the load is one caller), whose live streams alongside a scenario are all let open (the
-    default, 10 streams per caller, refused the feed scenario's 100)."""
+    then the data directory, the database, one secret for the server and the tokens issued before it starts.
+    The load is one caller: the rate limiter checks every request as with the default, at a budget no run
+    reaches (the default, 6,000 a minute, would refuse it; 0 would leave the limiter out and flatter every
+    figure), and its live streams alongside a scenario are all let open (the default, 10 streams per caller,
+    refused the feed scenario's 100)."""
     streams = max(alongside.subscribers for alongside in ALONGSIDE.values())
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("PETRECORDS_")},
         "PETRECORDS_DATA_DIR": str(work_dir),
         "PETRECORDS_DATABASE_URL": url,
         "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
-        "PETRECORDS_RATE_LIMIT": "0",
+        "PETRECORDS_RATE_LIMIT": str(UNREACHED_RATE_LIMIT),
         "PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(streams + 1),
     }
 
