@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import random
 import time
@@ -51,10 +52,65 @@ VACCINATION_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified
 VACCINE_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified_by", "name", "name_key", "description",
                   "description_key", "pet_type", "duration", "revision")  # fmt: skip
 VACCINE_COLUMNS = ", ".join(VACCINE_FIELDS)
+SHOWN_PET_COLUMNS = (
+    "id, created_at, created_by, modified_at, modified_by, owner_id, name, pet_type, birth_date, sex, neutered, breed, "
+    "microchip"
+)
+SHOWN_VACCINE_COLUMNS = "id, created_at, created_by, modified_at, modified_by, name, description, pet_type, duration"
+# Naive on purpose: its isoformat() has no offset, and the "Z" after it says UTC.
+EPOCH = datetime.datetime(1970, 1, 1)  # noqa: DTZ001
+EPOCH_DAY = EPOCH.date()
 CHANGE_FIELDS = ("xid", "position", "resource", "record_id", "action", "version", "at", "by", "owner_before",
                  "owner_after", "record")  # fmt: skip
 PAGE_SIZE = 20
 encode = msgspec.json.encode
+
+
+def _timestamp(epoch_ms: int) -> str:
+    """A stored instant as the contract writes it: RFC 3339, UTC, milliseconds."""
+    return (EPOCH + datetime.timedelta(milliseconds=epoch_ms)).isoformat(timespec="milliseconds") + "Z"
+
+
+def _uuid(value: Any) -> str:
+    """A stored id as text: asyncpg's UUID, or SQLite's 32 hex digits."""
+    if not isinstance(value, str):
+        return str(value)
+    return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
+
+
+def shown_pet(row: Any) -> dict[str, Any]:
+    """A pet's row (SHOWN_PET_COLUMNS) as the service's JSON shows it: the same names, ids, instants, dates."""
+    birth_date, neutered = row[8], row[10]
+    return {
+        "id": _uuid(row[0]),
+        "createdAt": _timestamp(row[1]),
+        "createdBy": row[2],
+        "modifiedAt": _timestamp(row[3]),
+        "modifiedBy": row[4],
+        "ownerId": row[5],
+        "name": row[6],
+        "petType": row[7],
+        "birthDate": None if birth_date is None else (EPOCH_DAY + datetime.timedelta(days=birth_date)).isoformat(),
+        "sex": row[9],
+        "neutered": None if neutered is None else bool(neutered),
+        "breed": row[11],
+        "microchip": row[12],
+    }
+
+
+def shown_vaccine(row: Any) -> dict[str, Any]:
+    """A vaccine's row (SHOWN_VACCINE_COLUMNS) as the service's JSON shows it."""
+    return {
+        "id": _uuid(row[0]),
+        "createdAt": _timestamp(row[1]),
+        "createdBy": row[2],
+        "modifiedAt": _timestamp(row[3]),
+        "modifiedBy": row[4],
+        "name": row[5],
+        "description": row[6],
+        "petType": row[7],
+        "duration": row[8],
+    }
 
 
 def _history_sql(placeholders: tuple[str, str]) -> tuple[str, str, str]:
@@ -183,14 +239,14 @@ class SqliteBackend:
         self.group: asyncio.Future[None] | None = None
 
     async def lookup(self, pet_id: uuid.UUID) -> dict[str, Any] | None:
-        row = self.connection.execute(f"SELECT {COLUMNS} FROM pets WHERE id = ?", (pet_id.hex,)).fetchone()
-        return None if row is None else dict(zip(FIELDS, row, strict=True))
+        row = self.connection.execute(f"SELECT {SHOWN_PET_COLUMNS} FROM pets WHERE id = ?", (pet_id.hex,)).fetchone()
+        return None if row is None else shown_pet(row)
 
     async def lookup_vaccine(self, vaccine_id: uuid.UUID) -> dict[str, Any] | None:
         row = self.connection.execute(
-            f"SELECT {VACCINE_COLUMNS} FROM vaccines WHERE id = ?", (vaccine_id.hex,)
+            f"SELECT {SHOWN_VACCINE_COLUMNS} FROM vaccines WHERE id = ?", (vaccine_id.hex,)
         ).fetchone()
-        return None if row is None else dict(zip(VACCINE_FIELDS, row, strict=True))
+        return None if row is None else shown_vaccine(row)
 
     async def history(self, pet_id: uuid.UUID) -> tuple[int, list[Any]]:
         pet, count, page = _history_sql(("?", "?"))
@@ -278,12 +334,14 @@ class PostgresBackend:
         return self.pool
 
     async def lookup(self, pet_id: uuid.UUID) -> dict[str, Any] | None:
-        row = await (await self._pool()).fetchrow(f"SELECT {COLUMNS} FROM pets WHERE id = $1", pet_id)
-        return None if row is None else {field: row[field] for field in FIELDS}
+        row = await (await self._pool()).fetchrow(f"SELECT {SHOWN_PET_COLUMNS} FROM pets WHERE id = $1", pet_id)
+        return None if row is None else shown_pet(row)
 
     async def lookup_vaccine(self, vaccine_id: uuid.UUID) -> dict[str, Any] | None:
-        row = await (await self._pool()).fetchrow(f"SELECT {VACCINE_COLUMNS} FROM vaccines WHERE id = $1", vaccine_id)
-        return None if row is None else {field: row[field] for field in VACCINE_FIELDS}
+        row = await (await self._pool()).fetchrow(
+            f"SELECT {SHOWN_VACCINE_COLUMNS} FROM vaccines WHERE id = $1", vaccine_id
+        )
+        return None if row is None else shown_vaccine(row)
 
     async def history(self, pet_id: uuid.UUID) -> tuple[int, list[Any]]:
         pet, count, page = _history_sql(("$1", "$1"))

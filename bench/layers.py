@@ -262,7 +262,7 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
 
         figures.append(("  or the same lookup by Store.read", await best_of(repeat, count, read)))
     connection = ceiling.SqliteBackend(str(work_dir / "pets.sqlite3")).connection
-    columns = "id, created_at, created_by, modified_at, modified_by, owner_id, name, name_key, pet_type, revision"
+    columns = ceiling.SHOWN_PET_COLUMNS
     hex_ids = [parsed.hex for parsed in parsed_ids]
 
     async def bare_statement(index: int) -> None:

@@ -135,3 +135,31 @@ async def test_the_overdue_ceiling_counts_and_pages_as_the_service(
                 assert ids == [item["id"] for item in listed.json()["items"]], (due_to, name)
     finally:
         await _close(backend)
+
+
+async def test_the_lookup_ceilings_answer_the_json_the_service_answers(
+    client: AsyncTestClient[Any], database_url: str
+) -> None:
+    """Get by id is stated against a bare lookup that returns the same JSON: every field the service shows, in its
+    form (ids, instants, dates, flags), with the clinic's fields set and unset, and a vaccine's."""
+    admin = auth(ADMIN, admin=True)
+    clinic = {
+        "birthDate": "1969-12-30",
+        "sex": "female",
+        "neutered": True,
+        "breed": "Beagle",
+        "microchip": "982000123456780",
+    }
+    pets = [await create(client, ALICE, name="Rex", pet_type="Dog"), await create(client, ALICE, name="Mia", **clinic)]
+    vaccine = await client.post(
+        "/v1/vaccines", json={"name": "Rabies", "petType": "Dog", "duration": 30}, headers=admin
+    )
+    backend = _backend(database_url)
+    try:
+        for pet in pets:
+            answered = await client.get(f"/v1/pets/{pet.json()['id']}", headers=auth(ALICE))
+            assert await ceiling.look_up(backend, f"/pets/{pet.json()['id']}") == answered.json()
+        answered = await client.get(f"/v1/vaccines/{vaccine.json()['id']}", headers=admin)
+        assert await ceiling.look_up(backend, f"/vaccines/{vaccine.json()['id']}") == answered.json()
+    finally:
+        await _close(backend)

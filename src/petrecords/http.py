@@ -271,10 +271,9 @@ class ServiceEdge:
 def _ambiguous_path(scope: Scope) -> bool:
     # Some clients' ASGI adapters (httpx's among them) leave the query in raw_path.
     raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-    path = raw_path.partition(b"?")[0]
-    if b"//" not in path and b"%" not in path and b"\\" not in path:
-        return False  # nearly every request: no need for the expression
-    return _AMBIGUOUS_PATH.search(path) is not None
+    if b"//" not in raw_path and b"%" not in raw_path and b"\\" not in raw_path:
+        return False  # nearly every request: no need for the query's end, nor the expression
+    return _AMBIGUOUS_PATH.search(raw_path.partition(b"?")[0]) is not None
 
 
 async def send_service_error(send: Send, error: ServiceError) -> None:

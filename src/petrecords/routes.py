@@ -161,16 +161,11 @@ class DirectRoutes:
         self._services = services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            found = self._match(scope["method"], scope["path"])
-            if found is not None:
-                await self._answer(found[0], found[1], scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    async def _answer(
-        self, endpoint: Endpoint, params: dict[str, str], scope: Scope, receive: Receive, send: Send
-    ) -> None:
+        found = self._match(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        endpoint, params = found
         try:
             answer = await endpoint.handle(await enter(endpoint, scope, receive, params, self._services))
         except Exception as exc:
@@ -179,8 +174,21 @@ class DirectRoutes:
         await send_answer(send, answer)
 
 
+_HEADER_NAMES: dict[str, bytes] = {}
+"""An answer header's name -> its lower-case bytes: answers name a handful of headers, over and over."""
+
+
+def _header_name(name: str) -> bytes:
+    encoded = _HEADER_NAMES.get(name)
+    if encoded is None:
+        encoded = name.lower().encode("latin-1")
+        if len(_HEADER_NAMES) < 64:
+            _HEADER_NAMES[name] = encoded
+    return encoded
+
+
 async def send_answer(send: Send, answer: Answer) -> None:
-    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
+    headers = [(_header_name(name), value.encode("latin-1")) for name, value in answer.headers.items()]
     if answer.media_type is not None and answer.body:
         headers.append((b"content-type", answer.media_type.encode("latin-1")))
     # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves

@@ -73,6 +73,8 @@ async def read_visible(*, store: Store, caller: Caller, resource: Resource, reco
 
 
 def etag_of(resource: Resource, row: Row) -> str:
+    if not resource.embeds:
+        return entity_tag((row["id"], row["revision"]))
     versions = [(row["id"], row["revision"])]
     versions.extend((row[embed.field]["id"], row[embed.field]["revision"]) for embed in resource.embeds)
     return entity_tag(*versions)
