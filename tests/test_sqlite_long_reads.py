@@ -4,9 +4,6 @@ that it never holds up the other requests of its process."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,16 +82,3 @@ async def test_a_request_cancelled_during_a_long_read_gives_its_connection_back_
     assert store.pool_figures()["checked_out"] == 0
     async with store.transaction(write=False) as tx:
         assert await tx.count(PET_RECORDS, ()) >= 0
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a thread has a CPU priority of its own on Linux alone")
-async def test_a_long_read_runs_at_a_lower_cpu_priority_than_the_event_loop(store: SqliteStore) -> None:
-    """On a busy machine, the short requests of the event loop run before a long read that left it."""
-    async with store.transaction(write=False) as tx:
-        assert (await tx.fetch((sa.text(LONG_READ), {})))[0][0] == 2_000_000
-    readers = [thread for thread in threading.enumerate() if thread.name.startswith("sqlite-read")]
-    assert readers
-    loop_niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    for reader in readers:
-        assert reader.native_id is not None
-        assert os.getpriority(os.PRIO_PROCESS, reader.native_id) == min(19, loop_niceness + 10)

@@ -29,8 +29,6 @@ import functools
 import math
 import os
 import stat
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Hashable, Sequence
@@ -88,9 +86,6 @@ _PROGRESS_STEPS = 10_000
 # the process wait no longer than that.
 _ON_THE_LOOP_SECONDS = 0.004
 _READ_CONNECTIONS = 3
-_LONG_READ_NICENESS = 10
-"""How much lower than the event loop's the CPU priority of a read that left it is (nice(2) steps): on a busy
-machine, the requests of a few milliseconds run first, and the long reads take what the CPUs have left."""
 """Connections for read transactions, and threads for their long statements: so many such reads run at once in a
 process (lookups by id have a connection of their own)."""
 
@@ -124,16 +119,6 @@ def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple
         # A UUID as SQLAlchemy's Uuid type stores it in SQLite (a create passes some forty values through here).
         driven[name] = value.hex if isinstance(value, uuid.UUID) else value
     return sql, driven
-
-
-def _lower_this_threads_priority() -> None:
-    """Run the calling thread at _LONG_READ_NICENESS below the process. Linux alone gives each thread a priority of
-    its own (setpriority on the thread's id); elsewhere the same call would name the process, or another one."""
-    if sys.platform != "linux":
-        return
-    thread = threading.get_native_id()
-    with contextlib.suppress(OSError):  # a sandbox may refuse it: the read then runs at the usual priority
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + _LONG_READ_NICENESS))
 
 
 @functools.lru_cache(maxsize=64)
@@ -579,11 +564,8 @@ class SqliteStore(SqlStore):
         self._retired: list[_Database] = []
         """Databases no longer at the path whose connections a transaction still holds."""
         self.page_anchors = PageAnchors()
-        self.long_reads = concurrent.futures.ThreadPoolExecutor(
-            _READ_CONNECTIONS, thread_name_prefix="sqlite-read", initializer=_lower_this_threads_priority
-        )
-        """Where reads that take longer than _ON_THE_LOOP_SECONDS run (one thread per read connection), at a lower
-        CPU priority than the event loop's."""
+        self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
+        """Where reads that take longer than _ON_THE_LOOP_SECONDS run (one thread per read connection)."""
         self.commits = 0
         """Write groups ended, and databases opened anew, by this process: part of the data version."""
 
