@@ -170,6 +170,17 @@ class _Connection:
     def _past_deadline(self) -> bool:
         return time.monotonic() > self.deadline
 
+    def all_rows_on_a_thread(self, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+        """A statement's rows, run on a thread with no progress handler: every call of the handler takes the GIL
+        from the event loop (thousands a second), which made a long read about 60 % slower and doubled the p99 of
+        the loop's own statements beside it. The event loop interrupts such a statement at its deadline instead
+        (sqlite3_interrupt, made to be called from another thread)."""
+        self.driver.set_progress_handler(None, 0)
+        try:
+            return _all_rows(self.driver, sql, parameters)
+        finally:
+            self.driver.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -507,11 +518,13 @@ class SqliteTransaction(SqlTransaction):
             reader.deadline = math.inf
             return rows
         reader.deadline = timeout_at
-        running = asyncio.get_running_loop().run_in_executor(
-            self._store.long_reads, _all_rows, reader.driver, sql, parameters
-        )
+        loop = asyncio.get_running_loop()
+        running = loop.run_in_executor(self._store.long_reads, reader.all_rows_on_a_thread, sql, parameters)
         reader.off_the_loop = running
         running.add_done_callback(_landed)
+        timer = None
+        if math.isfinite(timeout_at):
+            timer = loop.call_later(timeout_at - time.monotonic(), reader.driver.interrupt)
         try:
             # Shielded: when the request is cancelled, the statement is interrupted, and the connection is given
             # back only once the thread is done with it (see _end).
@@ -519,6 +532,9 @@ class SqliteTransaction(SqlTransaction):
         except sqlite3.Error as exc:
             reader.off_the_loop = None
             self._failed(reader, exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
         reader.off_the_loop = None
         reader.deadline = math.inf
         return rows
