@@ -158,6 +158,8 @@ class _Connection:
         self.sqlalchemy = engine.connect()
         driver: Any = self.sqlalchemy.connection.driver_connection
         self.driver = driver
+        self.cursor: Any = driver.cursor()
+        """For statements run whole with no await between (lookups by id): one cursor made for all of them."""
         self.lock = asyncio.Lock()
         self.closed = False
         self.deadline = math.inf
@@ -681,7 +683,7 @@ class SqliteStore(SqlStore):
         sql, row_reader = _lookup_of(collection)
         try:
             # All of them: a statement read to its end holds no snapshot of the database open.
-            rows = database.lookups.driver.execute(sql, {"record_id": record_id.hex}).fetchall()
+            rows = database.lookups.cursor.execute(sql, {"record_id": record_id.hex}).fetchall()
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
