@@ -97,10 +97,16 @@ async def has_grants(tx: Transaction, sharing: Sharing, caller: Caller) -> bool:
     return bool(await tx.list(sharing.shares.collection, query))
 
 
-def seen(caller: Caller, resource: Resource, row: Row | None, found: Permission) -> Seen:
-    """The record with what the caller may do with it; 404 when they may not even see it."""
+def visible(row: Row | None, found: Permission) -> Row:
+    """The record, when the caller may see it; 404 when they may not (or there is none)."""
     if row is None or found is Permission.NONE:
         raise NotFound()
+    return row
+
+
+def seen(caller: Caller, resource: Resource, row: Row | None, found: Permission) -> Seen:
+    """The record with what the caller may do with it; 404 when they may not even see it."""
+    row = visible(row, found)
     grants = resource.grants
     named = grants is not None and row[grants.grantee_column] == caller.email
     return Seen(row, found, named)

@@ -21,6 +21,7 @@ from petrecords.resources.access import (
     permit_write,
     quick_permission,
     seen,
+    visible,
 )
 from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Values
 from petrecords.resources.fields import Context
@@ -69,7 +70,7 @@ async def read_visible(*, store: Store, caller: Caller, resource: Resource, reco
     if found is None:
         async with store.transaction(write=False, caller=reader) as tx:
             found = await permission(tx, caller, resource, row, asked=parsed)
-    return seen(caller, resource, row, found).row
+    return visible(row, found)
 
 
 def etag_of(resource: Resource, row: Row) -> str:
