@@ -111,17 +111,19 @@ async def lifespan_started(app: Any) -> asyncio.Queue[Message]:
 
 
 async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, float]]:
+    sys.path.insert(0, str(BENCH))
+    from run import UNREACHED_RATE_LIMIT
+
     database_url = f"sqlite:///{work_dir / 'pets.sqlite3'}"
     os.environ.update(
         {
             "PETRECORDS_DATA_DIR": str(work_dir),
             "PETRECORDS_DATABASE_URL": database_url,
             "PETRECORDS_AUTH_SECRET": secrets.token_urlsafe(48),
-            "PETRECORDS_RATE_LIMIT": str(10**12),  # bench/run.py's UNREACHED_RATE_LIMIT
+            "PETRECORDS_RATE_LIMIT": str(UNREACHED_RATE_LIMIT),
             "CEILING_DATABASE_URL": database_url,
         }
     )
-    sys.path.insert(0, str(BENCH))
     import ceiling
     import seed
     from petrecords.app import create_app

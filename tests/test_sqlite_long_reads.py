@@ -60,7 +60,7 @@ async def test_reads_are_answered_while_a_long_read_runs(store: SqliteStore) -> 
             await asyncio.sleep(0)
         assert (await running)[0][0] == 2_000_000
         assert lookups >= 10, lookups
-    assert reads >= 10, reads
+        assert reads >= 10, reads
     assert store.pool_figures()["checked_out"] == 0
 
 
