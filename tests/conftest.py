@@ -5,14 +5,16 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio.from_thread
 import hypothesis
 import pytest
 from hypothesis import HealthCheck, settings
 from litestar.testing import AsyncTestClient, TestClient
 
-from petrecords.app import create_app
+from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
+from petrecords.store.base import Store
 from tests.support import SECRET, throwaway_postgres, wipe
 
 # How hard property-based tests look, for every one of them: `fast` in `make test` (a developer's many runs a day),
@@ -139,3 +141,36 @@ def sync_client(database_url: str, settings: Settings) -> Iterator[TestClient[An
     asyncio.run(wipe(database_url))
     with TestClient(app=create_app(settings)) as started:  # type: ignore[arg-type]
         yield started
+
+
+@pytest.fixture
+def blocking_store(database_url: str, tmp_path: Path) -> Iterator[tuple[Store, Callable[..., Any]]]:
+    """The store, opened in a thread's event loop, and how to call its coroutines from a test that cannot await
+    (a hypothesis state machine)."""
+    with anyio.from_thread.start_blocking_portal() as portal:
+        store = portal.call(_opened, test_settings(database_url, tmp_path))
+        try:
+            yield store, portal.call
+        finally:
+            portal.call(store.close)
+
+
+async def _opened(settings: Settings) -> Store:
+    return open_store(settings)
+
+
+def run_machine_on_store(
+    machine: type[Any], database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
+) -> None:
+    """Run a hypothesis state machine whose `store` and `call` are the blocking store's, each run on an empty
+    database."""
+    store, call = blocking_store
+
+    class OnThisStore(machine):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            asyncio.run(wipe(database_url))
+            super().__init__()
+            self.store, self.call = store, call
+
+    OnThisStore.TestCase.settings = stateful_settings()
+    OnThisStore.TestCase().runTest()

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio.from_thread
 import hypothesis.strategies as st
 import pytest
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
@@ -28,7 +27,7 @@ from petrecords.store.counts import DAY_MS, kept_count_scope
 from petrecords.tables import PERIOD_SPAN
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
-from tests.conftest import stateful_settings
+from tests.conftest import run_machine_on_store
 from tests.conftest import test_settings as settings_of
 from tests.support import ADMIN, ALICE, BOB, NOW, PET_RECORDS, auth, pet_row, vaccination_row, vaccine_row, wipe
 
@@ -57,21 +56,6 @@ def bounds(below: int | None, at_least: int | None, owner: str | None) -> tuple[
     if at_least is not None:
         conditions.append(Condition(("due_at",), Operator.AT_LEAST, (at_least,)))
     return tuple(conditions)
-
-
-@pytest.fixture
-def blocking_store(database_url: str, tmp_path: Path) -> Iterator[tuple[Store, Callable[..., Any]]]:
-    """The store, opened in a thread's event loop, and how to call its coroutines from a test that cannot await."""
-    with anyio.from_thread.start_blocking_portal() as portal:
-        store = portal.call(_opened, settings_of(database_url, tmp_path))
-        try:
-            yield store, portal.call
-        finally:
-            portal.call(store.close)
-
-
-async def _opened(settings: Any) -> Store:
-    return open_store(settings)
 
 
 class PeriodCounts(RuleBasedStateMachine):
@@ -189,16 +173,7 @@ def multiple_ids(rows: list[Row]) -> list[uuid.UUID]:
 def test_kept_counts_by_period_equal_the_records_counted(
     database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
 ) -> None:
-    store, call = blocking_store
-
-    class OnThisStore(PeriodCounts):
-        def __init__(self) -> None:
-            asyncio.run(wipe(database_url))
-            super().__init__()
-            self.store, self.call = store, call
-
-    OnThisStore.TestCase.settings = stateful_settings()
-    OnThisStore.TestCase().runTest()
+    run_machine_on_store(PeriodCounts, database_url, blocking_store)
 
 
 WRITERS, WRITES_EACH = 8, 25

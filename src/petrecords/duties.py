@@ -20,7 +20,9 @@ import nats.js.errors
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
+from petrecords.registry import RESOURCES
 from petrecords.resources.changes import change_wire
+from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms
@@ -33,6 +35,20 @@ StoreLookup = Callable[[], Store | None]
 
 STORE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, *DATABASE_ERRORS)
 PUBLISHING_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, nats.errors.Error, *STORE_ERRORS)
+
+
+async def every(seconds: float, step: Callable[[], Any], metrics: Metrics, duty: str, doing: str) -> None:
+    """Run a duty's step every `seconds`, for the life of the process."""
+    while True:
+        try:
+            await step()
+        except STORE_ERRORS:
+            pass  # the database is away: the next round tries again
+        except Exception:
+            # A bug must not end a duty for the life of the process: it is logged, counted and tried again.
+            metrics.duty_failures.labels(duty).inc()
+            log.exception("%s failed; trying again in %g s", doing, seconds)
+        await asyncio.sleep(seconds)
 
 
 class Retention:
@@ -50,16 +66,7 @@ class Retention:
         self._metrics = metrics
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.purge()
-            except STORE_ERRORS:
-                pass  # the database is away: the next round tries again
-            except Exception:
-                # A bug must not end retention for the life of the process: it is logged, counted and tried again.
-                self._metrics.duty_failures.labels("retention").inc()
-                log.exception("removing expired changes failed; trying again in %g s", self.INTERVAL_SECONDS)
-            await asyncio.sleep(self.INTERVAL_SECONDS)
+        await every(self.INTERVAL_SECONDS, self.purge, self._metrics, "retention", "removing expired changes")
 
     async def purge(self, *, now: int | None = None) -> int:
         """Remove what has expired, if this instance holds the lease; how many changes were removed."""
@@ -78,6 +85,38 @@ class Retention:
             removed += batch
             if batch < self.BATCH:
                 return removed
+            await asyncio.sleep(0)  # let requests in between batches
+
+
+class GrantExpiry:
+    """Takes the grants of expired shares out of the grantees' kept counts, once a second, in small batches (each
+    share in a short transaction of its own). Counts are exact without it (they subtract what has expired since);
+    it keeps that part of them small. Instances may do it at once: each share's is done once."""
+
+    INTERVAL_SECONDS = 1.0
+    BATCH = 100
+
+    def __init__(self, store: StoreLookup, *, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+
+    async def run(self) -> None:
+        await every(
+            self.INTERVAL_SECONDS, self.expire, self._metrics, "grant-expiry", "taking expired shares out of the counts"
+        )
+
+    async def expire(self, *, now: int | None = None) -> int:
+        """How many expired shares were taken out of the counts."""
+        store = self._store()
+        if store is None:
+            return 0
+        now = now_ms() if now is None else now
+        done = 0
+        while True:
+            batch = await expire_grants(store=store, resources=RESOURCES, now=now, limit=self.BATCH)
+            done += batch
+            if batch < self.BATCH:
+                return done
             await asyncio.sleep(0)  # let requests in between batches
 
 
@@ -302,7 +341,10 @@ class Duties:
 
     def __init__(self, settings: Settings, store: StoreLookup, *, instance: str, metrics: Metrics) -> None:
         retention = Retention(settings, store, instance=instance, metrics=metrics)
-        self._jobs: dict[str, Callable[[], Any]] = {"retention": retention.run}
+        self._jobs: dict[str, Callable[[], Any]] = {
+            "retention": retention.run,
+            "grant expiry": GrantExpiry(store, metrics=metrics).run,
+        }
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
         self._tasks: list[asyncio.Task[None]] = []

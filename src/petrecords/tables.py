@@ -141,6 +141,23 @@ period_counts = sa.Table(
     sa.Column("count", sa.BigInteger(), nullable=False),
 )
 
+# The shares with an expiry whose grants the kept counts still count (see store/grants.py). A grantee's kept counts
+# (scope `GRANTEE_SCOPE` + grantee in record_counts and period_counts) count, for every share naming them that never
+# expires or is listed here, the records it grants. A share is listed when written with an expiry in the future; once
+# it has expired, a duty takes its grants out of the counts and it out of this table, and until then a count takes
+# them out itself: the counts are exact at every instant.
+grant_expiries = sa.Table(
+    "grant_expiries",
+    metadata,
+    sa.Column("share_id", sa.Uuid(), primary_key=True),
+    sa.Column("resource", Text, nullable=False, comment="the shares' resource"),
+    sa.Column("grantee", Text, nullable=False),
+    sa.Column("target_id", sa.Uuid(), nullable=False, comment="the record the share shares"),
+    sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Index(None, "grantee", "expires_at"),
+    sa.Index(None, "expires_at"),
+)
+
 idempotency_keys = sa.Table(
     "idempotency_keys",
     metadata,

@@ -212,8 +212,12 @@ class SharingModel(RuleBasedStateMachine):
         time.sleep(0.002)
         moment = int(time.time() * 1000)
         stored = _stored_id(self.database_url, share_id)
+        # As a share written with that expiry is stored: listed among those the grantees' counts still hold.
         for statement in (
             f"UPDATE pet_shares SET expires_at = {moment} WHERE id = '{stored}'",  # noqa: S608 - numbers and an id
+            "INSERT INTO grant_expiries (share_id, resource, grantee, target_id, expires_at) "  # noqa: S608
+            f"SELECT id, 'pet-shares', grantee, pet_id, {moment} FROM pet_shares WHERE id = '{stored}' "
+            "ON CONFLICT (share_id) DO UPDATE SET expires_at = excluded.expires_at",
             f"UPDATE share_windows SET expires_at = {moment} WHERE share_id = '{stored}' AND until_xid IS NULL",  # noqa: S608
         ):
             asyncio.run(run_sql(self.database_url, statement))

@@ -39,7 +39,9 @@ from petrecords.portability.records import timestamp_ms, wire_name
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Row
 from petrecords.store.counts import period_count_inserts
+from petrecords.store.grants import grant_count_inserts
 from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state, share_windows
+from petrecords.values import now_ms
 
 _SQLITE = sqlite_dialect.dialect(paramstyle="named")
 _POSTGRES = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
@@ -357,6 +359,8 @@ class Target(abc.ABC):
             for insert in count_inserts(resource):
                 await self.execute(insert)
             if resource.grants is not None:
+                for insert in grant_count_inserts(resource.collection, now=now_ms()):
+                    await self.execute(insert)
                 windows = windows_of(resource, await self.fetch(share_changes_select(resource)))
                 for start in range(0, len(windows), FETCH_ROWS):
                     chunk = windows[start : start + FETCH_ROWS]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
-from petrecords.store.base import Collection, Join, SharedBy
+from petrecords.store.base import Collection, Granting, Join, SharedBy
 from petrecords.tables import SEARCHABLE
 
 Values = dict[str, Any]
@@ -146,6 +146,8 @@ class Resource:
     """The name of its `petrecords` client command; its name when not given."""
     sharing: Sharing | None = field(default=None, init=False, repr=False)
     """How others than their owners come to see its records: set by the ResourceSet it is registered in."""
+    granted: tuple[Resource, ...] = field(default=(), init=False, repr=False)
+    """For shares, the resources whose records they let their grantees see: set by the ResourceSet."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -178,6 +180,15 @@ class Resource:
                 grantee_column=grants.grantee_column,
                 expires_column=grants.expires_column,
                 key_column=sharing.key_column,
+                shares=sharing.shares.name,
+            )
+        granting = None
+        if self.grants is not None:
+            granting = Granting(
+                target_column=self.field_named(self.grants.reference).column,
+                grantee_column=self.grants.grantee_column,
+                expires_column=self.grants.expires_column,
+                granted=tuple(resource.collection for resource in self.granted),
             )
         return Collection(
             name=self.name,
@@ -188,6 +199,7 @@ class Resource:
             joins=joins,
             searchable=self.table.info.get(SEARCHABLE, ()),
             shared_by=shared_by,
+            granting=granting,
         )
 
     @functools.cached_property
@@ -280,6 +292,12 @@ class ResourceSet:
         }
         for resource in self.resources:
             resource.sharing = self._sharing_of(resource)
+        for shares in self.resources:
+            shares.granted = tuple(
+                resource
+                for resource in self.resources
+                if resource.sharing is not None and resource.sharing.shares is shares
+            )
 
     def _sharing_of(self, resource: Resource) -> Sharing | None:
         """Through which shares others see the resource's records: the target of the shares' reference is shared
@@ -302,6 +320,9 @@ class ResourceSet:
             problem = _problem_of(resource, self.resources)
             if problem is not None:
                 raise DeclarationError(f"resource {resource.name}: {problem}")
+
+    def named(self, name: str) -> Resource | None:
+        return next((resource for resource in self.resources if resource.name == name), None)
 
     def dependents(self, resource: Resource) -> tuple[Dependent, ...]:
         return self._dependents.get(resource.name, ())

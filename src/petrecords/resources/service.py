@@ -237,6 +237,7 @@ async def create_record(
     await tx.lock(
         [*_reference_locks(resources, resource, body.values), *_value_locks(resources, resource, body.values)]
     )
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
     values = _writable_values(resource, body, creating=True)
     timestamp = now_ms()
@@ -295,6 +296,7 @@ async def replace_record(
             *_value_locks(resources, resource, body.values),
         ]
     )
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
     current = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
     return await _replace_held(
@@ -342,6 +344,7 @@ async def update_record(
             *_value_locks(resources, resource, body.values),
         ]
     )
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     current = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
     columns = [
         resource.field_named(name).column
@@ -505,11 +508,18 @@ async def delete_record(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
-    await tx.lock([_own_lock(resources, resource, parsed)])
+    locks = [_own_lock(resources, resource, parsed)]
+    if resource.grants is not None:
+        # A share's deletion holds what it shares (see _value_locks) first, in rank order with its own lock: its
+        # target, which never changes, is read before either is held.
+        first = await tx.get(resource.collection, parsed)
+        locks.extend(_value_locks(resources, resource, first) if first is not None else ())
+    await tx.lock(locks)
     found = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
     if not found.named:  # the user a share names may delete it: leave
         permit_write(resource, caller, found.permission)
     current = found.row
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, current))
     _check_if_match(resource, if_match, current)
     # What it refers to and may not go while it exists (a vaccination's vaccine, which its change shows) held
     # too, so that its change shows them as they are when the deletion commits. Not what it goes with (its pet):
@@ -603,6 +613,12 @@ def _unique_fields(resource: Resource) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for fields in resource.unique for name in fields))
 
 
+def _target_of(resource: Resource, values: Values) -> Any:
+    """The record a share shares (None for what is no share)."""
+    grants = resource.grants
+    return None if grants is None else values.get(resource.field_named(grants.reference).column)
+
+
 def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> list[Lock]:
     """Locks on the values a write may make two records share, and on the target whose shares it counts: held
     until it commits, so that of two writers of the same value, the second sees the first's record."""
@@ -614,8 +630,41 @@ def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> 
             locks.append(Lock(resources.rank(resource), f"{resource.name}:{'+'.join(fields)}", key))
     grants = resource.grants
     if grants is not None and (target := values.get(resource.field_named(grants.reference).column)) is not None:
-        locks.append(Lock(resources.rank(resource), f"{resource.name}:{grants.reference}", target))
+        # The shared record itself, exclusively: its shares' writes wait for each other (their number is bounded),
+        # and for the writes of the records shared through it, whose grants they count (see store/grants.py).
+        locks.append(_own_lock(resources, resource.reference_of(grants.reference).target, target))
     return locks
+
+
+async def _hold_shared_through(*, tx: Transaction, resources: ResourceSet, shares: Resource, target: Any) -> None:
+    """Hold the records shared through a share's target (a pet's vaccinations) that hold it no lock while they are
+    written (a deletion): a share's write counts them for its grantee as they are (see store/grants.py)."""
+    grants = shares.grants
+    if grants is None or target is None:
+        return
+    shared = shares.reference_of(grants.reference).target
+    for granted in shares.granted:
+        if granted is shared or granted.sharing is None:
+            continue
+        found = await tx.referrers(granted.collection, granted.sharing.key_column, target)
+        await tx.lock([_own_lock(resources, granted, row["id"]) for row in found])
+
+
+async def expire_grants(*, store: Store, resources: ResourceSet, now: int, limit: int) -> int:
+    """Take the grants of up to `limit` shares that have expired by `now` out of the kept counts, each in a short
+    transaction of its own; how many there were."""
+    async with store.transaction(write=False) as tx:
+        expired = await tx.expired_grants(now=now, limit=limit)
+    for resource_name, share_id, target in expired:
+        shares = resources.named(resource_name)
+        if shares is None or shares.grants is None:
+            continue
+        async with store.transaction(write=True) as tx:
+            shared = shares.reference_of(shares.grants.reference).target
+            await tx.lock([_own_lock(resources, shared, target)])
+            await _hold_shared_through(tx=tx, resources=resources, shares=shares, target=target)
+            await tx.uncount_expired_grant(shares.collection, share_id, now=now)
+    return len(expired)
 
 
 async def _check_unique(*, tx: Transaction, caller: Caller, resource: Resource, row: Row) -> None:

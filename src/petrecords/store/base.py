@@ -37,6 +37,20 @@ class SharedBy:
     grantee_column: str
     expires_column: str
     key_column: str
+    shares: str = ""
+    """The name of the shares' collection."""
+
+
+@dataclass(frozen=True, eq=False)
+class Granting:
+    """What a collection's records, shares, grant: each names in `target_column` the record it shares, in
+    `grantee_column` whom, and in `expires_column` until when (null: for ever); each lets its grantee see that
+    record's records in the `granted` collections (see SharedBy)."""
+
+    target_column: str
+    grantee_column: str
+    expires_column: str
+    granted: tuple[Collection, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +72,8 @@ class Collection:
     """The columns that a trigram index covers (see tables.trigram_indexed): a LIKE over exactly these, with a
     literal run of at least three characters, reads its candidates from that index."""
     shared_by: SharedBy | None = None
+    granting: Granting | None = None
+    """Set for a collection of shares: what its records grant, which the grantees' kept counts follow."""
 
 
 class Operator(enum.Enum):
@@ -77,6 +93,9 @@ class Operator(enum.Enum):
     SHARED = "shared"
     """The record is shared with one of the grantees: values (now, *grantees), columns (the collection's key column);
     see SharedBy."""
+    SHARED_EACH = "shared, looked up for each record"
+    """As SHARED, written so that each record in the list's order is looked up in the shares: what a page reads
+    when the records shared are many (see SqlTransaction.list), instead of gathering and sorting all of them."""
     OWNED_OR_SHARED = "owned or shared"
     """The record is the owner's, or shared with one of the grantees: values (owner, now, *grantees), columns (owner
     column, key column)."""
@@ -295,6 +314,16 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     async def purged_through(self) -> Cursor:
         """The cursor of the last change removed by retention: anything at or before it is gone."""
+
+    @abc.abstractmethod
+    async def expired_grants(self, *, now: int, limit: int) -> Sequence[tuple[str, uuid.UUID, uuid.UUID]]:
+        """Up to `limit` of the shares whose grants the kept counts still hold though they have expired by `now`:
+        (shares' resource, share id, id of the record it shares)."""
+
+    @abc.abstractmethod
+    async def uncount_expired_grant(self, collection: Collection, share_id: uuid.UUID, *, now: int) -> bool:
+        """Take an expired share's grants out of the kept counts; whether they were still in them. The caller holds
+        the record it shares, exclusively, and the records shared through it."""
 
     @abc.abstractmethod
     async def purge_changes(self, *, before_ms: int, limit: int) -> int:

@@ -134,6 +134,14 @@ def period_changes(
     return changes
 
 
+def period_expression(instant: sa.ColumnElement[Any], size: int) -> sa.ColumnElement[Any]:
+    """The number of the period of the size given that an instant falls in (see `periods_of`), computed by SQL."""
+    divisor = DAY_MS * PERIOD_SPAN**size
+    # Integer division truncates toward zero on both databases: an instant before the epoch is floored by hand.
+    period: sa.ColumnElement[Any] = (instant - ((instant % divisor) + divisor) % divisor) // divisor
+    return period
+
+
 def period_count_inserts(collection: Collection) -> list[sa.Insert]:
     """The kept counts by period of the collection's records as they are (none without a counted time column), for
     a table of them that is empty: a load's."""
@@ -146,9 +154,7 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
         scopes.append(table.c[collection.owner_column])
     inserts = []
     for size in range(3):
-        divisor = DAY_MS * PERIOD_SPAN**size
-        # Integer division truncates toward zero on both databases: an instant before the epoch is floored by hand.
-        period = (instant - ((instant % divisor) + divisor) % divisor) // divisor
+        period = period_expression(instant, size)
         for scope in scopes:
             grouped = [column for column in (scope,) if isinstance(column, sa.Column)]
             select = (

@@ -171,9 +171,15 @@ def _condition(
     if operator is Operator.OWNED_OR_NAMED:
         named = table.c[columns[1]].in_([value(position, columns[1]) for position in range(1, count)])
         return sa.or_(first == value(0, columns[0]), named)
-    if operator in (Operator.SHARED, Operator.OWNED_OR_SHARED):
+    if operator in (Operator.SHARED, Operator.SHARED_EACH, Operator.OWNED_OR_SHARED):
         if shared_by is None:
             raise TypeError(f"the records of {table} are not shared")
+        if operator is Operator.SHARED_EACH:
+            return sa.exists(
+                _shared_keys(shared_by, index, first_value=1, count=count).where(
+                    shared_by.table.c[shared_by.target_column] == first
+                )
+            )
         shared = _shared_keys(shared_by, index, first_value=1 if operator is Operator.SHARED else 2, count=count)
         if operator is Operator.SHARED:
             return first.in_(shared)

@@ -1,0 +1,392 @@
+"""The grantees' kept counts: for each grantee (a user or a group), how many records of each shared collection the
+shares naming them grant, in total and by period of the collection's counted time column, kept in the same rows as
+the owners' (tables.record_counts and tables.period_counts, scope GRANTEE_SCOPE + grantee), so that a clinic's
+lists are counted from a few rows however many patients it has.
+
+What a grantee's counts hold: for each share naming them that is *counted* (it never expires, or it is listed in
+tables.grant_expiries), each record it grants. A share is counted from its write while its expiry is in the
+future; the expiry duty takes an expired share's grants out and its listing with them. Between its expiry and the
+duty, a count subtracts them itself (`expired_grants`): exact at every instant, whoever writes meanwhile.
+
+Who writes what, so that concurrent writers keep the counts exact: a shared record's write counts itself for the
+grantees of its shares as they are when it runs (it holds the record it is shared through, a pet, shared); a
+share's write, and the duty's, count what the share grants as it is then (holding that record exclusively, and
+every record shared through it)."""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.store.base import Collection, Condition, Operator, Row, SharedBy
+from petrecords.store.changelog import LeadingJoin
+from petrecords.store.counts import PERIOD_KEY, PeriodKey, before_values, period_expression, periods_of
+from petrecords.tables import ALL_OWNERS, Text, grant_expiries, period_counts, record_counts
+
+GRANTEE_SCOPE = "shared "
+"""The start of a grantee's scope in the kept counts: no e-mail address (an owner's scope) holds a space."""
+
+RecordKey = tuple[str, str, str]
+
+
+def grantee_scope(grantee: str) -> str:
+    return GRANTEE_SCOPE + grantee
+
+
+def add_grant_changes(
+    records: collections.Counter[RecordKey],
+    periods: collections.Counter[PeriodKey],
+    collection: Collection,
+    grantee: str,
+    times: Iterable[Any],
+    sign: int,
+) -> None:
+    """Count (sign 1) or uncount (-1) for a grantee records of the collection, one per value of its counted time
+    column in `times` (of anything, without one)."""
+    scope = grantee_scope(grantee)
+    counted = 0
+    for instant in times:
+        counted += 1
+        if collection.counted_over is not None:
+            for size, period in enumerate(periods_of(instant)):
+                periods[(collection.name, scope, size, period)] += sign
+    records[(collection.name, scope, "")] += sign * counted
+
+
+@functools.lru_cache(maxsize=16)
+def counted_grantees_select(shared_by: SharedBy) -> sa.Select[Any]:
+    """The grantees whose counts hold the records shared through the record of parameter `key`."""
+    shares = shared_by.table
+    expires = shares.c[shared_by.expires_column]
+    listed = sa.exists().where(grant_expiries.c.share_id == shares.c.id)
+    return sa.select(shares.c[shared_by.grantee_column]).where(
+        shares.c[shared_by.target_column] == sa.bindparam("key", type_=shares.c[shared_by.target_column].type),
+        sa.or_(expires.is_(None), listed),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def granted_times_select(collection: Collection) -> sa.Select[Any]:
+    """One row per record of the collection shared through the record of parameter `target`: its counted time."""
+    shared_by = collection.shared_by
+    if shared_by is None:
+        raise TypeError(f"{collection.name} records are not shared")
+    table = collection.table
+    key = table.c[shared_by.key_column]
+    time = table.c[collection.counted_over] if collection.counted_over is not None else sa.literal(0)
+    return sa.select(time).where(key == sa.bindparam("target", type_=key.type))
+
+
+def changed_keys(collection: Collection, removed: Sequence[Row], added: Sequence[Row]) -> list[tuple[Any, Any, int]]:
+    """(key, counted time, sign) for each record whose grants a write moves: a record that keeps its key and its
+    counted time moves none (a pet's rename, a vaccination's note)."""
+    shared_by = collection.shared_by
+    if shared_by is None:
+        return []
+    key_column, time_column = shared_by.key_column, collection.counted_over
+
+    def of(row: Row) -> tuple[Any, Any]:
+        return row[key_column], row[time_column] if time_column is not None else 0
+
+    before = collections.Counter(of(row) for row in removed)
+    after = collections.Counter(of(row) for row in added)
+    moved = [(key, time, -1) for (key, time), n in (before - after).items() for _ in range(n)]
+    moved += [(key, time, 1) for (key, time), n in (after - before).items() for _ in range(n)]
+    return moved
+
+
+def expiry_listing(collection: Collection, row: Row) -> dict[str, Any]:
+    granting = collection.granting
+    if granting is None:
+        raise TypeError(f"{collection.name} records are no shares")
+    return {
+        "share_id": row["id"],
+        "resource": collection.name,
+        "grantee": row[granting.grantee_column],
+        "target_id": row[granting.target_column],
+        "expires_at": row[granting.expires_column],
+    }
+
+
+LIST_EXPIRY = sa.insert(grant_expiries)
+UNLIST_EXPIRY = sa.delete(grant_expiries).where(
+    grant_expiries.c.share_id == sa.bindparam("share_id", type_=grant_expiries.c.share_id.type)
+)
+IS_LISTED = sa.select(sa.literal(1)).where(
+    grant_expiries.c.share_id == sa.bindparam("share_id", type_=grant_expiries.c.share_id.type)
+)
+EXPIRED_LISTINGS = (
+    sa.select(grant_expiries.c.share_id, grant_expiries.c.resource, grant_expiries.c.target_id)
+    .where(grant_expiries.c.expires_at <= sa.bindparam("now", type_=sa.BigInteger()))
+    .order_by(grant_expiries.c.expires_at, grant_expiries.c.share_id)
+    .limit(sa.bindparam("limit", type_=sa.Integer()))
+)
+
+
+def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
+    """The grantees' kept counts of loaded records, and the listing of the shares that expire later than `now`, for
+    tables of them that hold none of these shares' yet: a load's."""
+    granting = shares.granting
+    if granting is None:
+        raise TypeError(f"{shares.name} records are no shares")
+    table = shares.table
+    expires, grantee, target = (
+        table.c[granting.expires_column],
+        table.c[granting.grantee_column],
+        table.c[granting.target_column],
+    )
+    listing = sa.select(table.c.id, sa.literal(shares.name, Text), grantee, target, expires).where(expires > now)
+    inserts = [sa.insert(grant_expiries).from_select(list(grant_expiries.c.keys()), listing)]
+    counted = sa.or_(expires.is_(None), expires > now)
+    scope = sa.literal(GRANTEE_SCOPE, Text) + grantee
+    for granted in granting.granted:
+        shared_by = granted.shared_by
+        if shared_by is None:
+            raise TypeError(f"{granted.name} records are not shared")
+        joined = table.join(granted.table, granted.table.c[shared_by.key_column] == target)
+        name = sa.literal(granted.name, Text)
+        records = (
+            sa.select(
+                name,
+                scope,
+                sa.literal("", Text),
+                sa.literal(0, sa.SmallInteger()),
+                sa.func.count(),
+                sa.literal(0, sa.BigInteger()),
+            )
+            .select_from(joined)
+            .where(counted)
+            .group_by(grantee)
+        )
+        columns = ["resource", "scope", "partition", "slot", "count", "writes"]
+        inserts.append(sa.insert(record_counts).from_select(columns, records))
+        if granted.counted_over is None:
+            continue
+        for size in range(3):
+            period = period_expression(granted.table.c[granted.counted_over], size)
+            periods = (
+                sa.select(
+                    name,
+                    scope,
+                    sa.literal(size, sa.SmallInteger()),
+                    period,
+                    sa.literal(0, sa.SmallInteger()),
+                    sa.func.count(),
+                )
+                .select_from(joined)
+                .where(counted)
+                .group_by(grantee, period)
+            )
+            inserts.append(sa.insert(period_counts).from_select([*PERIOD_KEY, "slot", "count"], periods))
+    return inserts
+
+
+@dataclass(frozen=True)
+class SharedCount:
+    """A list of what is shared with a caller (and not theirs) that the grantees' kept counts answer."""
+
+    caller: str
+    now: int
+    grantees: tuple[str, ...]
+    below: int | None = None
+    at_least: int | None = None
+
+
+def shared_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> SharedCount | None:
+    """The kept counts that answer how many records match, else None: when the conditions are what is shared with
+    a caller and not theirs, and at most a lower and an upper bound of the counted time column."""
+    shared_by = collection.shared_by
+    if shared_by is None or collection.owner_column is None:
+        return None
+    caller = shared = None
+    bounds: dict[Operator, int] = {}
+    for condition in conditions:
+        column = condition.columns[0] if len(condition.columns) == 1 else None
+        if column == collection.owner_column and condition.operator is Operator.DIFFERS and caller is None:
+            caller = condition.values[0]
+        elif column == shared_by.key_column and condition.operator is Operator.SHARED and shared is None:
+            shared = condition
+        elif (
+            column is not None
+            and column == collection.counted_over
+            and condition.operator in (Operator.BELOW, Operator.AT_LEAST)
+            and condition.operator not in bounds
+        ):
+            bounds[condition.operator] = int(condition.values[0])
+        else:
+            return None
+    if caller is None or shared is None or not shared.values[1:]:
+        return None
+    below, at_least = bounds.get(Operator.BELOW), bounds.get(Operator.AT_LEAST)
+    if below is not None and at_least is not None:
+        at_least = min(at_least, below)
+    grantees = tuple(dict.fromkeys(shared.values[1:]))
+    return SharedCount(caller, int(shared.values[0]), grantees, below, at_least)
+
+
+@functools.lru_cache(maxsize=64)
+def grantee_sizes_select(grantees: int) -> sa.Select[Any]:
+    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`)."""
+    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
+    return (
+        sa.select(record_counts.c.scope, sa.func.sum(record_counts.c.count))
+        .where(record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes))
+        .group_by(record_counts.c.scope)
+    )
+
+
+SHARED_GATHERING_COST = 4
+"""What gathering and sorting one shared record costs, in records looked up one by one in a list's order."""
+
+
+@functools.lru_cache(maxsize=64)
+def shared_and_all_select(grantees: int) -> sa.Select[Any]:
+    """How many records of parameter `resource` the grantees' counts hold together (parameters `scope_{i}`), and
+    how many there are."""
+    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
+    resource = record_counts.c.resource == sa.bindparam("resource")
+    shared = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(
+        resource, record_counts.c.scope.in_(scopes)
+    )
+    every = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(
+        resource, record_counts.c.scope == sa.bindparam("every_owner", ALL_OWNERS, type_=record_counts.c.scope.type)
+    )
+    return sa.select(shared.scalar_subquery(), every.scalar_subquery())
+
+
+def _sum(select: sa.Select[Any]) -> sa.ScalarSelect[Any]:
+    return select.with_only_columns(sa.func.coalesce(sa.func.sum(select.selected_columns[0]), 0)).scalar_subquery()
+
+
+@functools.lru_cache(maxsize=64)
+def shared_count_select(collection: Collection, grantees: int, *, below: bool, at_least: bool) -> sa.Select[Any]:
+    """How many records are shared with a caller's grantees (parameters `grantee_{i}` and `scope_{i}`, the largest
+    first) and not theirs (`caller`), now (`now`), with the counted time column within the bounds given (as
+    `before_values` names them): what the grantees' counts hold, less what they hold of shares that have expired,
+    of the caller's own records, and of records shared with more than one of the grantees (counted at the first);
+    one statement, so that it reads one snapshot."""
+    shared_by = collection.shared_by
+    if shared_by is None or collection.owner_column is None:
+        raise TypeError(f"{collection.name} records are not shared")
+    table, shares = collection.table, shared_by.table
+    key, owner = table.c[shared_by.key_column], table.c[collection.owner_column]
+    target, grantee = shares.c[shared_by.target_column], shares.c[shared_by.grantee_column]
+    expires = shares.c[shared_by.expires_column]
+    now = sa.bindparam("now", type_=sa.BigInteger())
+    names = [sa.bindparam(f"grantee_{index}", type_=grantee.type) for index in range(grantees)]
+    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
+    unexpired = sa.or_(expires.is_(None), expires > now)
+
+    def in_range(prefix_below: str = "below", prefix_at_least: str = "at_least") -> list[sa.ColumnElement[bool]]:
+        if collection.counted_over is None:
+            return []
+        time = table.c[collection.counted_over]
+        conditions = []
+        if below:
+            conditions.append(time < sa.bindparam(f"{prefix_below}_instant", type_=sa.BigInteger()))
+        if at_least:
+            conditions.append(time >= sa.bindparam(f"{prefix_at_least}_instant", type_=sa.BigInteger()))
+        return conditions
+
+    def kept_before(bound: str) -> sa.ColumnElement[Any]:
+        def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
+            conditions = [
+                period_counts.c.resource == sa.bindparam("resource"),
+                period_counts.c.scope.in_(scopes),
+                period_counts.c.size == size,
+                period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
+            ]
+            if first is not None:
+                conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
+            return (
+                sa.select(sa.func.coalesce(sa.func.sum(period_counts.c.count), 0)).where(*conditions).scalar_subquery()
+            )
+
+        time = table.c[collection.counted_over or ""]
+        listed = sa.exists().where(grant_expiries.c.share_id == shares.c.id)
+        # The records of the bound's own day, one per counted share that grants each.
+        of_its_day = (
+            sa.select(sa.func.count())
+            .select_from(LeadingJoin(table, shares, target == key))
+            .where(
+                time >= sa.bindparam(f"{bound}_day_start"),
+                time < sa.bindparam(f"{bound}_instant"),
+                grantee.in_(names),
+                sa.or_(expires.is_(None), listed),
+            )
+            .scalar_subquery()
+        )
+        return (
+            periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day") + of_its_day
+        )
+
+    everything = _sum(
+        sa.select(record_counts.c.count).where(
+            record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes)
+        )
+    )
+    kept: sa.ColumnElement[Any] = kept_before("below") if below else everything
+    if at_least:
+        kept = kept - kept_before("at_least")
+    # Held in the counts, though expired: listed, and past.
+    expired = (
+        sa.select(sa.func.count())
+        .select_from(LeadingJoin(grant_expiries, table, key == grant_expiries.c.target_id))
+        .where(
+            grant_expiries.c.grantee.in_(names),
+            grant_expiries.c.expires_at <= now,
+            grant_expiries.c.resource == sa.bindparam("shares"),
+            *in_range(),
+        )
+        .scalar_subquery()
+    )
+    # The caller's own records, read from theirs: shared with them only through a group they are in.
+    own = (
+        sa.select(sa.func.count())
+        .select_from(LeadingJoin(table, shares, target == key))
+        .where(owner == sa.bindparam("caller"), grantee.in_(names), unexpired, *in_range())
+        .scalar_subquery()
+    )
+    count = kept - expired - own
+    if grantees > 1:
+        earlier = shares.alias("earlier")
+        rank = sa.case(*((grantee == name, index) for index, name in enumerate(names)))
+        other_rank = sa.case(
+            *((earlier.c[shared_by.grantee_column] == name, index) for index, name in enumerate(names))
+        )
+        granted_before = sa.exists().where(
+            earlier.c[shared_by.target_column] == target,
+            earlier.c[shared_by.grantee_column].in_(names[:-1]),
+            other_rank < rank,
+            sa.or_(earlier.c[shared_by.expires_column].is_(None), earlier.c[shared_by.expires_column] > now),
+        )
+        repeated = (
+            sa.select(sa.func.count())
+            .select_from(LeadingJoin(shares, table, key == target))
+            .where(grantee.in_(names[1:]), unexpired, owner != sa.bindparam("caller"), granted_before, *in_range())
+            .scalar_subquery()
+        )
+        count = count - repeated
+    return sa.select(count)
+
+
+def shared_count_values(collection: Collection, shared: SharedCount, order: Sequence[str]) -> dict[str, Any]:
+    shared_by = collection.shared_by
+    values: dict[str, Any] = {
+        "resource": collection.name,
+        "now": shared.now,
+        "caller": shared.caller,
+        "shares": "" if shared_by is None else shared_by.shares,
+    }
+    for index, name in enumerate(order):
+        values[f"grantee_{index}"] = name
+        values[f"scope_{index}"] = grantee_scope(name)
+    for bound, instant in (("below", shared.below), ("at_least", shared.at_least)):
+        if instant is not None:
+            values.update(before_values(bound, instant))
+    return values

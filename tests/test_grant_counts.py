@@ -1,0 +1,296 @@
+"""The grantees' kept counts (store/grants.py) give exactly what counting the records shared with a caller gives, on
+both databases: for pets and for vaccinations (every one, and below, from and between instants of their due dates),
+for callers with several grantees (a user and the groups they are in, of which the pets' owners may be members),
+shares that never expire, will expire, have expired unseen by the expiry duty or were taken out by it.
+
+A hypothesis state machine writes pets' vaccinations and shares through the store and moves a clock forward (the
+`now` of each count, as a request's); after each step it compares the store's counts with its own model's. Then
+concurrent writers through HTTP on PostgreSQL: shares made, changed and deleted while vaccinations are written and
+deleted, the totals afterwards against the rows counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from litestar.testing import AsyncTestClient
+
+from petrecords.registry import RESOURCES
+from petrecords.resources.service import expire_grants
+from petrecords.shares import PET_SHARES
+from petrecords.store.base import Condition, Operator, Row, Store
+from petrecords.store.counts import DAY_MS
+from petrecords.store.grants import shared_count_scope
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
+from petrecords.values import now_ms
+from tests.conftest import run_machine_on_store
+from tests.support import (
+    ADMIN,
+    ALICE,
+    BOB,
+    NOW,
+    PET_RECORDS,
+    auth,
+    new_record_audit,
+    pet_row,
+    token,
+    vaccination_row,
+    vaccine_row,
+)
+
+VACCINATIONS = PET_VACCINATIONS.collection
+SHARES = PET_SHARES.collection
+CAROL = "carol@example.com"
+CLINIC, OTHER = "group:clinic", "group:other"
+OWNERS = (ALICE, BOB)
+GRANTEES = (CAROL, ALICE, CLINIC, OTHER)
+CALLERS = (
+    (CAROL, (CAROL, CLINIC)),
+    (CAROL, (CAROL, CLINIC, OTHER)),
+    (ALICE, (ALICE, CLINIC)),  # an owner in a group her pets are shared with: her own are not "shared"
+    (BOB, (BOB, OTHER)),
+    (CAROL, (CAROL,)),
+)
+HOUR_MS = 3_600_000
+
+
+def share_row(pet: Row, grantee: str, expires_at: int | None) -> Row:
+    return {
+        **new_record_audit(now_ms(), pet["owner_id"]),
+        "owner_id": pet["owner_id"],
+        "pet_id": pet["id"],
+        "grantee": grantee,
+        "access": "read",
+        "expires_at": expires_at,
+        "revision": 1,
+    }
+
+
+def shared_conditions(
+    key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
+) -> tuple[Condition, ...]:
+    """What a list with `access=shared` asks of the store (resources/access.py): not the caller's, shared now."""
+    conditions = [
+        Condition(("owner_id",), Operator.DIFFERS, (caller,)),
+        Condition((key,), Operator.SHARED, (now, *grantees)),
+    ]
+    if below is not None:
+        conditions.append(Condition(("due_at",), Operator.BELOW, (below,)))
+    if at_least is not None:
+        conditions.append(Condition(("due_at",), Operator.AT_LEAST, (at_least,)))
+    return tuple(conditions)
+
+
+class GrantCounts(RuleBasedStateMachine):
+    store: Store
+    call: Callable[..., Any]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pets: list[Row] = []
+        self.vaccinations: dict[uuid.UUID, Row] = {}
+        self.shares: dict[tuple[uuid.UUID, str], Row] = {}
+        self.clock = now_ms()
+        """The requests' now: never behind the real time that the writes see, nor behind the last expiry duty."""
+
+    def _write(self, write: Callable[[Any], Any]) -> None:
+        async def run() -> None:
+            async with self.store.transaction(write=True) as tx:
+                await write(tx)
+
+        self.call(run)
+
+    @initialize()
+    def pets_of_two_owners(self) -> None:
+        self.vaccine = vaccine_row()
+        pets = [pet_row(owner=owner) for owner in OWNERS for _ in range(2)]
+
+        async def write(tx: Any) -> None:
+            await tx.insert(VACCINES.collection, self.vaccine)
+            for pet in pets:
+                await tx.insert(PET_RECORDS, pet)
+
+        self._write(write)
+        self.pets = pets
+
+    @rule(pet=st.integers(0, 3), days=st.lists(st.integers(-5, 5), min_size=1, max_size=3), nudge=st.integers(-1, 1))
+    def vaccinate(self, pet: int, days: list[int], nudge: int) -> None:
+        rows = [vaccination_row(self.pets[pet], self.vaccine, NOW + day * DAY_MS + nudge) for day in days]
+
+        async def write(tx: Any) -> None:
+            await tx.insert_many(VACCINATIONS, rows)
+
+        self._write(write)
+        self.vaccinations.update((row["id"], row) for row in rows)
+
+    @precondition(lambda self: bool(self.vaccinations))
+    @rule(pick=st.integers(0, 10**6), day=st.integers(-5, 5), delete=st.booleans())
+    def rewrite_vaccination(self, pick: int, day: int, delete: bool) -> None:
+        previous = list(self.vaccinations.values())[pick % len(self.vaccinations)]
+        if delete:
+            self._write(lambda tx: tx.delete(VACCINATIONS, previous))
+            del self.vaccinations[previous["id"]]
+            return
+        row = {**previous, "due_at": NOW + day * DAY_MS, "revision": previous["revision"] + 1}
+        self._write(lambda tx: tx.update(VACCINATIONS, row, previous=previous))
+        self.vaccinations[row["id"]] = row
+
+    @rule(
+        pet=st.integers(0, 3),
+        grantee=st.sampled_from(GRANTEES),
+        expires_in=st.sampled_from([None, -HOUR_MS, 1, HOUR_MS, DAY_MS, 3 * DAY_MS]),
+    )
+    def share(self, pet: int, grantee: str, expires_in: int | None) -> None:
+        target = self.pets[pet]
+        if grantee == target["owner_id"]:
+            return
+        expires_at = None if expires_in is None else now_ms() + expires_in
+        previous = self.shares.get((target["id"], grantee))
+        if previous is None:
+            row = share_row(target, grantee, expires_at)
+            self._write(lambda tx: tx.insert(SHARES, row))
+        else:
+            row = {**previous, "expires_at": expires_at, "revision": previous["revision"] + 1}
+            self._write(lambda tx: tx.update(SHARES, row, previous=previous))
+        self.shares[(target["id"], grantee)] = row
+
+    @precondition(lambda self: bool(self.shares))
+    @rule(pick=st.integers(0, 10**6))
+    def unshare(self, pick: int) -> None:
+        key = list(self.shares)[pick % len(self.shares)]
+        row = self.shares.pop(key)
+        self._write(lambda tx: tx.delete(SHARES, row))
+
+    @rule(forward=st.sampled_from([0, 1, HOUR_MS, DAY_MS + 1, 2 * DAY_MS]), duty=st.booleans())
+    def time_passes(self, forward: int, duty: bool) -> None:
+        self.clock = max(self.clock + forward, now_ms())
+        if duty:
+            self.call(lambda: expire_grants(store=self.store, resources=RESOURCES, now=self.clock, limit=1000))
+
+    @invariant()
+    def counts_are_exact(self) -> None:
+        if not self.pets:
+            return
+        self.clock = max(self.clock, now_ms())
+        now = self.clock
+        edges = [None, NOW, NOW - DAY_MS + 1, NOW + 2 * DAY_MS]
+        asked: list[tuple[Any, tuple[Condition, ...]]] = []
+        for caller, grantees in CALLERS:
+            asked.append((PET_RECORDS, shared_conditions("id", caller, grantees, now)))
+            for below, at_least in itertools.product(edges, edges[:3]):
+                asked.append((VACCINATIONS, shared_conditions("pet_id", caller, grantees, now, below, at_least)))
+
+        async def count() -> list[int]:
+            async with self.store.transaction(write=False) as tx:
+                return [int(await tx.count(collection, conditions)) for collection, conditions in asked]
+
+        for (collection, conditions), counted in zip(asked, self.call(count), strict=True):
+            assert shared_count_scope(collection, conditions) is not None
+            assert counted == self._expected(collection, conditions), conditions
+
+    def _expected(self, collection: Any, conditions: tuple[Condition, ...]) -> int:
+        caller = conditions[0].values[0]
+        now, *grantees = conditions[1].values
+        below = next((c.values[0] for c in conditions if c.operator is Operator.BELOW), None)
+        at_least = next((c.values[0] for c in conditions if c.operator is Operator.AT_LEAST), None)
+        visible = {
+            pet_id
+            for (pet_id, grantee), share in self.shares.items()
+            if grantee in grantees and (share["expires_at"] is None or share["expires_at"] > now)
+        }
+        if collection is PET_RECORDS:
+            return sum(1 for pet in self.pets if pet["id"] in visible and pet["owner_id"] != caller)
+        return sum(
+            1
+            for row in self.vaccinations.values()
+            if row["pet_id"] in visible
+            and row["owner_id"] != caller
+            and (below is None or row["due_at"] < below)
+            and (at_least is None or row["due_at"] >= min(at_least, below if below is not None else at_least))
+        )
+
+
+@pytest.mark.hypothesis
+def test_grantees_kept_counts_equal_the_records_counted(
+    database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
+) -> None:
+    run_machine_on_store(GrantCounts, database_url, blocking_store)
+
+
+PETS_AT_ONCE, ROUNDS = 4, 6
+VET = "vet@clinic.example"
+
+
+@pytest.mark.only_on("postgresql")
+async def test_concurrent_shares_and_vaccinations_leave_exact_totals(client: AsyncTestClient[Any]) -> None:
+    """On PostgreSQL, where writers run at once: each round, an owner's pets are shared with a clinic (some until
+    tomorrow), their shares deleted and made again, while vaccinations of the same pets are created and deleted
+    (the vet writes some, under a care share). After each round the clinic's totals, from the kept counts, equal
+    those of the same lists with a filter that every record meets (which makes the service count the rows)."""
+    admin, alice = auth(ADMIN, admin=True), auth(ALICE)
+    vet = {"Authorization": f"Bearer {token(VET, groups=['clinic'])}"}
+    vaccine = await client.post(
+        "/v1/vaccines", json={"name": "Rabies", "petType": "Dog", "duration": 30}, headers=admin
+    )
+    assert vaccine.status_code == 201, vaccine.text
+    pets = []
+    for number in range(PETS_AT_ONCE):
+        pet = await client.post("/v1/pets", json={"name": f"Rex {number}", "petType": "Dog"}, headers=alice)
+        assert pet.status_code == 201, pet.text
+        pets.append(pet.json())
+    shares: dict[str, str] = {}
+    vaccinations: list[str] = []
+
+    async def reshare(pet: dict[str, Any], round_number: int) -> None:
+        if pet["id"] in shares:
+            deleted = await client.delete(f"/v1/pet-shares/{shares.pop(pet['id'])}", headers=alice)
+            assert deleted.status_code == 200, deleted.text
+        body: dict[str, Any] = {"petId": pet["id"], "grantee": "group:clinic", "access": "care"}
+        if round_number % 2:
+            body["expiresAt"] = "2099-01-01T00:00:00Z"
+        made = await client.post("/v1/pet-shares", json=body, headers=alice)
+        assert made.status_code == 201, made.text
+        shares[pet["id"]] = made.json()["id"]
+
+    async def vaccinate(pet: dict[str, Any], day: int, headers: dict[str, str]) -> None:
+        body = {"petId": pet["id"], "vaccineId": vaccine.json()["id"], "appliedAt": f"2025-01-{day:02d}T10:00:00Z"}
+        made = await client.post("/v1/pet-vaccination", json=body, headers=headers)
+        if made.status_code == 201:
+            vaccinations.append(made.json()["id"])
+        else:
+            assert made.status_code in (400, 404), made.text
+
+    async def unvaccinate() -> None:
+        if vaccinations:
+            gone = await client.delete(f"/v1/pet-vaccination/{vaccinations.pop(0)}", headers=admin)
+            assert gone.status_code in (200, 404), gone.text
+
+    for round_number in range(ROUNDS):
+        writes = []
+        for number, pet in enumerate(pets):
+            writes.append(reshare(pet, round_number))
+            writes.append(vaccinate(pet, 1 + (number + round_number) % 28, alice))
+            writes.append(vaccinate(pet, 2 + number, vet))
+            writes.append(unvaccinate())
+        await asyncio.gather(*writes)
+        every_record = {"createdFrom": "1900-01-01T00:00:00Z"}
+        for path, params in (
+            ("/v1/pets", {}),
+            ("/v1/pet-vaccination", {}),
+            ("/v1/pet-vaccination", {"dueTo": "2025-01-20T00:00:00Z"}),
+            ("/v1/pet-vaccination", {"dueFrom": "2025-01-10T00:00:00Z", "dueTo": "2025-02-20T00:00:00Z"}),
+        ):
+            asked = {"access": "shared", **params}
+            kept = await client.get(path, params=asked, headers=vet)
+            counted = await client.get(path, params={**asked, **every_record}, headers=vet)
+            assert kept.status_code == counted.status_code == 200, kept.text
+            assert kept.json()["totalCount"] == counted.json()["totalCount"], (round_number, path, params)
+            assert kept.json()["totalCount"] == len(counted.json()["items"]), (round_number, path, params)
