@@ -45,6 +45,7 @@ from tests.support import (
     vaccination_row,
     vaccine_row,
 )
+from tests.test_period_counts import bounds
 
 VACCINATIONS = PET_VACCINATIONS.collection
 SHARES = PET_SHARES.collection
@@ -78,15 +79,11 @@ def shared_conditions(
     key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
 ) -> tuple[Condition, ...]:
     """What a list with `access=shared` asks of the store (resources/access.py): not the caller's, shared now."""
-    conditions = [
+    return (
         Condition(("owner_id",), Operator.DIFFERS, (caller,)),
         Condition((key,), Operator.SHARED, (now, *grantees)),
-    ]
-    if below is not None:
-        conditions.append(Condition(("due_at",), Operator.BELOW, (below,)))
-    if at_least is not None:
-        conditions.append(Condition(("due_at",), Operator.AT_LEAST, (at_least,)))
-    return tuple(conditions)
+        *bounds(below, at_least, None),
+    )
 
 
 class GrantCounts(RuleBasedStateMachine):

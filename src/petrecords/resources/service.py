@@ -629,7 +629,7 @@ def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> 
             key = uuid.uuid5(_UNIQUE, msgspec.json.encode([str(values[column]) for column in columns]).decode())
             locks.append(Lock(resources.rank(resource), f"{resource.name}:{'+'.join(fields)}", key))
     grants = resource.grants
-    if grants is not None and (target := values.get(resource.field_named(grants.reference).column)) is not None:
+    if grants is not None and (target := _target_of(resource, values)) is not None:
         # The shared record itself, exclusively: its shares' writes wait for each other (their number is bounded),
         # and for the writes of the records shared through it, whose grants they count (see store/grants.py).
         locks.append(_own_lock(resources, resource.reference_of(grants.reference).target, target))

@@ -72,7 +72,8 @@ def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) 
     """The kept counts that answer how many records match, else None: when the conditions are at most one owner,
     and either at most one set of values of the counted column or at most a lower and an upper bound of the
     counted time column."""
-    scope, partitions, bounds = ALL_OWNERS, None, {}
+    scope, partitions = ALL_OWNERS, None
+    bounds: dict[Operator, int] = {}
     for condition in conditions:
         column = condition.columns[0] if len(condition.columns) == 1 else None
         if column is None:
@@ -81,21 +82,38 @@ def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) 
             scope = condition.values[0]
         elif column == collection.counted_by and condition.operator is Operator.IN and partitions is None:
             partitions = condition
-        elif (
-            column == collection.counted_over
-            and condition.operator in (Operator.BELOW, Operator.AT_LEAST)
-            and condition.operator not in bounds
-        ):
-            bounds[condition.operator] = int(condition.values[0])
-        else:
+        elif not took_time_bound(collection, condition, bounds):
             return None
     if partitions is not None and bounds:
         return None
+    return KeptCount(scope, partitions, *time_range(bounds))
+
+
+def took_time_bound(collection: Collection, condition: Condition, bounds: dict[Operator, int]) -> bool:
+    """Whether the condition is a lower or an upper bound of the counted time column, not yet in `bounds`: then it
+    is now."""
+    if (
+        condition.columns == (collection.counted_over,)
+        and condition.operator in (Operator.BELOW, Operator.AT_LEAST)
+        and condition.operator not in bounds
+    ):
+        bounds[condition.operator] = int(condition.values[0])
+        return True
+    return False
+
+
+def time_range(bounds: dict[Operator, int]) -> tuple[int | None, int | None]:
+    """(below, at least) of the bounds taken."""
     below, at_least = bounds.get(Operator.BELOW), bounds.get(Operator.AT_LEAST)
     if below is not None and at_least is not None:
         # An empty range counts as one that starts where it ends: the difference of counts is never negative.
         at_least = min(at_least, below)
-    return KeptCount(scope, partitions, below, at_least)
+    return below, at_least
+
+
+def summed(table: sa.Table, *conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The sum of the kept counts of `table` (record_counts or period_counts) in the rows that meet the conditions."""
+    return sa.select(sa.func.coalesce(sa.func.sum(table.c["count"]), 0)).where(*conditions)
 
 
 @functools.lru_cache(maxsize=256)
@@ -103,7 +121,7 @@ def kept_count_select(partitions: int | None) -> sa.Select[Any]:
     conditions = [record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope == sa.bindparam("scope")]
     if partitions is not None:
         conditions.append(record_counts.c.partition.in_([sa.bindparam(f"partition_{i}") for i in range(partitions)]))
-    return sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(*conditions)
+    return summed(record_counts, *conditions)
 
 
 PeriodKey = tuple[str, str, int, int]
@@ -178,23 +196,30 @@ def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.Co
     before its day, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records
     of its day that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
 
-    def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
-        conditions = [
-            period_counts.c.resource == sa.bindparam("resource"),
-            period_counts.c.scope == sa.bindparam("scope"),
-            period_counts.c.size == size,
-            period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
-        ]
-        if first is not None:
-            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
-        return sa.select(sa.func.coalesce(sa.func.sum(period_counts.c.count), 0)).where(*conditions).scalar_subquery()
-
     column = collection.table.c[collection.counted_over or ""]
     same_day = [column >= sa.bindparam(f"{bound}_day_start"), column < sa.bindparam(f"{bound}_instant")]
     if owned and collection.owner_column is not None:
         same_day.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
     of_its_day = sa.select(sa.func.count()).select_from(collection.table).where(*same_day).scalar_subquery()
-    return periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day") + of_its_day
+    return whole_periods_before(bound, period_counts.c.scope == sa.bindparam("scope")) + of_its_day
+
+
+def whole_periods_before(bound: str, scope: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
+    """The kept counts, in the scopes that `scope` selects, of the whole periods before the day of the instant of
+    parameter `bound`, from the largest size down. Parameters `{bound}_{name}` (see `before_values`)."""
+
+    def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
+        conditions = [
+            period_counts.c.resource == sa.bindparam("resource"),
+            scope,
+            period_counts.c.size == size,
+            period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
+        ]
+        if first is not None:
+            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
+        return summed(period_counts, *conditions).scalar_subquery()
+
+    return periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day")
 
 
 def before_values(bound: str, instant_ms: int) -> dict[str, int]:

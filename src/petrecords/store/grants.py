@@ -25,7 +25,17 @@ import sqlalchemy as sa
 
 from petrecords.store.base import Collection, Condition, Operator, Row, SharedBy
 from petrecords.store.changelog import LeadingJoin
-from petrecords.store.counts import PERIOD_KEY, PeriodKey, before_values, period_expression, periods_of
+from petrecords.store.counts import (
+    PERIOD_KEY,
+    PeriodKey,
+    before_values,
+    period_expression,
+    periods_of,
+    summed,
+    time_range,
+    took_time_bound,
+    whole_periods_before,
+)
 from petrecords.tables import ALL_OWNERS, Text, grant_expiries, period_counts, record_counts
 
 GRANTEE_SCOPE = "shared "
@@ -58,15 +68,24 @@ def add_grant_changes(
     records[(collection.name, scope, "")] += sign * counted
 
 
+def unexpired(expires: sa.ColumnElement[Any], now: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    """A share whose expiry is `expires` grants at `now`."""
+    return sa.or_(expires.is_(None), expires > now)
+
+
+def counted(shared_by: SharedBy, shares: sa.FromClause) -> sa.ColumnElement[bool]:
+    """A share of `shares` (the shares' table, or an alias of it) is counted: it never expires, or it is listed."""
+    listed = sa.exists().where(grant_expiries.c.share_id == shares.c.id)
+    return sa.or_(shares.c[shared_by.expires_column].is_(None), listed)
+
+
 @functools.lru_cache(maxsize=16)
 def counted_grantees_select(shared_by: SharedBy) -> sa.Select[Any]:
     """The grantees whose counts hold the records shared through the record of parameter `key`."""
     shares = shared_by.table
-    expires = shares.c[shared_by.expires_column]
-    listed = sa.exists().where(grant_expiries.c.share_id == shares.c.id)
     return sa.select(shares.c[shared_by.grantee_column]).where(
         shares.c[shared_by.target_column] == sa.bindparam("key", type_=shares.c[shared_by.target_column].type),
-        sa.or_(expires.is_(None), listed),
+        counted(shared_by, shares),
     )
 
 
@@ -142,7 +161,7 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
     )
     listing = sa.select(table.c.id, sa.literal(shares.name, Text), grantee, target, expires).where(expires > now)
     inserts = [sa.insert(grant_expiries).from_select(list(grant_expiries.c.keys()), listing)]
-    counted = sa.or_(expires.is_(None), expires > now)
+    granting_now = unexpired(expires, sa.literal(now, sa.BigInteger()))
     scope = sa.literal(GRANTEE_SCOPE, Text) + grantee
     for granted in granting.granted:
         shared_by = granted.shared_by
@@ -160,7 +179,7 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
                 sa.literal(0, sa.BigInteger()),
             )
             .select_from(joined)
-            .where(counted)
+            .where(granting_now)
             .group_by(grantee)
         )
         columns = ["resource", "scope", "partition", "slot", "count", "writes"]
@@ -179,7 +198,7 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
                     sa.func.count(),
                 )
                 .select_from(joined)
-                .where(counted)
+                .where(granting_now)
                 .group_by(grantee, period)
             )
             inserts.append(sa.insert(period_counts).from_select([*PERIOD_KEY, "slot", "count"], periods))
@@ -211,56 +230,42 @@ def shared_count_scope(collection: Collection, conditions: tuple[Condition, ...]
             caller = condition.values[0]
         elif column == shared_by.key_column and condition.operator is Operator.SHARED and shared is None:
             shared = condition
-        elif (
-            column is not None
-            and column == collection.counted_over
-            and condition.operator in (Operator.BELOW, Operator.AT_LEAST)
-            and condition.operator not in bounds
-        ):
-            bounds[condition.operator] = int(condition.values[0])
-        else:
+        elif not took_time_bound(collection, condition, bounds):
             return None
     if caller is None or shared is None or not shared.values[1:]:
         return None
-    below, at_least = bounds.get(Operator.BELOW), bounds.get(Operator.AT_LEAST)
-    if below is not None and at_least is not None:
-        at_least = min(at_least, below)
     grantees = tuple(dict.fromkeys(shared.values[1:]))
-    return SharedCount(caller, int(shared.values[0]), grantees, below, at_least)
+    return SharedCount(caller, int(shared.values[0]), grantees, *time_range(bounds))
+
+
+def _scopes(grantees: int) -> list[sa.BindParameter[Any]]:
+    """The parameters `scope_{i}`: the grantees' scopes in the kept counts (see `grantee_scope_values`)."""
+    return [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
+
+
+def grantee_scope_values(collection: Collection, grantees: Sequence[str]) -> dict[str, Any]:
+    return {"resource": collection.name} | {
+        f"scope_{index}": grantee_scope(name) for index, name in enumerate(grantees)
+    }
 
 
 @functools.lru_cache(maxsize=64)
-def grantee_sizes_select(grantees: int) -> sa.Select[Any]:
-    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`)."""
-    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
+def kept_sizes_select(grantees: int) -> sa.Select[Any]:
+    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`), and
+    every owner's (scope ALL_OWNERS): one row per scope that holds any."""
+    every_owner = sa.bindparam("every_owner", ALL_OWNERS, type_=record_counts.c.scope.type)
     return (
         sa.select(record_counts.c.scope, sa.func.sum(record_counts.c.count))
-        .where(record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes))
+        .where(
+            record_counts.c.resource == sa.bindparam("resource"),
+            record_counts.c.scope.in_([*_scopes(grantees), every_owner]),
+        )
         .group_by(record_counts.c.scope)
     )
 
 
 SHARED_GATHERING_COST = 4
 """What gathering and sorting one shared record costs, in records looked up one by one in a list's order."""
-
-
-@functools.lru_cache(maxsize=64)
-def shared_and_all_select(grantees: int) -> sa.Select[Any]:
-    """How many records of parameter `resource` the grantees' counts hold together (parameters `scope_{i}`), and
-    how many there are."""
-    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
-    resource = record_counts.c.resource == sa.bindparam("resource")
-    shared = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(
-        resource, record_counts.c.scope.in_(scopes)
-    )
-    every = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.count), 0)).where(
-        resource, record_counts.c.scope == sa.bindparam("every_owner", ALL_OWNERS, type_=record_counts.c.scope.type)
-    )
-    return sa.select(shared.scalar_subquery(), every.scalar_subquery())
-
-
-def _sum(select: sa.Select[Any]) -> sa.ScalarSelect[Any]:
-    return select.with_only_columns(sa.func.coalesce(sa.func.sum(select.selected_columns[0]), 0)).scalar_subquery()
 
 
 @functools.lru_cache(maxsize=64)
@@ -279,36 +284,17 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
     expires = shares.c[shared_by.expires_column]
     now = sa.bindparam("now", type_=sa.BigInteger())
     names = [sa.bindparam(f"grantee_{index}", type_=grantee.type) for index in range(grantees)]
-    scopes = [sa.bindparam(f"scope_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
-    unexpired = sa.or_(expires.is_(None), expires > now)
-
-    def in_range(prefix_below: str = "below", prefix_at_least: str = "at_least") -> list[sa.ColumnElement[bool]]:
-        if collection.counted_over is None:
-            return []
+    scopes = _scopes(grantees)
+    in_range: list[sa.ColumnElement[bool]] = []
+    if collection.counted_over is not None:
         time = table.c[collection.counted_over]
-        conditions = []
         if below:
-            conditions.append(time < sa.bindparam(f"{prefix_below}_instant", type_=sa.BigInteger()))
+            in_range.append(time < sa.bindparam("below_instant", type_=sa.BigInteger()))
         if at_least:
-            conditions.append(time >= sa.bindparam(f"{prefix_at_least}_instant", type_=sa.BigInteger()))
-        return conditions
+            in_range.append(time >= sa.bindparam("at_least_instant", type_=sa.BigInteger()))
 
     def kept_before(bound: str) -> sa.ColumnElement[Any]:
-        def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
-            conditions = [
-                period_counts.c.resource == sa.bindparam("resource"),
-                period_counts.c.scope.in_(scopes),
-                period_counts.c.size == size,
-                period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
-            ]
-            if first is not None:
-                conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
-            return (
-                sa.select(sa.func.coalesce(sa.func.sum(period_counts.c.count), 0)).where(*conditions).scalar_subquery()
-            )
-
         time = table.c[collection.counted_over or ""]
-        listed = sa.exists().where(grant_expiries.c.share_id == shares.c.id)
         # The records of the bound's own day, one per counted share that grants each.
         of_its_day = (
             sa.select(sa.func.count())
@@ -317,19 +303,15 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
                 time >= sa.bindparam(f"{bound}_day_start"),
                 time < sa.bindparam(f"{bound}_instant"),
                 grantee.in_(names),
-                sa.or_(expires.is_(None), listed),
+                counted(shared_by, shares),
             )
             .scalar_subquery()
         )
-        return (
-            periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day") + of_its_day
-        )
+        return whole_periods_before(bound, period_counts.c.scope.in_(scopes)) + of_its_day
 
-    everything = _sum(
-        sa.select(record_counts.c.count).where(
-            record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes)
-        )
-    )
+    everything = summed(
+        record_counts, record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes)
+    ).scalar_subquery()
     kept: sa.ColumnElement[Any] = kept_before("below") if below else everything
     if at_least:
         kept = kept - kept_before("at_least")
@@ -341,7 +323,7 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
             grant_expiries.c.grantee.in_(names),
             grant_expiries.c.expires_at <= now,
             grant_expiries.c.resource == sa.bindparam("shares"),
-            *in_range(),
+            *in_range,
         )
         .scalar_subquery()
     )
@@ -349,7 +331,7 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
     own = (
         sa.select(sa.func.count())
         .select_from(LeadingJoin(table, shares, target == key))
-        .where(owner == sa.bindparam("caller"), grantee.in_(names), unexpired, *in_range())
+        .where(owner == sa.bindparam("caller"), grantee.in_(names), unexpired(expires, now), *in_range)
         .scalar_subquery()
     )
     count = kept - expired - own
@@ -363,12 +345,18 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
             earlier.c[shared_by.target_column] == target,
             earlier.c[shared_by.grantee_column].in_(names[:-1]),
             other_rank < rank,
-            sa.or_(earlier.c[shared_by.expires_column].is_(None), earlier.c[shared_by.expires_column] > now),
+            unexpired(earlier.c[shared_by.expires_column], now),
         )
         repeated = (
             sa.select(sa.func.count())
             .select_from(LeadingJoin(shares, table, key == target))
-            .where(grantee.in_(names[1:]), unexpired, owner != sa.bindparam("caller"), granted_before, *in_range())
+            .where(
+                grantee.in_(names[1:]),
+                unexpired(expires, now),
+                owner != sa.bindparam("caller"),
+                granted_before,
+                *in_range,
+            )
             .scalar_subquery()
         )
         count = count - repeated
@@ -377,15 +365,12 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
 
 def shared_count_values(collection: Collection, shared: SharedCount, order: Sequence[str]) -> dict[str, Any]:
     shared_by = collection.shared_by
-    values: dict[str, Any] = {
-        "resource": collection.name,
+    values = grantee_scope_values(collection, order) | {
         "now": shared.now,
         "caller": shared.caller,
         "shares": "" if shared_by is None else shared_by.shares,
     }
-    for index, name in enumerate(order):
-        values[f"grantee_{index}"] = name
-        values[f"scope_{index}"] = grantee_scope(name)
+    values.update({f"grantee_{index}": name for index, name in enumerate(order)})
     for bound, instant in (("below", shared.below), ("at_least", shared.at_least)):
         if instant is not None:
             values.update(before_values(bound, instant))

@@ -18,6 +18,7 @@ from petrecords.store.base import (
     SortKey,
 )
 from petrecords.store.counts import before_values, kept_count_scope, kept_count_select, period_count_select
+from petrecords.store.grants import unexpired
 from petrecords.store.pages import SortKeyValues
 from petrecords.store.records import Statement, reader_of
 from petrecords.tables import (
@@ -205,9 +206,8 @@ def _shared_keys(shared_by: SharedBy, index: int, *, first_value: int, count: in
         sa.bindparam(f"c{index}_{position}", type_=shares.c[shared_by.grantee_column].type)
         for position in range(first_value, count)
     ]
-    expires = shares.c[shared_by.expires_column]
     return sa.select(shares.c[shared_by.target_column]).where(
-        shares.c[shared_by.grantee_column].in_(grantees), sa.or_(expires.is_(None), expires > now)
+        shares.c[shared_by.grantee_column].in_(grantees), unexpired(shares.c[shared_by.expires_column], now)
     )
 
 

@@ -73,8 +73,8 @@ from petrecords.store.grants import (
     expiry_listing,
     granted_times_select,
     grantee_scope,
-    grantee_sizes_select,
-    shared_and_all_select,
+    grantee_scope_values,
+    kept_sizes_select,
     shared_count_scope,
     shared_count_select,
     shared_count_values,
@@ -201,6 +201,7 @@ class SqlTransaction(Transaction):
         self._counted: set[tuple[str, str, str]] = set()
         self._period_changes: collections.Counter[PeriodKey] = collections.Counter()
         self._searches: dict[tuple[Condition, ...], TrigramSearch | None] = {}
+        self._sizes: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {}
         self._deferred: list[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]] = []
 
     async def __aenter__(self) -> SqlTransaction:
@@ -411,23 +412,26 @@ class SqlTransaction(Transaction):
         return int((await self.fetch(count_statement(collection, conditions, search=search)))[0][0])
 
     async def _count_shared_with(self, collection: Collection, shared: SharedCount) -> int:
-        """From the grantees' kept counts (see store/grants.py). Grantees whose counts hold nothing are left out,
-        and the largest comes first: what the others share too is looked up share by share."""
+        """From the grantees' kept counts (see store/grants.py). The grantee whose counts hold the most comes first:
+        what the others share too is looked up share by share. Every grantee stays in the statement, whatever the
+        sizes read before it (on PostgreSQL another snapshot) say: the order only sets its cost."""
         order = list(shared.grantees)
         if len(order) > 1:
-            values = {"resource": collection.name} | {
-                f"scope_{index}": grantee_scope(name) for index, name in enumerate(order)
-            }
-            sizes = {row[0]: int(row[1]) for row in await self.fetch((grantee_sizes_select(len(order)), values))}
-            order = sorted(
-                (name for name in order if sizes.get(grantee_scope(name))), key=lambda name: -sizes[grantee_scope(name)]
-            )
-            if not order:
-                return 0
+            sizes = await self._kept_sizes(collection, shared.grantees)
+            order.sort(key=lambda name: -sizes.get(grantee_scope(name), 0))
         statement = shared_count_select(
             collection, len(order), below=shared.below is not None, at_least=shared.at_least is not None
         )
         return int((await self.fetch((statement, shared_count_values(collection, shared, order))))[0][0])
+
+    async def _kept_sizes(self, collection: Collection, grantees: tuple[str, ...]) -> dict[str, int]:
+        """How many records each grantee's kept counts hold, by scope, and every owner's (ALL_OWNERS): read once
+        for a page and its total."""
+        key = (collection.name, grantees)
+        if key not in self._sizes:
+            statement = (kept_sizes_select(len(grantees)), grantee_scope_values(collection, grantees))
+            self._sizes[key] = {row[0]: int(row[1]) for row in await self.fetch(statement)}
+        return self._sizes[key]
 
     async def _search(self, collection: Collection, conditions: tuple[Condition, ...]) -> TrigramSearch | None:
         """Where a substring search reads its candidates: from the trigram index (the pattern's matches among all
@@ -485,11 +489,9 @@ class SqlTransaction(Transaction):
         if shared is None or not shared.values[1:]:
             return query
         grantees = tuple(dict.fromkeys(shared.values[1:]))
-        values = {"resource": collection.name} | {
-            f"scope_{index}": grantee_scope(name) for index, name in enumerate(grantees)
-        }
-        rows = await self.fetch((shared_and_all_select(len(grantees)), values))
-        shared_count, every_count = int(rows[0][0]), int(rows[0][1])
+        sizes = await self._kept_sizes(collection, grantees)
+        shared_count = sum(sizes.get(grantee_scope(name), 0) for name in grantees)
+        every_count = sizes.get(ALL_OWNERS, 0)
         walked = (query.offset + query.limit) * every_count / max(shared_count, 1)
         if walked > SHARED_GATHERING_COST * shared_count:
             return query
