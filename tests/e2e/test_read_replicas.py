@@ -89,7 +89,22 @@ def migrated(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Cl
     if not redis_is_up():
         unavailable("Redis at 127.0.0.1:6379 is required for read replicas")
     migrate(Settings(database_url=clusters.primary_url, data_dir=tmp_path_factory.mktemp("migrate")))
+    # A test may be the first of its worker: the replica applies the schema only after its delay.
+    asyncio.run(_until_the_replica_has_the_schema(clusters))
     return clusters
+
+
+async def _until_the_replica_has_the_schema(clusters: Clusters) -> None:
+    deadline = time.monotonic() + APPLY_DELAY_SECONDS + WAIT_SECONDS
+    while True:
+        connection = await asyncpg.connect(clusters.replica_url, timeout=5)
+        try:
+            if await connection.fetchval("SELECT to_regclass('pets') IS NOT NULL"):
+                return
+        finally:
+            await connection.close()
+        assert time.monotonic() < deadline, "the replica never applied the schema"
+        await asyncio.sleep(0.2)
 
 
 async def test_callers_read_their_own_writes_while_the_replica_lags(migrated: Clusters, tmp_path: Path) -> None:
