@@ -86,6 +86,9 @@ def settings_table() -> str:
 
 
 def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        # Worked out where the service runs: its factory's first line says how.
+        return (field.default_factory.__doc__ or "").splitlines()[0].rstrip(".")
     value = field.default
     if value is None:
         return "unset"

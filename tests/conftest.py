@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +9,15 @@ import anyio.from_thread
 import hypothesis
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine
 from litestar.testing import AsyncTestClient, TestClient
 
 from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
-from petrecords.store.base import Store
-from tests.support import SECRET, throwaway_postgres, wipe
+from petrecords.store.base import Row, Store
+from petrecords.vaccines import VACCINES
+from tests.support import PET_RECORDS, SECRET, throwaway_postgres, vaccine_row, wipe
 
 # How hard property-based tests look, for every one of them: `fast` in `make test` (a developer's many runs a day),
 # `long` in `make test-long`, which runs every property-based test again (`-m hypothesis --hypothesis-profile long`)
@@ -25,16 +27,33 @@ settings.register_profile("fast", max_examples=20, stateful_step_count=25, **_QU
 settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
 settings.load_profile("fast")
 
-STATEFUL_RUNS_AT_MOST = 60
+STATEFUL_RUNS_AT_MOST = 40
 """Runs of a state machine: each is a sequence of steps with every caller's view checked after each, so the long
-profile's thousand would take hours; sixty of a hundred steps take minutes."""
+profile's thousand would take hours; forty of a hundred steps take minutes."""
+
+
+STATEFUL_PARTS = {"long": 3}
+"""Tests of its own that a state machine's runs are split into, by profile (one where not named): xdist spreads
+them over its workers. Whole, the machines of `make test-long` ran last, one after another on one worker, for
+half an hour while the other sat idle."""
+
+
+def _stateful_parts() -> int:
+    return STATEFUL_PARTS.get(hypothesis.settings.get_current_profile_name(), 1)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "stateful_part" in metafunc.fixturenames:
+        metafunc.parametrize("stateful_part", range(_stateful_parts()))
 
 
 def stateful_settings() -> hypothesis.settings:
     """The profile's settings for a state machine: half its examples as runs (each is many steps), at most
-    STATEFUL_RUNS_AT_MOST: ten in `make test`, sixty in `make test-long`."""
+    STATEFUL_RUNS_AT_MOST: ten in `make test`, forty in `make test-long`, shared by its parts (a test that takes
+    `stateful_part` runs once per part)."""
     profile = hypothesis.settings.default
-    return hypothesis.settings(profile, max_examples=min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST))
+    runs = min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST)
+    return hypothesis.settings(profile, max_examples=-(-runs // _stateful_parts()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -159,8 +178,35 @@ async def _opened(settings: Settings) -> Store:
     return open_store(settings)
 
 
+class StoreMachine(RuleBasedStateMachine):
+    """A hypothesis state machine that writes through the blocking store it is run on (`run_machine_on_store`)."""
+
+    store: Store
+    call: Callable[..., Any]
+
+    def write(self, write: Callable[[Any], Any]) -> None:
+        """`write(tx)` in a write transaction of its own, committed."""
+
+        async def run() -> None:
+            async with self.store.transaction(write=True) as tx:
+                await write(tx)
+
+        self.call(run)
+
+    def write_vaccine_and_pets(self, pets: Iterable[Row]) -> None:
+        """A vaccine, kept as `self.vaccine`, and the pets."""
+        self.vaccine = vaccine_row()
+
+        async def write(tx: Any) -> None:
+            await tx.insert(VACCINES.collection, self.vaccine)
+            for pet in pets:
+                await tx.insert(PET_RECORDS, pet)
+
+        self.write(write)
+
+
 def run_machine_on_store(
-    machine: type[Any], database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
+    machine: type[StoreMachine], database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
 ) -> None:
     """Run a hypothesis state machine whose `store` and `call` are the blocking store's, each run on an empty
     database."""

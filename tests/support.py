@@ -9,7 +9,8 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from petrecords.config import Settings
+from petrecords.db import migrate
 from petrecords.duties import Duties
 from petrecords.http import ASGIApp
 from petrecords.pets import PETS
@@ -81,6 +84,20 @@ def throwaway_postgres() -> Iterator[str]:
         yield f"{base}/{name}"
     finally:
         asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextlib.contextmanager
+def seeded_database(kind: str, data_dir: Path, seed: Callable[[str, Path], Awaitable[None]]) -> Iterator[str]:
+    """A database of its own of `kind` ("sqlite", in `data_dir`, or "postgresql", thrown away after), migrated and
+    seeded by `seed(database_url, data_dir)`: for a module whose statistics or sizes must be no other test's."""
+    with contextlib.ExitStack() as stack:
+        if kind == "sqlite":
+            database_url = f"sqlite:///{data_dir / 'pets.sqlite3'}"
+        else:
+            database_url = stack.enter_context(throwaway_postgres())
+        migrate(Settings(database_url=database_url, data_dir=data_dir))
+        asyncio.run(seed(database_url, data_dir))
+        yield database_url
 
 
 async def wipe(database_url: str) -> None:
@@ -227,6 +244,19 @@ def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
     }
 
 
+def share_row(pet: Row, grantee: str, expires_at: int | None) -> Row:
+    """A share of the pet (to read it) as the store keeps it, made by its owner now."""
+    return {
+        **new_record_audit(now_ms(), pet["owner_id"]),
+        "owner_id": pet["owner_id"],
+        "pet_id": pet["id"],
+        "grantee": grantee,
+        "access": "read",
+        "expires_at": expires_at,
+        "revision": 1,
+    }
+
+
 def vaccine_row() -> Row:
     """A vaccine as the store keeps it."""
     return {
@@ -351,3 +381,21 @@ def is_a_valid_name(trimmed: str, max_length: int = 100) -> bool:
         and not any(_forbidden_in_a_name(char) for char in trimmed)
         and any(_visible(char) for char in trimmed)
     )
+
+
+@contextlib.asynccontextmanager
+async def overlapping_client(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
+    """A client whose requests really overlap: the app runs on this event loop (Litestar's AsyncTestClient
+    answers one request at a time through a portal), with its lifespan driven by hand."""
+    incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outgoing: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, incoming.get, outgoing.put))
+    await incoming.put({"type": "lifespan.startup"})
+    assert (await outgoing.get())["type"] == "lifespan.startup.complete"
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client:
+            yield client
+    finally:
+        await incoming.put({"type": "lifespan.shutdown"})
+        assert (await outgoing.get())["type"] == "lifespan.shutdown.complete"
+        await lifespan

@@ -1,12 +1,14 @@
-"""The grantees' kept counts (store/grants.py) give exactly what counting the records shared with a caller gives, on
-both databases: for pets and for vaccinations (every one, and below, from and between instants of their due dates),
-for callers with several grantees (a user and the groups they are in, of which the pets' owners may be members),
-shares that never expire, will expire, have expired unseen by the expiry duty or were taken out by it.
+"""The grantees' kept counts (store/grants.py) give exactly what counting the records shared with a caller gives
+(alone, as `access=shared` asks, or with the caller's own, as a list without `access` does), on both databases:
+for pets and for vaccinations (every one, and below, from and between instants of their due dates), for callers
+with several grantees (a user and the groups they are in, of which the pets' owners may be members), shares that
+never expire, will expire, have expired unseen by the expiry duty or were taken out by it. The same lists' pages
+hold the same records whichever way they are read (gathered, or looked up record by record in the shares).
 
 A hypothesis state machine writes pets' vaccinations and shares through the store and moves a clock forward (the
-`now` of each count, as a request's); after each step it compares the store's counts with its own model's. Then
-concurrent writers through HTTP on PostgreSQL: shares made, changed and deleted while vaccinations are written and
-deleted, the totals afterwards against the rows counted.
+`now` of each count, as a request's); after each step it compares the store's counts and pages with its own
+model's. Then concurrent writers through HTTP on PostgreSQL: shares made, changed and deleted while vaccinations
+are written and deleted, the totals afterwards against the rows counted.
 """
 
 from __future__ import annotations
@@ -18,20 +20,21 @@ from collections.abc import Callable
 from typing import Any
 
 import hypothesis.strategies as st
+import msgspec
 import pytest
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 from litestar.testing import AsyncTestClient
 
 from petrecords.registry import RESOURCES
+from petrecords.resources.fields import DAY_MS
 from petrecords.resources.service import expire_grants
 from petrecords.shares import PET_SHARES
-from petrecords.store.base import Condition, Operator, Row, Store
-from petrecords.store.counts import DAY_MS
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Store
 from petrecords.store.grants import shared_count_scope
+from petrecords.store.sql import LOOKED_UP_EACH
 from petrecords.vaccinations import PET_VACCINATIONS
-from petrecords.vaccines import VACCINES
 from petrecords.values import now_ms
-from tests.conftest import run_machine_on_store
+from tests.conftest import StoreMachine, run_machine_on_store
 from tests.support import (
     ADMIN,
     ALICE,
@@ -39,11 +42,10 @@ from tests.support import (
     NOW,
     PET_RECORDS,
     auth,
-    new_record_audit,
     pet_row,
+    share_row,
     token,
     vaccination_row,
-    vaccine_row,
 )
 from tests.test_period_counts import bounds
 
@@ -63,18 +65,6 @@ CALLERS = (
 HOUR_MS = 3_600_000
 
 
-def share_row(pet: Row, grantee: str, expires_at: int | None) -> Row:
-    return {
-        **new_record_audit(now_ms(), pet["owner_id"]),
-        "owner_id": pet["owner_id"],
-        "pet_id": pet["id"],
-        "grantee": grantee,
-        "access": "read",
-        "expires_at": expires_at,
-        "revision": 1,
-    }
-
-
 def shared_conditions(
     key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
 ) -> tuple[Condition, ...]:
@@ -86,10 +76,17 @@ def shared_conditions(
     )
 
 
-class GrantCounts(RuleBasedStateMachine):
-    store: Store
-    call: Callable[..., Any]
+def seen_conditions(
+    key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
+) -> tuple[Condition, ...]:
+    """What a list without `access` asks of the store for a caller with grants: theirs, and shared now."""
+    return (
+        Condition(("owner_id", key), Operator.OWNED_OR_SHARED, (caller, now, *grantees)),
+        *bounds(below, at_least, None),
+    )
 
+
+class GrantCounts(StoreMachine):
     def __init__(self) -> None:
         super().__init__()
         self.pets: list[Row] = []
@@ -98,24 +95,10 @@ class GrantCounts(RuleBasedStateMachine):
         self.clock = now_ms()
         """The requests' now: never behind the real time that the writes see, nor behind the last expiry duty."""
 
-    def _write(self, write: Callable[[Any], Any]) -> None:
-        async def run() -> None:
-            async with self.store.transaction(write=True) as tx:
-                await write(tx)
-
-        self.call(run)
-
     @initialize()
     def pets_of_two_owners(self) -> None:
-        self.vaccine = vaccine_row()
         pets = [pet_row(owner=owner) for owner in OWNERS for _ in range(2)]
-
-        async def write(tx: Any) -> None:
-            await tx.insert(VACCINES.collection, self.vaccine)
-            for pet in pets:
-                await tx.insert(PET_RECORDS, pet)
-
-        self._write(write)
+        self.write_vaccine_and_pets(pets)
         self.pets = pets
 
     @rule(pet=st.integers(0, 3), days=st.lists(st.integers(-5, 5), min_size=1, max_size=3), nudge=st.integers(-1, 1))
@@ -125,7 +108,7 @@ class GrantCounts(RuleBasedStateMachine):
         async def write(tx: Any) -> None:
             await tx.insert_many(VACCINATIONS, rows)
 
-        self._write(write)
+        self.write(write)
         self.vaccinations.update((row["id"], row) for row in rows)
 
     @precondition(lambda self: bool(self.vaccinations))
@@ -133,11 +116,11 @@ class GrantCounts(RuleBasedStateMachine):
     def rewrite_vaccination(self, pick: int, day: int, delete: bool) -> None:
         previous = list(self.vaccinations.values())[pick % len(self.vaccinations)]
         if delete:
-            self._write(lambda tx: tx.delete(VACCINATIONS, previous))
+            self.write(lambda tx: tx.delete(VACCINATIONS, previous))
             del self.vaccinations[previous["id"]]
             return
         row = {**previous, "due_at": NOW + day * DAY_MS, "revision": previous["revision"] + 1}
-        self._write(lambda tx: tx.update(VACCINATIONS, row, previous=previous))
+        self.write(lambda tx: tx.update(VACCINATIONS, row, previous=previous))
         self.vaccinations[row["id"]] = row
 
     @rule(
@@ -153,10 +136,10 @@ class GrantCounts(RuleBasedStateMachine):
         previous = self.shares.get((target["id"], grantee))
         if previous is None:
             row = share_row(target, grantee, expires_at)
-            self._write(lambda tx: tx.insert(SHARES, row))
+            self.write(lambda tx: tx.insert(SHARES, row))
         else:
             row = {**previous, "expires_at": expires_at, "revision": previous["revision"] + 1}
-            self._write(lambda tx: tx.update(SHARES, row, previous=previous))
+            self.write(lambda tx: tx.update(SHARES, row, previous=previous))
         self.shares[(target["id"], grantee)] = row
 
     @precondition(lambda self: bool(self.shares))
@@ -164,7 +147,7 @@ class GrantCounts(RuleBasedStateMachine):
     def unshare(self, pick: int) -> None:
         key = list(self.shares)[pick % len(self.shares)]
         row = self.shares.pop(key)
-        self._write(lambda tx: tx.delete(SHARES, row))
+        self.write(lambda tx: tx.delete(SHARES, row))
 
     @rule(forward=st.sampled_from([0, 1, HOUR_MS, DAY_MS + 1, 2 * DAY_MS]), duty=st.booleans())
     def time_passes(self, forward: int, duty: bool) -> None:
@@ -179,23 +162,42 @@ class GrantCounts(RuleBasedStateMachine):
         self.clock = max(self.clock, now_ms())
         now = self.clock
         edges = [None, NOW, NOW - DAY_MS + 1, NOW + 2 * DAY_MS]
-        asked: list[tuple[Any, tuple[Condition, ...]]] = []
-        for caller, grantees in CALLERS:
-            asked.append((PET_RECORDS, shared_conditions("id", caller, grantees, now)))
+        asked: list[tuple[Any, tuple[Condition, ...], bool]] = []
+        """Each list, and whether its pages are read too: those of every record and of one time bound (the bounds
+        are the counts' concern)."""
+        for (caller, grantees), conditions in itertools.product(CALLERS, (shared_conditions, seen_conditions)):
+            asked.append((PET_RECORDS, conditions("id", caller, grantees, now), True))
             for below, at_least in itertools.product(edges, edges[:3]):
-                asked.append((VACCINATIONS, shared_conditions("pet_id", caller, grantees, now, below, at_least)))
+                paged = at_least is None and below in (None, NOW)
+                asked.append((VACCINATIONS, conditions("pet_id", caller, grantees, now, below, at_least), paged))
 
-        async def count() -> list[int]:
+        async def count() -> list[tuple[int, list[list[Any]]]]:
+            """Each list's count, and its records' ids as each form of its shared condition reads them."""
+            read = []
             async with self.store.transaction(write=False) as tx:
-                return [int(await tx.count(collection, conditions)) for collection, conditions in asked]
+                for collection, conditions, paged in asked:
+                    forms = [conditions, tuple(looked_up_each(condition) for condition in conditions)]
+                    pages = []
+                    for form in forms if paged else ():
+                        page = PageQuery(conditions=form, sort=(SortKey("id"),), limit=1000, offset=0)
+                        pages.append([row["id"] for row in await tx.list(collection, page)])
+                    read.append((int(await tx.count(collection, conditions)), pages))
+            return read
 
-        for (collection, conditions), counted in zip(asked, self.call(count), strict=True):
+        for (collection, conditions, paged), (counted, pages) in zip(asked, self.call(count), strict=True):
             assert shared_count_scope(collection, conditions) is not None
-            assert counted == self._expected(collection, conditions), conditions
+            expected = self._expected(collection, conditions)
+            assert counted == len(expected), conditions
+            assert pages == ([expected, expected] if paged else []), conditions
 
-    def _expected(self, collection: Any, conditions: tuple[Condition, ...]) -> int:
-        caller = conditions[0].values[0]
-        now, *grantees = conditions[1].values
+    def _expected(self, collection: Any, conditions: tuple[Condition, ...]) -> list[Any]:
+        """The ids of the records that the conditions let through, in order."""
+        with_own = conditions[0].operator is Operator.OWNED_OR_SHARED
+        if with_own:
+            caller, now, *grantees = conditions[0].values
+        else:
+            caller = conditions[0].values[0]
+            now, *grantees = conditions[1].values
         below = next((c.values[0] for c in conditions if c.operator is Operator.BELOW), None)
         at_least = next((c.values[0] for c in conditions if c.operator is Operator.AT_LEAST), None)
         visible = {
@@ -203,21 +205,31 @@ class GrantCounts(RuleBasedStateMachine):
             for (pet_id, grantee), share in self.shares.items()
             if grantee in grantees and (share["expires_at"] is None or share["expires_at"] > now)
         }
+
+        def seen(key: uuid.UUID, owner: str) -> bool:
+            return (with_own and owner == caller) or (key in visible and owner != caller)
+
         if collection is PET_RECORDS:
-            return sum(1 for pet in self.pets if pet["id"] in visible and pet["owner_id"] != caller)
-        return sum(
-            1
+            return sorted(pet["id"] for pet in self.pets if seen(pet["id"], pet["owner_id"]))
+        return sorted(
+            row["id"]
             for row in self.vaccinations.values()
-            if row["pet_id"] in visible
-            and row["owner_id"] != caller
+            if seen(row["pet_id"], row["owner_id"])
             and (below is None or row["due_at"] < below)
             and (at_least is None or row["due_at"] >= min(at_least, below if below is not None else at_least))
         )
 
 
+def looked_up_each(condition: Condition) -> Condition:
+    """The condition in the form that looks each record up in the shares (as SqlTransaction._shared_plan may
+    choose): the page must hold the same records."""
+    each = LOOKED_UP_EACH.get(condition.operator)
+    return condition if each is None else msgspec.structs.replace(condition, operator=each)
+
+
 @pytest.mark.hypothesis
 def test_grantees_kept_counts_equal_the_records_counted(
-    database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
+    database_url: str, blocking_store: tuple[Store, Callable[..., Any]], stateful_part: int
 ) -> None:
     run_machine_on_store(GrantCounts, database_url, blocking_store)
 
@@ -281,11 +293,14 @@ async def test_concurrent_shares_and_vaccinations_leave_exact_totals(client: Asy
         every_record = {"createdFrom": "1900-01-01T00:00:00Z"}
         for path, params in (
             ("/v1/pets", {}),
+            ("/v1/pets", {"access": ""}),
             ("/v1/pet-vaccination", {}),
             ("/v1/pet-vaccination", {"dueTo": "2025-01-20T00:00:00Z"}),
             ("/v1/pet-vaccination", {"dueFrom": "2025-01-10T00:00:00Z", "dueTo": "2025-02-20T00:00:00Z"}),
+            ("/v1/pet-vaccination", {"access": "", "dueTo": "2025-01-20T00:00:00Z"}),
         ):
-            asked = {"access": "shared", **params}
+            # Without `access` (""), the vet's own records are counted with those shared with them.
+            asked = {key: value for key, value in {"access": "shared", **params}.items() if value}
             kept = await client.get(path, params=asked, headers=vet)
             counted = await client.get(path, params={**asked, **every_record}, headers=vet)
             assert kept.status_code == counted.status_code == 200, kept.text

@@ -24,12 +24,33 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from petrecords.config import ConfigurationError, Settings
-from petrecords.db import create_postgres_engine, create_sqlite_engine, head_revision, is_sqlite, migrate
+from petrecords.db import (
+    MIGRATION_LOCK_KEY,
+    create_postgres_engine,
+    create_sqlite_engine,
+    head_revision,
+    is_sqlite,
+    migrate,
+    postgres_dsn,
+)
 from petrecords.registry import SCHEMA as metadata
 from petrecords.store.counts import period_changes
-from petrecords.tables import PERIOD_SPAN, comparison_options, period_counts
+from petrecords.store.grants import add_grant_changes
+from petrecords.tables import PERIOD_SIZES, PERIOD_SPAN, PERIOD_UNIT_MS, comparison_options, period_counts
 from petrecords.vaccinations import PET_VACCINATIONS
-from tests.support import ALICE, BOB, NOW, pet_row, throwaway_postgres, vaccination_row, vaccine_row
+from tests.support import (
+    ALICE,
+    BOB,
+    NOW,
+    POSTGRES_ADMIN_URL,
+    fetch_sql,
+    pet_row,
+    run_sql,
+    share_row,
+    throwaway_postgres,
+    vaccination_row,
+    vaccine_row,
+)
 
 T = TypeVar("T")
 PETRECORDS = Path(sys.executable).parent / "petrecords"
@@ -38,6 +59,10 @@ BEFORE_TRIGRAMS = "c8f4a2d6e0b7"
 """The revision before the one that makes the trigram indexes (and, on PostgreSQL, the pg_trgm extension)."""
 BEFORE_DUE_DAYS = "a8c0e2f4b6d9"
 """The revision before the one that counts vaccinations by the day they are due."""
+BEFORE_DUE_HOURS = "d4f6a8c0e2b5"
+"""The revision before the one that counts them by the hour."""
+BEFORE_ONE_PROCESS = "e6a8c0e2f4b7"
+"""The revision before the one that keeps each PostgreSQL statement in one process."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -210,6 +235,31 @@ def test_counting_revision_counts_the_pets_already_stored(fresh_url: str, tmp_pa
     }
 
 
+def test_a_migrator_waits_for_another_past_the_statement_timeout(tmp_path: Path) -> None:
+    """PostgreSQL, with a statement timeout of 0.1 s: a migrator that waits 1.5 s for another's lock (or runs a
+    statement that long) still migrates, for migrations have their own bound (MIGRATION_STATEMENT_TIMEOUT_SECONDS)."""
+    with throwaway_postgres() as url:
+        settings = _settings(url, tmp_path).model_copy(update={"db_statement_timeout_seconds": 0.1})
+
+        async def hold_the_lock() -> None:
+            connection = await asyncpg.connect(postgres_dsn(url))
+            try:
+                async with connection.transaction():
+                    await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
+                    await asyncio.sleep(1.5)
+            finally:
+                await connection.close()
+
+        async def both() -> None:
+            holder = asyncio.create_task(hold_the_lock())
+            await asyncio.sleep(0.3)
+            await asyncio.to_thread(migrate, settings)
+            await holder
+
+        asyncio.run(both())
+        assert _on_connection(url, tmp_path, _current_revision) == head_revision()
+
+
 def test_due_day_revision_counts_the_vaccinations_already_stored(fresh_url: str, tmp_path: Path) -> None:
     """Due dates on both sides of the epoch and of each period's edges: the kept counts that the migration writes
     are the ones the service would have kept writing them."""
@@ -217,8 +267,8 @@ def test_due_day_revision_counts_the_vaccinations_already_stored(fresh_url: str,
     migrate(settings, BEFORE_DUE_DAYS)
     vaccine = vaccine_row()
     pets = [pet_row(owner=ALICE), pet_row(owner=BOB)]
-    span2 = 86_400_000 * PERIOD_SPAN**2
-    due_ats = [-span2 - 1, -span2, -1, 0, 1, span2 - 1, span2, NOW, NOW + 1]
+    largest = PERIOD_UNIT_MS * PERIOD_SPAN ** (PERIOD_SIZES - 1)
+    due_ats = [-largest - 1, -largest, -1, 0, 1, largest - 1, largest, NOW, NOW + 1]
     vaccinations = [vaccination_row(pets[n % 2], vaccine, due_at) for n, due_at in enumerate(due_ats)]
 
     def insert(connection: sa.Connection) -> None:
@@ -242,6 +292,55 @@ def test_due_day_revision_counts_the_vaccinations_already_stored(fresh_url: str,
     _on_connection(fresh_url, tmp_path, insert)
     migrate(settings)
     assert _on_connection(fresh_url, tmp_path, counts) == period_changes(PET_VACCINATIONS.collection, (), vaccinations)
+
+
+def test_due_hour_revision_recounts_owners_and_grantees(fresh_url: str, tmp_path: Path) -> None:
+    """The periods by the hour that the migration writes are the ones the service would have kept writing the same
+    records: for the owners, everyone, and the grantees of the shares it counts (one that never expires, one listed
+    in grant_expiries, not one that expired and left the list)."""
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings, BEFORE_DUE_HOURS)
+    vaccine = vaccine_row()
+    pets = [pet_row(owner=ALICE), pet_row(owner=BOB), pet_row(owner=BOB)]
+    largest = PERIOD_UNIT_MS * PERIOD_SPAN ** (PERIOD_SIZES - 1)
+    due_ats = [-largest - 1, -1, 0, PERIOD_UNIT_MS - 1, PERIOD_UNIT_MS, largest, NOW, NOW + 1]
+    vaccinations = [vaccination_row(pets[n % 3], vaccine, due_at) for n, due_at in enumerate(due_ats)]
+    counted = {
+        "group:clinic": (pets[0], None),
+        "carol@example.com": (pets[1], NOW + 1),
+        "dave@example.com": (pets[2], 1),
+    }
+    shares = [share_row(pet, grantee, expires_at) for grantee, (pet, expires_at) in counted.items()]
+    listed = [
+        {"share_id": share["id"], "resource": "pet-shares", "grantee": share["grantee"], "target_id": share["pet_id"]}
+        | {"expires_at": share["expires_at"]}
+        for share in shares[1:2]
+    ]
+
+    def insert(connection: sa.Connection) -> None:
+        connection.execute(sa.insert(metadata.tables["vaccines"]), [vaccine])
+        connection.execute(sa.insert(metadata.tables["pets"]), pets)
+        connection.execute(sa.insert(metadata.tables["pet_vaccinations"]), vaccinations)
+        connection.execute(sa.insert(metadata.tables["pet_shares"]), shares)
+        connection.execute(sa.insert(metadata.tables["grant_expiries"]), listed)
+        connection.commit()
+
+    def counts(connection: sa.Connection) -> Counter[tuple[str, str, int, int]]:
+        rows = connection.execute(
+            sa.select(period_counts.c.resource, period_counts.c.scope, period_counts.c.size, period_counts.c.period)
+            .add_columns(period_counts.c.count)
+            .where(period_counts.c.count != 0)
+        )
+        return Counter({(resource, scope, size, period): count for resource, scope, size, period, count in rows})
+
+    _on_connection(fresh_url, tmp_path, insert)
+    migrate(settings)
+    expected = period_changes(PET_VACCINATIONS.collection, (), vaccinations)
+    records: Counter[tuple[str, str, str]] = Counter()
+    for share in shares[:2]:
+        due = [row["due_at"] for row in vaccinations if row["pet_id"] == share["pet_id"]]
+        add_grant_changes(records, expected, PET_VACCINATIONS.collection, share["grantee"], due, 1)
+    assert _on_connection(fresh_url, tmp_path, counts) == expected
 
 
 def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -333,3 +432,44 @@ def test_pg_trgm_missing_and_not_creatable_stops_the_migration_with_what_to_do(t
         finally:
             asyncio.run(_run_as_superuser(admin_url, f'REASSIGN OWNED BY "{role}" TO CURRENT_USER'))
             asyncio.run(_run_as_superuser(admin_url, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"'))
+
+
+async def _parallel_workers(url: str) -> str:
+    """What a new connection of the service's kind is allowed: max_parallel_workers_per_gather."""
+    return str((await fetch_sql(url, "SHOW max_parallel_workers_per_gather"))[0][0])
+
+
+def test_postgresql_statements_run_in_one_process_after_migrating(tmp_path: Path) -> None:
+    """The database's own setting, which every new connection takes up; the downgrade gives back the server's."""
+    with throwaway_postgres() as url:
+        server_default = asyncio.run(_parallel_workers(url))
+        assert server_default != "0"
+        migrate(_settings(url, tmp_path))
+        assert asyncio.run(_parallel_workers(url)) == "0"
+        migrate(_settings(url, tmp_path), BEFORE_ONE_PROCESS, downgrade=True)
+        assert asyncio.run(_parallel_workers(url)) == server_default
+
+
+def test_a_role_that_does_not_own_the_database_migrates_and_is_told_what_to_ask(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    role = f"petrecords_guest_{uuid.uuid4().hex[:8]}"
+    with throwaway_postgres() as url:
+        name = url.rsplit("/", 1)[1]
+        admitted = (
+            "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+            f'CREATE ROLE "{role}" LOGIN',
+            f'GRANT CREATE ON DATABASE "{name}" TO "{role}"',
+            f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"',
+        )
+        asyncio.run(run_sql(url, "; ".join(admitted)))
+        try:
+            as_role = url.replace("://postgres@", f"://{role}@")
+            with caplog.at_level(logging.WARNING, logger="petrecords.migrations"):
+                migrate(_settings(as_role, tmp_path))
+            assert _on_connection(as_role, tmp_path, _current_revision) == head_revision()
+            assert asyncio.run(_parallel_workers(as_role)) != "0"
+            assert any("ALTER DATABASE" in record.getMessage() for record in caplog.records)
+        finally:
+            asyncio.run(run_sql(url, f'DROP OWNED BY "{role}"'))
+            asyncio.run(run_sql(POSTGRES_ADMIN_URL, f'DROP ROLE IF EXISTS "{role}"'))

@@ -18,22 +18,23 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
+from hypothesis.stateful import Bundle, consumes, initialize, invariant, rule
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
+from petrecords.resources.fields import DAY_MS
 from petrecords.store.base import Condition, Operator, Row, Store
-from petrecords.store.counts import DAY_MS, kept_count_scope
-from petrecords.tables import PERIOD_SPAN
+from petrecords.store.counts import kept_count_scope
+from petrecords.tables import PERIOD_SIZES, PERIOD_SPAN, PERIOD_UNIT_MS
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
-from tests.conftest import run_machine_on_store
+from tests.conftest import StoreMachine, run_machine_on_store
 from tests.conftest import test_settings as settings_of
 from tests.support import ADMIN, ALICE, BOB, NOW, PET_RECORDS, auth, pet_row, vaccination_row, vaccine_row, wipe
 
 VACCINATIONS = PET_VACCINATIONS.collection
 OWNERS = (ALICE, BOB)
-PERIOD_EDGES = [DAY_MS * PERIOD_SPAN**size for size in range(3)]
+PERIOD_EDGES = [PERIOD_UNIT_MS * PERIOD_SPAN**size for size in range(PERIOD_SIZES)]
 CHECKED_INSTANTS = 4
 
 
@@ -43,7 +44,7 @@ def instants(draw: st.DrawFn) -> int:
     edge = draw(st.sampled_from(PERIOD_EDGES))
     around = draw(st.sampled_from([0, NOW]))
     steps = draw(st.integers(-3, 3))
-    nudge = draw(st.sampled_from([-1, 0, 1, DAY_MS // 2, -DAY_MS // 2]))
+    nudge = draw(st.sampled_from([-1, 0, 1, PERIOD_UNIT_MS // 2, -PERIOD_UNIT_MS // 2, DAY_MS // 2, -DAY_MS // 2]))
     return around - around % edge + steps * edge + nudge
 
 
@@ -58,11 +59,9 @@ def bounds(below: int | None, at_least: int | None, owner: str | None) -> tuple[
     return tuple(conditions)
 
 
-class PeriodCounts(RuleBasedStateMachine):
+class PeriodCounts(StoreMachine):
     """Vaccinations written through the store; every kind of count checked against the model after each step."""
 
-    store: Store
-    call: Callable[..., Any]
     vaccinations = Bundle("vaccinations")
 
     def __init__(self) -> None:
@@ -70,24 +69,10 @@ class PeriodCounts(RuleBasedStateMachine):
         self.model: dict[uuid.UUID, Row] = {}
         self.pets: dict[str, Row] = {}
 
-    def _write(self, write: Callable[[Any], Any]) -> None:
-        async def run() -> None:
-            async with self.store.transaction(write=True) as tx:
-                await write(tx)
-
-        self.call(run)
-
     @initialize()
     def empty(self) -> None:
-        self.vaccine = vaccine_row()
         pets = {owner: pet_row(owner=owner) for owner in OWNERS}
-
-        async def write(tx: Any) -> None:
-            await tx.insert(VACCINES.collection, self.vaccine)
-            for pet in pets.values():
-                await tx.insert(PET_RECORDS, pet)
-
-        self._write(write)
+        self.write_vaccine_and_pets(pets.values())
         self.pets = pets
 
     @rule(target=vaccinations, owner=st.sampled_from(OWNERS), due_ats=st.lists(instants(), min_size=1, max_size=4))
@@ -97,7 +82,7 @@ class PeriodCounts(RuleBasedStateMachine):
         async def write(tx: Any) -> None:
             await tx.insert_many(VACCINATIONS, rows)
 
-        self._write(write)
+        self.write(write)
         self.model.update((row["id"], row) for row in rows)
         return multiple_ids(rows)
 
@@ -113,7 +98,7 @@ class PeriodCounts(RuleBasedStateMachine):
             async def write(tx: Any, row: Row = row, previous: Row = previous) -> None:
                 await tx.update(VACCINATIONS, row, previous=previous)
 
-            self._write(write)
+            self.write(write)
             self.model[record_id] = row
 
     @rule(record_ids=consumes(vaccinations))
@@ -124,7 +109,7 @@ class PeriodCounts(RuleBasedStateMachine):
             for row in rows:
                 await tx.delete(VACCINATIONS, row)
 
-        self._write(write)
+        self.write(write)
 
     @invariant()
     def kept_counts_are_exact(self) -> None:
@@ -171,7 +156,7 @@ def multiple_ids(rows: list[Row]) -> list[uuid.UUID]:
 
 @pytest.mark.hypothesis
 def test_kept_counts_by_period_equal_the_records_counted(
-    database_url: str, blocking_store: tuple[Store, Callable[..., Any]]
+    database_url: str, blocking_store: tuple[Store, Callable[..., Any]], stateful_part: int
 ) -> None:
     run_machine_on_store(PeriodCounts, database_url, blocking_store)
 

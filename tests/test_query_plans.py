@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import asyncpg
+import msgspec
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 import sqlalchemy as sa
@@ -518,3 +519,27 @@ async def test_a_shorter_search_leaves_the_trigram_index_alone(database_url: str
     )
     assert "pets_search" not in plan, plan
     assert "ix_pets_owner_id" in plan, plan
+
+
+EACH_FORMS = {Operator.SHARED: Operator.SHARED_EACH, Operator.OWNED_OR_SHARED: Operator.OWNED_OR_SHARED_EACH}
+
+
+@pytest.mark.parametrize("name", list(GRANTEE_QUERIES))
+async def test_a_grantees_page_walked_in_order_looks_each_record_up(database_url: str, name: str) -> None:
+    """The page that walks its order (Operator.SHARED_EACH, OWNED_OR_SHARED_EACH: the store's choice when the shared
+    records are a large part of all) looks each record it passes up in the shares by the record's key. PostgreSQL
+    would rather hash every share of the grantees first, whatever the page's LIMIT: at 95,000 shares of a clinic,
+    50-70 ms for a page that passes fifty records, 0.2 ms looked up."""
+    collection, conditions = GRANTEE_QUERIES[name]
+    each = tuple(
+        msgspec.structs.replace(c, operator=EACH_FORMS[c.operator]) if c.operator in EACH_FORMS else c
+        for c in conditions
+    )
+    sort = (SortKey("due_at"), SortKey("id")) if collection is VACCINATIONS else BY_CREATED
+    statement = list_statement(collection, PageQuery(conditions=each, sort=sort, limit=20, offset=0))
+    plan = await _plan(database_url, *statement, forbid=())
+    if database_url.startswith("sqlite"):
+        assert "CORRELATED" in plan, plan
+        return
+    assert "SubPlan" in plan, plan
+    assert "hashed SubPlan" not in plan, plan

@@ -31,20 +31,32 @@ from petrecords.resources.operations import resource_endpoints
 from petrecords.resources.streams import StreamSlots
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
 from petrecords.services import Services
-from petrecords.store.base import Store
 from petrecords.store.postgres import PostgresStore
+from petrecords.store.sql import SqlStore
 from petrecords.store.sqlite import SqliteStore
+from petrecords.store.turns import LongReadTurns
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, turns_directory: Path | None = None) -> SqlStore:
+    """The configured database's store. Its long reads take turns with those of every process that opens one with
+    the same `turns_directory` (None: with this process's only)."""
     url = settings.resolved_database_url
+    store: SqlStore
     if is_sqlite(url):
-        return SqliteStore(
+        store = SqliteStore(
             url,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
             statement_timeout_seconds=settings.db_statement_timeout_seconds,
         )
-    return PostgresStore(settings)
+    else:
+        store = PostgresStore(settings)
+    store.long_read_turns = LongReadTurns(
+        settings.long_reads_at_once,
+        directory=turns_directory,
+        wait_seconds=settings.db_statement_timeout_seconds,
+        max_waiting=max(1, store.read_connections // 2),
+    )
+    return store
 
 
 def create_token_verifier(settings: Settings) -> TokenVerifier:
@@ -119,7 +131,8 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        services.store_or_none = open_store(settings)
+        store = open_store(settings, turns_directory=None if stopping_file is None else stopping_file.parent / "turns")
+        services.store_or_none = store
         duties = Duties(settings, lambda: services.store_or_none, instance=new_instance_id(), metrics=services.metrics)
         duties.start()
         try:
@@ -127,9 +140,11 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
         finally:
             await hub.close()
             await duties.stop()
-            store, services.store_or_none = services.store_or_none, None
-            if store is not None:
-                await store.close()
+            current, services.store_or_none = services.store_or_none, None
+            if current is not None:
+                await current.close()
+            if store.long_read_turns is not None:
+                store.long_read_turns.close()
             if isinstance(rate_limiter, RedisRateLimiter):
                 await rate_limiter.close()
 

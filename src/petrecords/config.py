@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -71,6 +72,13 @@ def _check_url(value: str, *, schemes: tuple[str, ...], form: str) -> urllib.par
     return parts
 
 
+def default_long_reads_at_once() -> int:
+    """Half the machine's cores, at least 1.
+
+    The other half stays with the quick requests while long reads run."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PETRECORDS_", extra="ignore", frozen=True)
 
@@ -90,6 +98,13 @@ class Settings(BaseSettings):
         gt=0,
         le=300,
         description="PostgreSQL cancels any statement past it; on SQLite a read's statement is interrupted",
+    )
+    long_reads_at_once: int = Field(
+        default_factory=default_long_reads_at_once,
+        ge=1,
+        le=1000,
+        description="searches that no index serves, over 10,000 records or more, that an instance runs at once; "
+        "more wait their turn up to the statement timeout",
     )
     db_pooler: Literal["none", "session", "transaction"] = Field(
         default="none",

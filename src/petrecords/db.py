@@ -30,7 +30,10 @@ log = logging.getLogger("petrecords.migrations")
 # cancel normally comes first and leaves the connection usable.
 CLIENT_TIMEOUT_GRACE_SECONDS = 0.5
 # Any constant shared by every instance: the key of the PostgreSQL lock held while migrating.
-_MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
+MIGRATION_LOCK_KEY = 0x7065747265636F72  # "petrecor"
+MIGRATION_STATEMENT_TIMEOUT_SECONDS = 3600.0
+"""A migration's statements' bound on PostgreSQL, instead of the service's statement timeout: recounting a table of
+millions of rows takes minutes, and instances that start meanwhile wait for its lock as long."""
 # SQLite 3.7.0 to 3.51.2 have the WAL-reset bug: a database in WAL mode can be corrupted when two
 # connections write or checkpoint at the same moment, which is what several server workers do.
 MIN_SQLITE_VERSION = (3, 51, 3)
@@ -297,13 +300,15 @@ def _migrate(settings: Settings, url: str, revision: str, *, downgrade: bool) ->
 
 
 async def _migrate_postgres(settings: Settings, revision: str, *, downgrade: bool) -> None:
+    # A copy, not validated: the bound is beyond what the service's own statements may be given.
+    settings = settings.model_copy(update={"db_statement_timeout_seconds": MIGRATION_STATEMENT_TIMEOUT_SECONDS})
     engine = create_postgres_engine(settings)
     try:
         async with engine.connect() as connection:
             # Held to the end of the transaction that also carries the DDL: PostgreSQL DDL is transactional.
             # Behind a pooler the connection has no statement timeout of its own; this transaction gets one.
             await connection.execute(sa.text(f"SET LOCAL statement_timeout = {statement_timeout_ms(settings)}"))
-            await connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+            await connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             await connection.run_sync(_run_alembic, revision, downgrade=downgrade)
             await connection.commit()
     finally:

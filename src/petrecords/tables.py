@@ -123,19 +123,24 @@ record_counts = sa.Table(
 )
 
 # How many records of a resource each owner has (and everyone has, ALL_OWNERS) whose time column (a due date, say:
-# see Collection.counted_over) falls in each period, at three sizes: days, and runs of PERIOD_SPAN days and
-# PERIOD_SPAN² days, each period numbered from the epoch (period n of a size holds days n·size to (n+1)·size - 1).
-# Kept in the transaction of every write, like record_counts and in its slots, so that the number of records before
-# an instant is a sum of a few dozen rows and one day's records, exact under concurrent writers.
+# see Collection.counted_over) falls in each period, at PERIOD_SIZES sizes: hours, and runs of PERIOD_SPAN hours,
+# PERIOD_SPAN² hours and PERIOD_SPAN³ hours, each period numbered from the epoch (period n of size k holds the hours
+# n·PERIOD_SPAN^k to (n+1)·PERIOD_SPAN^k - 1). Kept in the transaction of every write, like record_counts and in its
+# slots, so that the number of records before an instant is a sum of about a hundred rows and one hour's records,
+# exact under concurrent writers.
+PERIOD_UNIT_MS = 3_600_000
+"""The smallest period: an hour. The records of an instant's own hour before it are read one by one."""
 PERIOD_SPAN = 32
-"""Periods of one size that make one of the next: 32 days, 1,024 days (about 2.8 years)."""
+"""Periods of one size that make one of the next: 32 hours, 1,024 hours (about 43 days), 32,768 hours (about 3.7
+years)."""
+PERIOD_SIZES = 4
 
 period_counts = sa.Table(
     "period_counts",
     metadata,
     sa.Column("resource", Text, primary_key=True),
     sa.Column("scope", Text, primary_key=True, comment="an owner id, or '' for every owner"),
-    sa.Column("size", sa.SmallInteger(), primary_key=True, comment="0: a day; 1: 32 days; 2: 1,024 days"),
+    sa.Column("size", sa.SmallInteger(), primary_key=True, comment="0: an hour; k: 32^k hours"),
     sa.Column("period", sa.BigInteger(), primary_key=True, comment="the period's number from the epoch, of its size"),
     sa.Column("slot", sa.SmallInteger(), primary_key=True),
     sa.Column("count", sa.BigInteger(), nullable=False),

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import create_app
 from petrecords.config import Settings
-from tests.support import ADMIN, ALICE, BOB, auth, pet_body, run_sql
+from tests.support import ADMIN, ALICE, BOB, auth, overlapping_client, pet_body, run_sql
 
 Client = AsyncTestClient[Any]
 KEY = "order-7f3a-0001"
@@ -278,28 +275,9 @@ class TestKeyFormat:
         assert second.json()["id"] != first.json()["id"]
 
 
-@contextlib.asynccontextmanager
-async def _concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A client whose requests really overlap: the app runs on this event loop (Litestar's AsyncTestClient
-    answers one request at a time through a portal), with its lifespan driven by hand."""
-    app = create_app(settings)
-    incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    outgoing: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, incoming.get, outgoing.put))
-    await incoming.put({"type": "lifespan.startup"})
-    assert (await outgoing.get())["type"] == "lifespan.startup.complete"
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client:
-            yield client
-    finally:
-        await incoming.put({"type": "lifespan.shutdown"})
-        assert (await outgoing.get())["type"] == "lifespan.shutdown.complete"
-        await lifespan
-
-
 class TestConcurrentDuplicates:
     async def test_concurrent_duplicates_create_one_record(self, client: Client, settings: Settings) -> None:
-        async with _concurrent_client(settings) as concurrent:
+        async with overlapping_client(create_app(settings)) as concurrent:
             responses = await asyncio.gather(
                 *(concurrent.post("/v1/pets", json=pet_body(), headers=_keyed("concurrent")) for _ in range(10))
             )
@@ -316,7 +294,7 @@ class TestConcurrentDuplicates:
         assert await _count_all(client) == 1
 
     async def test_after_concurrent_duplicates_a_retry_replays(self, client: Client, settings: Settings) -> None:
-        async with _concurrent_client(settings) as concurrent:
+        async with overlapping_client(create_app(settings)) as concurrent:
             responses = await asyncio.gather(
                 *(concurrent.post("/v1/pets", json=pet_body(), headers=_keyed("concurrent")) for _ in range(10))
             )

@@ -1386,6 +1386,6 @@ class PetRecordsModel(RuleBasedStateMachine):
 
 
 @pytest.mark.hypothesis
-def test_the_service_behaves_like_the_model(sync_client: Client, database_url: str) -> None:
+def test_the_service_behaves_like_the_model(sync_client: Client, database_url: str, stateful_part: int) -> None:
     """As many runs, of as many steps, as the Hypothesis profile says (tests/conftest.py)."""
     run_state_machine_as_test(lambda: PetRecordsModel(sync_client, database_url), settings=stateful_settings())

@@ -335,6 +335,6 @@ def _stored_id(database_url: str, record_id: str) -> str:
 
 
 @pytest.mark.hypothesis
-def test_each_callers_view_equals_the_models(sync_client: Client, database_url: str) -> None:
+def test_each_callers_view_equals_the_models(sync_client: Client, database_url: str, stateful_part: int) -> None:
     """As many runs, of as many steps, as the Hypothesis profile says (tests/conftest.py)."""
     run_state_machine_as_test(lambda: SharingModel(sync_client, database_url), settings=stateful_settings())

@@ -87,14 +87,14 @@ async def granted(tx: Transaction, sharing: Sharing, key: Any, caller: Caller) -
 
 
 async def has_grants(tx: Transaction, sharing: Sharing, caller: Caller) -> bool:
-    """Whether anything is shared with the caller now: when nothing is, their lists are their own records."""
+    """Whether anything is shared with the caller now: when nothing is, their lists are their own records. (Not the
+    first share in any order: ordering a clinic's 100,000 shares to find it took 100 ms on SQLite.)"""
     grants = sharing.grants
     conditions = (
         Condition((grants.grantee_column,), Operator.IN, caller.grantees),
         Condition((grants.expires_column,), Operator.AFTER_OR_NULL, (now_ms(),)),
     )
-    query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=1, offset=0)
-    return bool(await tx.list(sharing.shares.collection, query))
+    return await tx.matches_any(sharing.shares.collection, conditions)
 
 
 def visible(row: Row | None, found: Permission) -> Row:

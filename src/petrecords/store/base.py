@@ -99,6 +99,8 @@ class Operator(enum.Enum):
     OWNED_OR_SHARED = "owned or shared"
     """The record is the owner's, or shared with one of the grantees: values (owner, now, *grantees), columns (owner
     column, key column)."""
+    OWNED_OR_SHARED_EACH = "owned or shared, looked up for each record"
+    """As OWNED_OR_SHARED, each record looked up as SHARED_EACH does."""
     OWNED_OR_NAMED = "owned or named"
     """The record is the owner's, or names one of the grantees (a share): values (owner, *grantees), columns (owner
     column, grantee column)."""
@@ -238,6 +240,10 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
+
+    @abc.abstractmethod
+    async def matches_any(self, collection: Collection, conditions: tuple[Condition, ...]) -> bool:
+        """Whether any record matches: at the cost of finding one, in no order."""
 
     @abc.abstractmethod
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]: ...

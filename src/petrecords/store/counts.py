@@ -21,13 +21,13 @@ from petrecords.store.base import (
 from petrecords.store.records import values_of
 from petrecords.tables import (
     ALL_OWNERS,
+    PERIOD_SIZES,
     PERIOD_SPAN,
+    PERIOD_UNIT_MS,
     Text,
     period_counts,
     record_counts,
 )
-
-DAY_MS = 86_400_000
 
 
 def count_upsert(
@@ -129,10 +129,10 @@ PERIOD_KEY = ("resource", "scope", "size", "period")
 """The columns of a PeriodKey in tables.period_counts."""
 
 
-def periods_of(instant_ms: int) -> tuple[int, int, int]:
-    """The periods of each size (see tables.period_counts) that an instant falls in."""
-    day = instant_ms // DAY_MS
-    return day, day // PERIOD_SPAN, day // PERIOD_SPAN**2
+def periods_of(instant_ms: int) -> tuple[int, ...]:
+    """The periods of each size (see tables.period_counts) that an instant falls in, the smallest first."""
+    unit = instant_ms // PERIOD_UNIT_MS
+    return tuple(unit // PERIOD_SPAN**size for size in range(PERIOD_SIZES))
 
 
 def period_changes(
@@ -154,7 +154,7 @@ def period_changes(
 
 def period_expression(instant: sa.ColumnElement[Any], size: int) -> sa.ColumnElement[Any]:
     """The number of the period of the size given that an instant falls in (see `periods_of`), computed by SQL."""
-    divisor = DAY_MS * PERIOD_SPAN**size
+    divisor = PERIOD_UNIT_MS * PERIOD_SPAN**size
     # Integer division truncates toward zero on both databases: an instant before the epoch is floored by hand.
     period: sa.ColumnElement[Any] = (instant - ((instant % divisor) + divisor) % divisor) // divisor
     return period
@@ -171,7 +171,7 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
     if collection.owner_column is not None:
         scopes.append(table.c[collection.owner_column])
     inserts = []
-    for size in range(3):
+    for size in range(PERIOD_SIZES):
         period = period_expression(instant, size)
         for scope in scopes:
             grouped = [column for column in (scope,) if isinstance(column, sa.Column)]
@@ -193,57 +193,64 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
 
 def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.ColumnElement[int]:
     """How many records have the counted time column before the instant of parameter `bound`: the whole periods
-    before its day, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records
-    of its day that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
+    before its hour, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records
+    of its hour that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
 
     column = collection.table.c[collection.counted_over or ""]
-    same_day = [column >= sa.bindparam(f"{bound}_day_start"), column < sa.bindparam(f"{bound}_instant")]
+    same_hour = [column >= sa.bindparam(f"{bound}_unit_start"), column < sa.bindparam(f"{bound}_instant")]
     if owned and collection.owner_column is not None:
-        same_day.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
-    of_its_day = sa.select(sa.func.count()).select_from(collection.table).where(*same_day).scalar_subquery()
-    return whole_periods_before(bound, period_counts.c.scope == sa.bindparam("scope")) + of_its_day
+        same_hour.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
+    of_its_hour = sa.select(sa.func.count()).select_from(collection.table).where(*same_hour).scalar_subquery()
+    return whole_periods_before(bound, period_counts.c.scope == sa.bindparam("scope")) + of_its_hour
 
 
 def whole_periods_before(bound: str, scope: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
-    """The kept counts, in the scopes that `scope` selects, of the whole periods before the day of the instant of
-    parameter `bound`, from the largest size down. Parameters `{bound}_{name}` (see `before_values`)."""
+    """The kept counts, in the scopes that `scope` selects, of the whole periods before the smallest period of the
+    instant of parameter `bound`: of each size, those from the first within the instant's period of the next size
+    up (of the largest, from the epoch's first) to the instant's own. Parameters `{bound}_{name}` (see
+    `before_values`)."""
 
-    def periods(size: int, first: str | None, last: str) -> sa.ScalarSelect[Any]:
+    def periods(size: int) -> sa.ScalarSelect[Any]:
         conditions = [
             period_counts.c.resource == sa.bindparam("resource"),
             scope,
             period_counts.c.size == size,
-            period_counts.c.period < sa.bindparam(f"{bound}_{last}"),
+            period_counts.c.period < sa.bindparam(f"{bound}_period_{size}"),
         ]
-        if first is not None:
-            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_{first}"))
+        if size < PERIOD_SIZES - 1:
+            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_first_{size}"))
         return summed(period_counts, *conditions).scalar_subquery()
 
-    return periods(2, None, "span2") + periods(1, "span1_first", "span1") + periods(0, "day_first", "day")
+    total: sa.ColumnElement[Any] = periods(PERIOD_SIZES - 1)
+    for size in reversed(range(PERIOD_SIZES - 1)):
+        total = total + periods(size)
+    return total
 
 
 def before_values(bound: str, instant_ms: int) -> dict[str, int]:
-    day, span1, span2 = periods_of(instant_ms)
-    return {
-        f"{bound}_span2": span2,
-        f"{bound}_span1_first": span2 * PERIOD_SPAN,
-        f"{bound}_span1": span1,
-        f"{bound}_day_first": span1 * PERIOD_SPAN,
-        f"{bound}_day": day,
-        f"{bound}_day_start": day * DAY_MS,
-        f"{bound}_instant": instant_ms,
-    }
+    periods = periods_of(instant_ms)
+    values = {f"{bound}_unit_start": periods[0] * PERIOD_UNIT_MS, f"{bound}_instant": instant_ms}
+    for size, period in enumerate(periods):
+        values[f"{bound}_period_{size}"] = period
+        if size < PERIOD_SIZES - 1:
+            values[f"{bound}_first_{size}"] = periods[size + 1] * PERIOD_SPAN
+    return values
 
 
-@functools.lru_cache(maxsize=64)
-def period_count_select(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.Select[Any]:
-    """How many records have the counted time column within the bounds given (parameters as `before_values` names
-    them, "below" and "at_least"), from the kept counts: one statement, so that it reads one snapshot."""
+def kept_in_range(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.ColumnElement[Any]:
+    """How many records of parameter `scope` have the counted time column within the bounds given (parameters as
+    `before_values` names them, "below" and "at_least"), from the kept counts: every one without a bound."""
     everything = kept_count_select(None).scalar_subquery()
     count = _counted_before(collection, "below", owned=owned) if below else everything
     if at_least:
         count = count - _counted_before(collection, "at_least", owned=owned)
-    return sa.select(count)
+    return count
+
+
+@functools.lru_cache(maxsize=64)
+def period_count_select(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.Select[Any]:
+    """`kept_in_range` as one statement, so that it reads one snapshot."""
+    return sa.select(kept_in_range(collection, below=below, at_least=at_least, owned=owned))
 
 
 def count_changes(

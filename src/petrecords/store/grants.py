@@ -29,6 +29,7 @@ from petrecords.store.counts import (
     PERIOD_KEY,
     PeriodKey,
     before_values,
+    kept_in_range,
     period_expression,
     periods_of,
     summed,
@@ -36,7 +37,8 @@ from petrecords.store.counts import (
     took_time_bound,
     whole_periods_before,
 )
-from petrecords.tables import ALL_OWNERS, Text, grant_expiries, period_counts, record_counts
+from petrecords.store.records import PLANNED_WITH_ITS_VALUES
+from petrecords.tables import ALL_OWNERS, PERIOD_SIZES, Text, grant_expiries, period_counts, record_counts
 
 GRANTEE_SCOPE = "shared "
 """The start of a grantee's scope in the kept counts: no e-mail address (an owner's scope) holds a space."""
@@ -186,7 +188,7 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
         inserts.append(sa.insert(record_counts).from_select(columns, records))
         if granted.counted_over is None:
             continue
-        for size in range(3):
+        for size in range(PERIOD_SIZES):
             period = period_expression(granted.table.c[granted.counted_over], size)
             periods = (
                 sa.select(
@@ -207,35 +209,67 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
 
 @dataclass(frozen=True)
 class SharedCount:
-    """A list of what is shared with a caller (and not theirs) that the grantees' kept counts answer."""
+    """A list of what is shared with a caller (and not theirs) that the grantees' kept counts answer, with the
+    caller's own records when `with_own`."""
 
     caller: str
     now: int
     grantees: tuple[str, ...]
     below: int | None = None
     at_least: int | None = None
+    with_own: bool = False
+
+
+@dataclass(frozen=True)
+class SharedCondition:
+    """What a SHARED or OWNED_OR_SHARED condition names: the caller whose own records it also lets through (None for
+    SHARED), the instant it grants at, and the grantees (each once)."""
+
+    owner: str | None
+    now: int
+    grantees: tuple[str, ...]
+
+
+def shared_condition(condition: Condition) -> SharedCondition | None:
+    """The parts of a shared-list condition (in either form, see queries.SHARED_OPERATORS); None for another."""
+    if condition.operator in (Operator.SHARED, Operator.SHARED_EACH):
+        owner, (now, *grantees) = None, condition.values
+    elif condition.operator in (Operator.OWNED_OR_SHARED, Operator.OWNED_OR_SHARED_EACH):
+        owner, now, *grantees = condition.values
+    else:
+        return None
+    return SharedCondition(owner, int(now), tuple(dict.fromkeys(grantees)))
 
 
 def shared_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> SharedCount | None:
     """The kept counts that answer how many records match, else None: when the conditions are what is shared with
-    a caller and not theirs, and at most a lower and an upper bound of the counted time column."""
+    a caller and not theirs, or that and the caller's own, and at most a lower and an upper bound of the counted
+    time column."""
     shared_by = collection.shared_by
     if shared_by is None or collection.owner_column is None:
         return None
-    caller = shared = None
+    caller: str | None = None
+    shared: SharedCondition | None = None
     bounds: dict[Operator, int] = {}
     for condition in conditions:
         column = condition.columns[0] if len(condition.columns) == 1 else None
         if column == collection.owner_column and condition.operator is Operator.DIFFERS and caller is None:
             caller = condition.values[0]
         elif column == shared_by.key_column and condition.operator is Operator.SHARED and shared is None:
-            shared = condition
+            shared = shared_condition(condition)
+        elif (
+            condition.columns == (collection.owner_column, shared_by.key_column)
+            and condition.operator is Operator.OWNED_OR_SHARED
+            and shared is None
+            and caller is None
+        ):
+            caller, shared = condition.values[0], shared_condition(condition)
         elif not took_time_bound(collection, condition, bounds):
             return None
-    if caller is None or shared is None or not shared.values[1:]:
+    if caller is None or shared is None or not shared.grantees:
         return None
-    grantees = tuple(dict.fromkeys(shared.values[1:]))
-    return SharedCount(caller, int(shared.values[0]), grantees, *time_range(bounds))
+    with_own = shared.owner is not None
+    return SharedCount(caller, shared.now, shared.grantees, *time_range(bounds), with_own=with_own)
 
 
 def _scopes(grantees: int) -> list[sa.BindParameter[Any]]:
@@ -251,14 +285,16 @@ def grantee_scope_values(collection: Collection, grantees: Sequence[str]) -> dic
 
 @functools.lru_cache(maxsize=64)
 def kept_sizes_select(grantees: int) -> sa.Select[Any]:
-    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`), and
-    every owner's (scope ALL_OWNERS): one row per scope that holds any."""
+    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`), an
+    owner's (parameter `owner_scope`; ALL_OWNERS when there is none to read) and every owner's (scope ALL_OWNERS):
+    one row per scope that holds any."""
     every_owner = sa.bindparam("every_owner", ALL_OWNERS, type_=record_counts.c.scope.type)
+    own = sa.bindparam("owner_scope", type_=record_counts.c.scope.type)
     return (
         sa.select(record_counts.c.scope, sa.func.sum(record_counts.c.count))
         .where(
             record_counts.c.resource == sa.bindparam("resource"),
-            record_counts.c.scope.in_([*_scopes(grantees), every_owner]),
+            record_counts.c.scope.in_([*_scopes(grantees), own, every_owner]),
         )
         .group_by(record_counts.c.scope)
     )
@@ -269,12 +305,15 @@ SHARED_GATHERING_COST = 4
 
 
 @functools.lru_cache(maxsize=64)
-def shared_count_select(collection: Collection, grantees: int, *, below: bool, at_least: bool) -> sa.Select[Any]:
+def shared_count_select(
+    collection: Collection, grantees: int, *, below: bool, at_least: bool, with_own: bool
+) -> sa.Select[Any]:
     """How many records are shared with a caller's grantees (parameters `grantee_{i}` and `scope_{i}`, the largest
     first) and not theirs (`caller`), now (`now`), with the counted time column within the bounds given (as
     `before_values` names them): what the grantees' counts hold, less what they hold of shares that have expired,
     of the caller's own records, and of records shared with more than one of the grantees (counted at the first);
-    one statement, so that it reads one snapshot."""
+    and, `with_own`, what the caller's own counts hold (parameter `scope`, the caller). One statement, so that it
+    reads one snapshot."""
     shared_by = collection.shared_by
     if shared_by is None or collection.owner_column is None:
         raise TypeError(f"{collection.name} records are not shared")
@@ -295,19 +334,19 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
 
     def kept_before(bound: str) -> sa.ColumnElement[Any]:
         time = table.c[collection.counted_over or ""]
-        # The records of the bound's own day, one per counted share that grants each.
-        of_its_day = (
+        # The records of the bound's own hour, one per counted share that grants each.
+        of_its_hour = (
             sa.select(sa.func.count())
             .select_from(LeadingJoin(table, shares, target == key))
             .where(
-                time >= sa.bindparam(f"{bound}_day_start"),
+                time >= sa.bindparam(f"{bound}_unit_start"),
                 time < sa.bindparam(f"{bound}_instant"),
                 grantee.in_(names),
                 counted(shared_by, shares),
             )
             .scalar_subquery()
         )
-        return whole_periods_before(bound, period_counts.c.scope.in_(scopes)) + of_its_day
+        return whole_periods_before(bound, period_counts.c.scope.in_(scopes)) + of_its_hour
 
     everything = summed(
         record_counts, record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(scopes)
@@ -335,6 +374,8 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
         .scalar_subquery()
     )
     count = kept - expired - own
+    if with_own:
+        count = count + kept_in_range(collection, below=below, at_least=at_least, owned=True)
     if grantees > 1:
         earlier = shares.alias("earlier")
         rank = sa.case(*((grantee == name, index) for index, name in enumerate(names)))
@@ -360,7 +401,9 @@ def shared_count_select(collection: Collection, grantees: int, *, below: bool, a
             .scalar_subquery()
         )
         count = count - repeated
-    return sa.select(count)
+    # Which table leads the records of the bound's hour depends on that hour: its few records, then their shares.
+    # Knowing no value, PostgreSQL led with the grantees' shares, every one of them (95,000: 300 ms a count).
+    return sa.select(count).execution_options(**{PLANNED_WITH_ITS_VALUES: True})
 
 
 def shared_count_values(collection: Collection, shared: SharedCount, order: Sequence[str]) -> dict[str, Any]:
@@ -369,6 +412,7 @@ def shared_count_values(collection: Collection, shared: SharedCount, order: Sequ
         "now": shared.now,
         "caller": shared.caller,
         "shares": "" if shared_by is None else shared_by.shares,
+        "scope": shared.caller,
     }
     values.update({f"grantee_{index}": name for index, name in enumerate(order)})
     for bound, instant in (("below", shared.below), ("at_least", shared.at_least)):

@@ -31,6 +31,8 @@ Shape = tuple[tuple[tuple[str, ...], Operator, int, bool], ...]
 and whether a trigram index could give the candidates (one LIKE pattern with a literal run of three or more
 characters)."""
 
+SHARED_OPERATORS = (Operator.SHARED, Operator.SHARED_EACH, Operator.OWNED_OR_SHARED, Operator.OWNED_OR_SHARED_EACH)
+
 TRIGRAM = 3
 """The characters of a trigram: the shortest literal run of a pattern that a trigram index can look up."""
 
@@ -105,6 +107,17 @@ def trigram_pattern(collection: Collection, conditions: tuple[Condition, ...]) -
     return None
 
 
+def unindexed_patterns(collection: Collection, conditions: tuple[Condition, ...]) -> tuple[int, ...]:
+    """The positions of the substring patterns that no trigram index serves (too short to hold a trigram, or
+    over columns that have none): each is checked on every record the other conditions let through."""
+    return tuple(
+        index
+        for index, condition in enumerate(conditions)
+        if condition.operator is Operator.LIKE
+        and not (condition.columns == collection.searchable and _by_trigrams(condition))
+    )
+
+
 def _trigram_values(
     collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
 ) -> dict[str, Any]:
@@ -172,19 +185,24 @@ def _condition(
     if operator is Operator.OWNED_OR_NAMED:
         named = table.c[columns[1]].in_([value(position, columns[1]) for position in range(1, count)])
         return sa.or_(first == value(0, columns[0]), named)
-    if operator in (Operator.SHARED, Operator.SHARED_EACH, Operator.OWNED_OR_SHARED):
+    if operator in SHARED_OPERATORS:
         if shared_by is None:
             raise TypeError(f"the records of {table} are not shared")
-        if operator is Operator.SHARED_EACH:
-            return sa.exists(
-                _shared_keys(shared_by, index, first_value=1, count=count).where(
-                    shared_by.table.c[shared_by.target_column] == first
-                )
+        owned = operator in (Operator.OWNED_OR_SHARED, Operator.OWNED_OR_SHARED_EACH)
+        key = table.c[columns[-1]]
+        shared = _shared_keys(shared_by, index, first_value=2 if owned else 1, count=count)
+        granted: sa.ColumnElement[bool]
+        if operator in (Operator.SHARED_EACH, Operator.OWNED_OR_SHARED_EACH):
+            # OFFSET 0: PostgreSQL would otherwise gather every share of the grantees into a hash first (a
+            # "hashed SubPlan": 95,000 shares, 50-70 ms, for a page that looks up fifty), which it costs without
+            # the page's LIMIT. A subquery with an OFFSET is kept as it is written: looked up for each record.
+            each = shared.where(shared_by.table.c[shared_by.target_column] == key).suffix_with(
+                "OFFSET 0", dialect="postgresql"
             )
-        shared = _shared_keys(shared_by, index, first_value=1 if operator is Operator.SHARED else 2, count=count)
-        if operator is Operator.SHARED:
-            return first.in_(shared)
-        return sa.or_(first == value(0, columns[0]), table.c[columns[1]].in_(shared))
+            granted = sa.exists(each)
+        else:
+            granted = key.in_(shared)
+        return sa.or_(first == value(0, columns[0]), granted) if owned else granted
     bound = value(0, columns[0])
     comparisons = {
         Operator.EQUAL: first == bound,

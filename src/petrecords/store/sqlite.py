@@ -287,6 +287,7 @@ class SqliteTransaction(SqlTransaction):
         self._store = store
         self._single = single
         self.page_anchors = store.page_anchors
+        self.long_read_turns = store.long_read_turns
         self._database: _Database | None = None
         self._reader: _Connection | None = None
         self._group: _WriteGroup | None = None
@@ -687,6 +688,10 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
+
+    @property
+    def read_connections(self) -> int:
+        return _READ_CONNECTIONS
 
     def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqliteTransaction:
         return SqliteTransaction(self, write=write, single=single and not write)
