@@ -156,31 +156,37 @@ VACCINATION_LISTS = {
 }
 
 
-DAY_MS, PERIOD_SPAN = 86_400_000, 32
+PERIOD_UNIT_MS, PERIOD_SPAN, PERIOD_SIZES = 3_600_000, 32, 4
+DUE_COUNT_VALUES = 2 * PERIOD_SIZES + 1
+"""How many values `_due_count_values` gives."""
 
 
 def _due_count_sql(placeholders: list[str]) -> str:
     """The overdue lists' count as the store sends it: the kept counts by due period (the service's
-    tables.period_counts) before the instant's day, from the largest period down, and that day's records before the
-    instant. Placeholders: as `_due_count_values` gives them."""
+    tables.period_counts) before the instant's hour, from the largest period down, and that hour's records before
+    the instant. Placeholders: as `_due_count_values` gives them."""
     kept = (
         "(SELECT coalesce(sum(count), 0) FROM period_counts WHERE resource = 'pet-vaccination' AND scope = '' "
         "AND size = {size}{first} AND period < {last})"
     )
-    span2, span1_first, span1, day_first, day, day_start, instant = placeholders
-    parts = [
-        kept.format(size=2, last=span2, first=""),
-        kept.format(size=1, last=span1, first=f" AND period >= {span1_first}"),
-        kept.format(size=0, last=day, first=f" AND period >= {day_first}"),
-        f"(SELECT count(*) FROM pet_vaccinations WHERE due_at >= {day_start} AND due_at < {instant})",
-    ]
+    *bounds, unit_start, instant = placeholders
+    parts = [kept.format(size=PERIOD_SIZES - 1, last=bounds[0], first="")]
+    for index, size in enumerate(reversed(range(PERIOD_SIZES - 1))):
+        first, last = bounds[1 + 2 * index : 3 + 2 * index]
+        parts.append(kept.format(size=size, last=last, first=f" AND period >= {first}"))
+    parts.append(f"(SELECT count(*) FROM pet_vaccinations WHERE due_at >= {unit_start} AND due_at < {instant})")
     return f"SELECT {' + '.join(parts)}"
 
 
 def _due_count_values(instant: int) -> tuple[int, ...]:
-    day = instant // DAY_MS
-    span1, span2 = day // PERIOD_SPAN, day // PERIOD_SPAN**2
-    return span2, span2 * PERIOD_SPAN, span1, span1 * PERIOD_SPAN, day, day * DAY_MS, instant
+    """The largest size's period; each smaller size's first period (in the instant's period of the next size up)
+    and its own; the start of the instant's hour; the instant."""
+    unit = instant // PERIOD_UNIT_MS
+    periods = [unit // PERIOD_SPAN**size for size in range(PERIOD_SIZES)]
+    values = [periods[-1]]
+    for size in reversed(range(PERIOD_SIZES - 1)):
+        values += [periods[size + 1] * PERIOD_SPAN, periods[size]]
+    return (*values, unit * PERIOD_UNIT_MS, instant)
 
 
 def _vaccination_item(row: Any) -> dict[str, Any]:
@@ -309,7 +315,7 @@ class SqliteBackend:
         parameters = tuple(value.hex if isinstance(value, uuid.UUID) else value for value in values)
         counted = parameters
         if name != "pet":
-            count, counted = _due_count_sql(["?"] * 7), _due_count_values(values[0])
+            count, counted = _due_count_sql(["?"] * DUE_COUNT_VALUES), _due_count_values(values[0])
         # One read transaction, as the service's: the count and the page see the same data.
         self.connection.execute("BEGIN")
         try:
@@ -373,7 +379,8 @@ class PostgresBackend:
         count, page = _vaccination_sql(name, [*casts, f"${len(casts) + 1}", f"${len(casts) + 2}"])
         counted = values
         if name != "pet":
-            count, counted = _due_count_sql([f"${n}::BIGINT" for n in range(1, 8)]), _due_count_values(values[0])
+            placeholders = [f"${n}::BIGINT" for n in range(1, DUE_COUNT_VALUES + 1)]
+            count, counted = _due_count_sql(placeholders), _due_count_values(values[0])
         # Both statements on one pooled connection and no explicit transaction, as the service's reads.
         async with (await self._pool()).acquire() as connection:
             total = await connection.fetchval(count, *counted)

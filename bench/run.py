@@ -214,10 +214,14 @@ def run_wrk(
     }
 
 
+def sqlite_url(work_dir: Path) -> str:
+    return f"sqlite:///{work_dir / 'pets.sqlite3'}"
+
+
 @contextlib.contextmanager
 def database(kind: str, work_dir: Path) -> Iterator[str]:
     if kind == "sqlite":
-        yield f"sqlite:///{work_dir / 'pets.sqlite3'}"
+        yield sqlite_url(work_dir)
         return
     name = f"petrecords_bench_{uuid.uuid4().hex[:10]}"
 
