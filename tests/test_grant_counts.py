@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
@@ -25,6 +26,7 @@ import pytest
 from hypothesis.stateful import initialize, invariant, precondition, rule
 from litestar.testing import AsyncTestClient
 
+from petrecords.app import open_store
 from petrecords.registry import RESOURCES
 from petrecords.resources.fields import DAY_MS
 from petrecords.resources.service import expire_grants
@@ -35,6 +37,7 @@ from petrecords.store.sql import LOOKED_UP_EACH
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.conftest import StoreMachine, run_machine_on_store
+from tests.conftest import test_settings as settings_of
 from tests.support import (
     ADMIN,
     ALICE,
@@ -46,6 +49,7 @@ from tests.support import (
     share_row,
     token,
     vaccination_row,
+    wipe,
 )
 from tests.test_period_counts import bounds
 
@@ -232,6 +236,44 @@ def test_grantees_kept_counts_equal_the_records_counted(
     database_url: str, blocking_store: tuple[Store, Callable[..., Any]], stateful_part: int
 ) -> None:
     run_machine_on_store(GrantCounts, database_url, blocking_store)
+
+
+async def test_a_list_without_access_reads_the_shares_only_when_the_kept_counts_hold_any(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing shared with the caller, a list without `access` is their own records: the kept sizes that plan
+    it say so and give its total, so that it reads two statements (those sizes and the page). With a share, the
+    shares' count is a third."""
+    await wipe(database_url)
+    store = open_store(settings_of(database_url, tmp_path))
+    try:
+        pets = [pet_row(owner=ALICE) for _ in range(3)]
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, [*pets, pet_row(owner=BOB)])
+
+        async def statements_for(caller: str, grantees: tuple[str, ...]) -> tuple[int, int, int]:
+            async with store.transaction(write=False) as tx:
+                sent = 0
+                fetch = tx.fetch
+
+                async def counted(statement: Any) -> Any:
+                    nonlocal sent
+                    sent += 1
+                    return await fetch(statement)
+
+                monkeypatch.setattr(tx, "fetch", counted)
+                conditions = seen_conditions("id", caller, grantees, now_ms())
+                total = await tx.count(PET_RECORDS, conditions)
+                query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=10, offset=0)
+                page = await tx.list(PET_RECORDS, query)
+                return total, len(page), sent
+
+        assert await statements_for(BOB, (BOB, CLINIC)) == (1, 1, 2)
+        async with store.transaction(write=True) as tx:
+            await tx.insert(SHARES, share_row(pets[0], CLINIC, None))
+        assert await statements_for(BOB, (BOB, CLINIC)) == (2, 2, 3)
+    finally:
+        await store.close()
 
 
 PETS_AT_ONCE, ROUNDS = 4, 6

@@ -242,10 +242,6 @@ class Transaction(abc.ABC):
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
 
     @abc.abstractmethod
-    async def matches_any(self, collection: Collection, conditions: tuple[Condition, ...]) -> bool:
-        """Whether any record matches: at the cost of finding one, in no order."""
-
-    @abc.abstractmethod
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]: ...
 
     @abc.abstractmethod
