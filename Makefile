@@ -12,9 +12,9 @@ export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 export NO_MKDOCS_2_WARNING := 1
 
 # Three test processes on two cores: a third of the suite's time is spent waiting (servers starting, outages
-# and restarts played out), which a third process fills. The long tests, a million rows each, run two at a time.
+# and restarts played out), which a third process fills; so is much of the long tests' (on PostgreSQL's answers).
 PYTEST_WORKERS ?= 3
-LONG_TEST_WORKERS ?= 2
+LONG_TEST_WORKERS ?= 3
 
 .PHONY: install compile run test test-long bench lint typecheck docs check clean
 
@@ -48,8 +48,9 @@ test: install compile
 	wait $$typing; types=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
+# Handed out one by one, the heaviest first (see tests/conftest.py), so that none is left to run alone at the end.
 test-long: install compile
-	$(VENV)/bin/pytest -n $(LONG_TEST_WORKERS) --dist worksteal -m "long or hypothesis" --hypothesis-profile=long
+	$(VENV)/bin/pytest -n $(LONG_TEST_WORKERS) --dist load -m "long or hypothesis" --hypothesis-profile=long
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

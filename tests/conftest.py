@@ -27,9 +27,10 @@ settings.register_profile("fast", max_examples=20, stateful_step_count=25, **_QU
 settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
 settings.load_profile("fast")
 
-STATEFUL_RUNS_AT_MOST = 40
+STATEFUL_RUNS_AT_MOST = 20
 """Runs of a state machine: each is a sequence of steps with every caller's view checked after each, so the long
-profile's thousand would take hours; forty of a hundred steps take minutes."""
+profile's thousand would take hours; twenty of a hundred steps take minutes (forty took 26 minutes of a worker for
+the grant counts on PostgreSQL alone, on a machine twice slower than usual)."""
 
 
 STATEFUL_PARTS = {"long": 3}
@@ -49,16 +50,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def stateful_settings() -> hypothesis.settings:
     """The profile's settings for a state machine: half its examples as runs (each is many steps), at most
-    STATEFUL_RUNS_AT_MOST: ten in `make test`, forty in `make test-long`, shared by its parts (a test that takes
+    STATEFUL_RUNS_AT_MOST: ten in `make test`, twenty in `make test-long`, shared by its parts (a test that takes
     `stateful_part` runs once per part)."""
     profile = hypothesis.settings.default
     runs = min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST)
     return hypothesis.settings(profile, max_examples=-(-runs // _stateful_parts()))
 
 
+def _heaviest_first(item: pytest.Item) -> int:
+    """Where a test of `make test-long` is handed out: the long ones (minutes each), then the parts of state
+    machines, then the rest (seconds). Handed out in this order, no worker is left with a long test to run alone
+    at the end while the others sit idle (a thorough schemathesis run did, for a quarter of an hour)."""
+    if item.get_closest_marker("long") is not None:
+        return 0
+    callspec = getattr(item, "callspec", None)
+    return 1 if callspec is not None and "stateful_part" in callspec.params else 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked `only_on(kind)` is about one database: its variants on the other are not collected at all (a
-    skip would report a test that could never run)."""
+    skip would report a test that could never run). Under the long profile, the heaviest tests come first."""
     kept, dropped = [], []
     for item in items:
         marker = item.get_closest_marker("only_on")
@@ -68,6 +79,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    if hypothesis.settings.get_current_profile_name() == "long":
+        items.sort(key=_heaviest_first)
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

@@ -39,8 +39,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 # Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test` (whose
 # quick run leaves out the coverage phase, see QUICK_PHASES), and many in `make test-long`.
 QUICK = 8
-EXAMPLES = [pytest.param(QUICK, id="quick"), pytest.param(100, id="thorough", marks=pytest.mark.long)]
-ENOUGH_FOR_A_RATE = 50
+THOROUGH = 50
+ENOUGH_FOR_A_RATE = THOROUGH
 """Examples per operation from which schemathesis' "mostly rejected" warning is a finding, not chance."""
 SECONDS_PER_EXAMPLE = 8.0
 """How long a pass may take, for each example asked for, beyond FIRST_SECONDS (on a busy or slow machine: a quick
@@ -52,6 +52,12 @@ PASSES = {"alice": ["alice", "bob"], "admin": []}
 QUICK_PASSES = {"sqlite": "alice", "postgresql": "admin"}
 PHASES = ("examples", "coverage", "fuzzing", "stateful")
 QUICK_PHASES = ("examples", "fuzzing", "stateful")
+RUNS = [
+    pytest.param(QUICK, None, id="quick"),
+    *(pytest.param(THOROUGH, user, id=f"thorough as {user}", marks=pytest.mark.long) for user in PASSES),
+]
+"""(examples, caller): a quick run as one caller (QUICK_PASSES), and a thorough run as each, a test of its own so
+that the workers of `make test-long` share them."""
 # Every check is on by default; none is named on the command line, which would turn back on the ones that an
 # `[[operations]]` entry below turns off for some operations.
 CONFIG = """\
@@ -162,18 +168,17 @@ def _readable(output: str, width: int = 600) -> str:
     return "\n".join(line if len(line) <= width else line[:width] + " [...]" for line in output.splitlines())
 
 
-@pytest.mark.parametrize("examples", EXAMPLES)
+@pytest.mark.parametrize(("examples", "caller"), RUNS)
 def test_schemathesis_finds_nothing(
-    server: Server, tmp_path: Path, examples: int, request: pytest.FixtureRequest
+    server: Server, tmp_path: Path, examples: int, caller: str | None, request: pytest.FixtureRequest
 ) -> None:
     document = httpx.get(f"{server.url}/openapi.json").json()
     _seed_vaccines(server)
     everything = _api_operations(document, admin=True)
-    users = [QUICK_PASSES[request.node.callspec.params["server"]]] if examples == QUICK else list(PASSES)
-    for user in users:
-        operations = _api_operations(document, admin=user == "admin")
-        excluded = [operation_id for label, operation_id in everything.items() if label not in operations]
-        _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations, document, examples)
+    user = caller or QUICK_PASSES[request.node.callspec.params["server"]]
+    operations = _api_operations(document, admin=user == "admin")
+    excluded = [operation_id for label, operation_id in everything.items() if label not in operations]
+    _run(server, tmp_path / f"schemathesis-{user}", user, excluded, operations, document, examples)
     server_log = server.output(full=True)
     assert "Traceback" not in server_log, server_log[-5000:]
     assert " failed" not in server_log, server_log[-5000:]
