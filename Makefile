@@ -50,7 +50,8 @@ test: install compile
 
 # Handed out one by one, the heaviest first (see tests/conftest.py), so that none is left to run alone at the end.
 test-long: install compile
-	$(VENV)/bin/pytest -n $(LONG_TEST_WORKERS) --dist load -m "long or hypothesis" --hypothesis-profile=long
+	$(VENV)/bin/pytest -n $(LONG_TEST_WORKERS) --dist load -m "long or hypothesis" --hypothesis-profile=long \
+		--durations=20
 
 # Load benchmark (see bench/README.md); BENCH_ARGS="--database postgresql --rows 10000" and so on.
 bench: install

@@ -27,10 +27,11 @@ settings.register_profile("fast", max_examples=20, stateful_step_count=25, **_QU
 settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
 settings.load_profile("fast")
 
-STATEFUL_RUNS_AT_MOST = 20
+STATEFUL_RUNS_AT_MOST = 10
 """Runs of a state machine: each is a sequence of steps with every caller's view checked after each, so the long
-profile's thousand would take hours; twenty of a hundred steps take minutes (forty took 26 minutes of a worker for
-the grant counts on PostgreSQL alone, on a machine twice slower than usual)."""
+profile's thousand would take hours. `make test-long` runs ten of a hundred steps, four times the steps of `make
+test` (forty took 26 minutes of a worker for the grant counts on PostgreSQL alone, on a machine twice slower than
+usual, and `.ci/run` ran past its 90 minutes)."""
 
 
 STATEFUL_PARTS = {"long": 3}
@@ -50,7 +51,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def stateful_settings() -> hypothesis.settings:
     """The profile's settings for a state machine: half its examples as runs (each is many steps), at most
-    STATEFUL_RUNS_AT_MOST: ten in `make test`, twenty in `make test-long`, shared by its parts (a test that takes
+    STATEFUL_RUNS_AT_MOST: ten in `make test` and in `make test-long`, shared by its parts (a test that takes
     `stateful_part` runs once per part)."""
     profile = hypothesis.settings.default
     runs = min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST)
@@ -59,12 +60,16 @@ def stateful_settings() -> hypothesis.settings:
 
 def _heaviest_first(item: pytest.Item) -> int:
     """Where a test of `make test-long` is handed out: the long ones (minutes each), then the parts of state
-    machines, then the rest (seconds). Handed out in this order, no worker is left with a long test to run alone
-    at the end while the others sit idle (a thorough schemathesis run did, for a quarter of an hour)."""
-    if item.get_closest_marker("long") is not None:
-        return 0
+    machines, then the rest (seconds); in each, those on PostgreSQL first. Handed out in this order, no worker is
+    left with a long test to run alone at the end while the others sit idle (a thorough schemathesis run did, for
+    a quarter of an hour)."""
     callspec = getattr(item, "callspec", None)
-    return 1 if callspec is not None and "stateful_part" in callspec.params else 2
+    params = callspec.params if callspec is not None else {}
+    # On PostgreSQL, each step waits for a server's answers: the same test takes longer than on SQLite.
+    on_sqlite = 1 if "sqlite" in (params.get("database_url"), params.get("server"), params.get("database")) else 0
+    if item.get_closest_marker("long") is not None:
+        return on_sqlite
+    return (2 if "stateful_part" in params else 4) + on_sqlite
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
