@@ -216,9 +216,6 @@ class SqlTransaction(Transaction):
         """Where a long read of this transaction takes its turn; None: it takes none."""
         self._turn: Turn | None = None
         self._scoped: set[tuple[Condition, ...]] = set()
-        self._own_held: dict[tuple[str, Condition], int] = {}
-        """How many records an owner's kept counts hold, where the sizes read for their list said (see
-        _own_unless_shared): their list's total."""
 
     async def __aenter__(self) -> SqlTransaction:
         return self
@@ -424,9 +421,9 @@ class SqlTransaction(Transaction):
         self._period_changes.clear()
 
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int:
-        conditions = await self._own_unless_shared(collection, conditions)
-        if len(conditions) == 1 and (collection.name, conditions[0]) in self._own_held:
-            return self._own_held[collection.name, conditions[0]]
+        conditions, owners_total = await self._own_unless_shared(collection, conditions)
+        if owners_total is not None and len(conditions) == 1:
+            return owners_total
         shared = shared_count_scope(collection, conditions)
         if shared is not None:
             return await self._count_shared_with(collection, shared)
@@ -507,7 +504,8 @@ class SqlTransaction(Transaction):
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]:
         after_key = None
         # Planned first: a deep page's anchors read the list as its page does.
-        query = msgspec.structs.replace(query, conditions=await self._own_unless_shared(collection, query.conditions))
+        conditions, _ = await self._own_unless_shared(collection, query.conditions)
+        query = msgspec.structs.replace(query, conditions=conditions)
         query = await self._shared_plan(collection, query)
         # Anchors are row values, which a null in a sort column would compare as unknown: such a sort steps over.
         anchored = uniform_direction(sort_directions(collection, query)) and not any(k.nullable for k in query.sort)
@@ -526,24 +524,24 @@ class SqlTransaction(Transaction):
 
     async def _own_unless_shared(
         self, collection: Collection, conditions: tuple[Condition, ...]
-    ) -> tuple[Condition, ...]:
+    ) -> tuple[tuple[Condition, ...], int | None]:
         """The conditions, with the caller's own records or those shared with them read as their own records alone
-        when the grantees' kept counts hold none of this collection. (They hold shares that have expired until they
-        are taken out: then the shares decide.) One read of the kept sizes, which the list's plan and its total read
-        too, instead of a lookup in the shares."""
+        when the grantees' kept counts hold none of this collection, and then how many records the owner's kept
+        counts hold (else None). (They hold shares that have expired until they are taken out: then the shares
+        decide.) One read of the kept sizes, which the list's plan and its total read too, instead of a lookup in
+        the shares."""
         index = next((i for i, c in enumerate(conditions) if c.operator is Operator.OWNED_OR_SHARED), None)
         if index is None or collection.shared_by is None:
-            return conditions
+            return conditions, None
         condition = conditions[index]
         shared = shared_condition(condition)
         if shared is None or shared.owner is None:
-            return conditions
+            return conditions, None
         sizes = await self._kept_sizes(collection, shared.owner, shared.grantees)
         if any(sizes.get(grantee_scope(name), 0) for name in shared.grantees):
-            return conditions
+            return conditions, None
         own = Condition(condition.columns[:1], Operator.EQUAL, (shared.owner,))
-        self._own_held[collection.name, own] = sizes.get(shared.owner, 0)
-        return (*conditions[:index], own, *conditions[index + 1 :])
+        return (*conditions[:index], own, *conditions[index + 1 :]), sizes.get(shared.owner, 0)
 
     async def _shared_plan(self, collection: Collection, query: PageQuery) -> PageQuery:
         """How a page of what is shared with a caller (and, without `access`, their own) reads: gathering every
