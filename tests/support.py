@@ -159,6 +159,21 @@ async def run_sql(database_url: str, statement: str) -> None:
         await pg.close()
 
 
+async def scalar_sql(database_url: str, statement: str) -> Any:
+    """The single value of one query run directly on the database, bypassing the service."""
+    if database_url.startswith("sqlite"):
+        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        try:
+            return connection.execute(statement).fetchone()[0]
+        finally:
+            connection.close()
+    pg = await asyncpg.connect(database_url, timeout=5)
+    try:
+        return await pg.fetchval(statement)
+    finally:
+        await pg.close()
+
+
 FIELDS = {
     "id",
     "createdAt",
