@@ -15,10 +15,9 @@ import sqlalchemy as sa
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store import grants, queries, records, sql
+from petrecords.store import queries, records, sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
 from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
-from petrecords.vaccinations import PET_VACCINATIONS
 from tests.support import PET_RECORDS, of_types, pet_row, record_statements, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -313,29 +312,3 @@ class TestBrokenConnection:
             await tx.insert(PET_RECORDS, _pet())
         async with store.transaction(write=False) as tx:
             assert await tx.count(PET_RECORDS, ()) == 1
-
-
-async def test_a_count_whose_plan_depends_on_its_values_is_planned_with_them_each_time(store: PostgresStore) -> None:
-    """A clinic's overdue count: a prepared statement of asyncpg's cache would get PostgreSQL's one plan for any
-    value after five runs (at a million vaccinations it led with every share of the clinic: 300 ms instead of 5)."""
-    shared = grants.SharedCount(caller="vet@clinic.example", now=1, grantees=("vet@clinic.example",), below=2)
-    collection = PET_VACCINATIONS.collection
-    statement = grants.shared_count_select(collection, 1, below=True, at_least=False, with_own=False)
-    values = grants.shared_count_values(collection, shared, list(shared.grantees))
-    runs = 8
-    plans = sa.text(
-        "SELECT coalesce(max(generic_plans + custom_plans), 0), coalesce(sum(generic_plans), 0) "
-        "FROM pg_prepared_statements WHERE statement LIKE '%grant_expiries%' AND statement NOT LIKE '%pg_prepared%'"
-    )
-    async with store.transaction(write=False) as tx:
-        for _ in range(runs):
-            assert (await tx.fetch((statement, values)))[0][0] == 0
-        most_runs, generic = (await tx.fetch((plans, {})))[0]
-    assert most_runs <= 1  # each prepared for its run (and closed once asyncpg lets it go)
-    assert generic == 0
-    # The option is what sets it apart: without it, one statement of the cache runs every time.
-    async with store.transaction(write=False) as tx:
-        for _ in range(runs):
-            await tx.fetch((statement.execution_options(**{records.PLANNED_WITH_ITS_VALUES: False}), values))
-        most_runs, _ = (await tx.fetch((plans, {})))[0]
-    assert most_runs == runs

@@ -25,6 +25,7 @@ from petrecords.config import Settings, configured_lists
 from petrecords.resources.fields import DAY_MS, Context
 from petrecords.resources.listing import parse_list_query
 from petrecords.resources.service import list_records
+from petrecords.store import grants
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey, Viewer
 from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.postgres import _DIALECT, PostgresTransaction, _changes_page
@@ -124,13 +125,28 @@ async def _generic_plan(database_url: str, statement: sa.ClauseElement, values: 
     lines joined by " | "."""
     compiled = statement.compile(dialect=_DIALECT)
     params = {**compiled.params, **values}
+    arguments = [params[name] for name in compiled.positiontup or ()]
     connection = await asyncpg.connect(database_url)
     try:
+        # EXPLAIN of the statement itself would plan it with the values given: EXPLAIN EXECUTE shows the plan that a
+        # prepared statement keeps.
+        await connection.execute(f"PREPARE any_value AS {compiled}")
         await connection.execute("SET plan_cache_mode = force_generic_plan")
-        rows = await connection.fetch(f"EXPLAIN {compiled}", *(params[name] for name in compiled.positiontup or ()))
+        rows = await connection.fetch(f"EXPLAIN EXECUTE any_value({', '.join(map(_literal, arguments))})")
     finally:
         await connection.close()
     return " | ".join(row[0] for row in rows)
+
+
+def _literal(value: Any) -> str:
+    """A parameter's value as SQL, for EXECUTE (which takes no parameters of its own)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int):
+        return str(value).upper() if isinstance(value, bool) else str(value)
+    if isinstance(value, list | tuple):
+        return f"ARRAY[{', '.join(map(_literal, value))}]"
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 @pytest.mark.parametrize("name", list(PAGE_ONE_QUERIES))
@@ -543,3 +559,32 @@ async def test_a_grantees_page_walked_in_order_looks_each_record_up(database_url
         return
     assert "SubPlan" in plan, plan
     assert "hashed SubPlan" not in plan, plan
+
+
+@pytest.mark.parametrize("with_own", [False, True], ids=["shared", "own or shared"])
+async def test_a_grantees_count_up_to_an_instant_leads_with_the_records_of_its_hour_in_any_plan(
+    database_url: str, with_own: bool
+) -> None:
+    """The count of a clinic's overdue vaccinations reads the kept counts of the whole periods before the bound, and
+    the records of the bound's own hour with their shares: each of the hour's records (by the due-date index) is
+    looked up in the shares by its pet. On PostgreSQL in the plan made for any value too (the plan a cached prepared
+    statement takes after five runs), which led with every share of the grantee when the two were joined: 300 ms a
+    count at a clinic with 95,000 shares, where a plan made for each run's values took 2-3 ms to make."""
+    shared = grants.SharedCount(
+        caller=VET, now=NOW, grantees=(VET,), below=NOW, at_least=NOW - 30 * DAY_MS, with_own=with_own
+    )
+    statement = grants.shared_count_select(VACCINATIONS, 1, below=True, at_least=True, with_own=with_own)
+    values = grants.shared_count_values(VACCINATIONS, shared, [VET])
+    if database_url.startswith("sqlite"):
+        plan = await _plan(database_url, statement, values, forbid=())
+        assert "CORRELATED SCALAR SUBQUERY" in plan, plan
+        assert "SEARCH pet_vaccinations USING INDEX ix_pet_vaccinations_due_at_id" in plan, plan
+        return
+    plan = await _generic_plan(database_url, statement, values)
+    # For each bound: the hour's records by due date, and for each of them, its shares by its pet.
+    each_looked_up = (
+        r"Index Cond: \(\(due_at >= \$\d+\) AND \(due_at < \$\d+\)\) \|\s+SubPlan \d+ \|\s+->  Aggregate[^|]*\|"
+        r"\s+->  Index (Only )?Scan using \w+ on pet_shares[^|]*\|"
+        r"\s+Index Cond: \([^|]*pet_id = pet_vaccinations(_\d)?\.pet_id"
+    )
+    assert len(re.findall(each_looked_up, plan)) == 2, plan

@@ -62,7 +62,7 @@ from petrecords.store.counts import WRITES_VERSION, count_upsert
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
 from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch
-from petrecords.store.records import Statement, planned_with_its_values
+from petrecords.store.records import Statement
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
 from petrecords.tables import changes, period_counts
@@ -440,14 +440,7 @@ class PostgresTransaction(SqlTransaction):
         # A read outside a transaction has no statement timeout on the server behind a transaction pooler.
         timeout = None if self._open_transaction else self._source.read_timeout
         try:
-            rows: list[Any]
-            if planned_with_its_values(statement[0]) and not self._source.prepares_unnamed:
-                # Prepared afresh, for this run alone: its first plan is made with its values. (An unnamed
-                # statement, as behind a transaction pooler, is too.)
-                prepared = await connection.prepare(compiled[0], timeout=timeout)
-                rows = await prepared.fetch(*arguments, timeout=timeout)
-            else:
-                rows = await connection.fetch(compiled[0], *arguments, timeout=timeout)
+            rows: list[Any] = await connection.fetch(compiled[0], *arguments, timeout=timeout)
         except BaseException as exc:
             self._after_error(connection, exc)
             if self._source is self._store or not isinstance(exc, DATABASE_ERRORS):
@@ -570,8 +563,6 @@ class PostgresStore(SqlStore):
             self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
         self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
         """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
-        self.prepares_unnamed = pooler == "transaction"
-        """Whether every statement is prepared unnamed (and so planned with its values each time it runs)."""
         self.writes_alone = pooler != "transaction"
         """Whether writes that read nothing may run as one statement outside BEGIN and COMMIT: not where the
         statement timeout holds only inside a transaction (SET LOCAL)."""

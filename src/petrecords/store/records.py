@@ -20,15 +20,6 @@ from petrecords.values import uuid_of_hex
 Statement = tuple[sa.ClauseElement, dict[str, Any]]
 """A statement and the values of its parameters."""
 
-PLANNED_WITH_ITS_VALUES = "planned_with_its_values"
-"""The execution option of a statement whose best plan depends on its values, planned anew each time it runs:
-PostgreSQL, after five runs of a prepared statement, may keep one plan for any value, which it costs knowing none."""
-
-
-def planned_with_its_values(statement: sa.ClauseElement) -> bool:
-    options = statement.get_execution_options() if isinstance(statement, sa.Executable) else {}
-    return bool(options.get(PLANNED_WITH_ITS_VALUES))
-
 
 def values_of(table: sa.Table, *, but: tuple[str, ...] = ()) -> dict[str, sa.BindParameter[Any]]:
     """A named parameter for each column of `table` (by the column's name), for VALUES or SET."""
