@@ -142,8 +142,10 @@ def _literal(value: Any) -> str:
     """A parameter's value as SQL, for EXECUTE (which takes no parameters of its own)."""
     if value is None:
         return "NULL"
-    if isinstance(value, bool | int):
-        return str(value).upper() if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, list | tuple):
         return f"ARRAY[{', '.join(map(_literal, value))}]"
     return "'" + str(value).replace("'", "''") + "'"
