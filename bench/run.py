@@ -42,6 +42,8 @@ from typing import Any
 import asyncpg
 import httpx
 
+from petrecords.config import default_long_reads_at_once
+
 BIN = Path(sys.executable).parent
 BENCH = Path(__file__).resolve().parent
 SCENARIOS = BENCH / "scenarios"
@@ -55,6 +57,7 @@ PAGE_SIZE = 20
 SERVICE_SCENARIOS = {
     "get_by_id": "get_by_id",
     "get_by_id_beside_long_reads": "get_by_id",
+    "get_by_id_beside_a_neighbour": "get_by_id",
     "list_page_1": "list_page_1",
     "list_filtered": "list_filtered",
     "list_search": "list_search",
@@ -76,7 +79,8 @@ VACCINATION_SCENARIOS = ("pet_vaccinations", "overdue", "overdue_by_due")
 VACCINE_SCENARIOS = ("vaccine_get", "vaccines_list", "vaccine_create")
 # Run at every size; the others (a slow filtered count, and those that use up or rewrite the seeded records) at the
 # largest only.
-SMALL_SCENARIOS: tuple[str, ...] = ("get_by_id", "get_by_id_beside_long_reads", "list_page_1", "list_middle")
+SMALL_SCENARIOS: tuple[str, ...] = ("get_by_id", "get_by_id_beside_long_reads", "get_by_id_beside_a_neighbour")
+SMALL_SCENARIOS += ("list_page_1", "list_middle")
 SMALL_SCENARIOS += VACCINATION_SCENARIOS + VACCINE_SCENARIOS
 SMALL_SCENARIOS += ("history", "changes", "create", "mixed_80_20")
 
@@ -101,6 +105,9 @@ ALONGSIDE = {
     # each, beside the reads by id: their p99 against get_by_id's own, alone, in the same run.
     "get_by_id_beside_long_reads": Alongside("long_search", connections=2),
 }
+# The same searches' statements, run on the database by a process of their own (bench/neighbour.py), as many at
+# once as the service has turns, beside the reads by id: what the machine leaves them with the service out of the way.
+BESIDE_A_NEIGHBOUR = ("get_by_id_beside_a_neighbour",)
 LONG_READS_P99_TARGET = 2.0
 UNREACHED_RATE_LIMIT = 10**12
 """Requests a minute per caller: the limiter runs, and never refuses."""
@@ -360,9 +367,11 @@ def settle(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         time.sleep(min(slowest / 1000, args.timeout))
 
 
-def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str]) -> dict[str, Any]:
+def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str) -> dict[str, Any]:
     """One scenario's figures; with load alongside, those of the scenario's own connections, with the other
     load's under "alongside" and the events the live streams received under "events_per_subscriber"."""
+    if name in BESIDE_A_NEIGHBOUR:
+        return beside_a_neighbour(args, base, name, wrk_env, url)
     extra = ALONGSIDE.get(name)
     if extra is None:
         return run_wrk(base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections,
@@ -389,6 +398,30 @@ def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[s
         figures["events_per_subscriber"] = statistics.median(received)
         figures["fewest_events"] = min(received)
     return figures
+
+
+def beside_a_neighbour(
+    args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str
+) -> dict[str, Any]:
+    """The scenario's figures while bench/neighbour.py runs the long searches' statements, in a session of its own
+    (the server has one too: the kernel shares the cores between sessions first); its figures under "alongside"."""
+    settings = dict(setting.split("=", 1) for setting in args.setting)
+    at_once = settings.get("PETRECORDS_LONG_READS_AT_ONCE", str(default_long_reads_at_once()))
+    command = [BIN / "python", BENCH / "neighbour.py", "--database-url", url, "--owner", OWNER,
+               "--seconds", str(args.duration), "--at-once", at_once]  # fmt: skip
+    neighbour = subprocess.Popen([str(part) for part in command], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        figures = run_wrk(base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections,
+                          env=wrk_env, timeout=args.timeout)  # fmt: skip
+        output, _ = neighbour.communicate(timeout=args.timeout + args.duration)
+    finally:
+        if neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()
+    if neighbour.returncode:
+        raise SystemExit(f"bench/neighbour.py failed ({neighbour.returncode})")
+    alongside = json.loads(output)
+    return {**figures, "alongside": {**alongside, "non_2xx": 0, "socket_errors": 0}}
 
 
 def vaccinations_for(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...]) -> int:
@@ -519,11 +552,13 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
                 for name in scenarios:
-                    figures = run_scenario(args, base, name, wrk_env)
+                    figures = run_scenario(args, base, name, wrk_env, url)
                     results[name] = figures
                     print_line(name, figures)
                     settle(args, figures)
-                    if "alongside" in figures:
+                    if name in BESIDE_A_NEIGHBOUR:
+                        print_line("  + bench/neighbour.py", figures["alongside"])
+                    elif "alongside" in figures:
                         print_line(f"  + {ALONGSIDE[name].script} alongside", figures["alongside"])
                     if "events_per_subscriber" in figures:
                         caught_up = figures["catch_up_seconds"]
@@ -612,6 +647,14 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
                 f"{beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone ({alone['p99_ms']:.2f} ms; target ≤ "
                 f"{LONG_READS_P99_TARGET:.0f} ×); the searches: {beside['alongside']['rps']:.0f} req/s, "
                 f"p99 {beside['alongside']['p99_ms']:.0f} ms"
+            )
+        if "get_by_id_beside_a_neighbour" in figures and "get_by_id" in figures:
+            beside, alone = figures["get_by_id_beside_a_neighbour"], figures["get_by_id"]
+            lines.append(
+                f"  get by id p99 beside the same searches in a process of their own at {rows:,}: "
+                f"{beside['p99_ms']:.2f} ms, {beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone (the "
+                f"machine's own cost of such a neighbour); the neighbour: {beside['alongside']['rps']:.0f} "
+                f"searches/s, p99 {beside['alongside']['p99_ms']:.0f} ms"
             )
     return lines
 

@@ -1,5 +1,6 @@
 """The benchmark's create ceiling (bench/ceiling.py) bounds a create only if it writes what a create writes, and,
-on SQLite, commits as the store does: these hold it to that, against the service on the same database."""
+on SQLite, commits as the store does: these hold it to that, against the service on the same database. Its
+neighbour (bench/neighbour.py) stands for the service's long searches only if it reads what they read."""
 
 from __future__ import annotations
 
@@ -10,20 +11,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import msgspec
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.values import now_ms, parse_datetime_ms
-from tests.support import ADMIN, ALICE, auth, create, fetch_sql, wipe
+from tests.support import ADMIN, ALICE, BOB, auth, create, fetch_sql, wipe
 
-CEILING_PATH = Path(__file__).resolve().parents[1] / "bench" / "ceiling.py"
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-def _ceiling_module() -> Any:
+def _bench_module(name: str) -> Any:
     # bench/ is no package: the module is loaded from its file, as `bench/run.py` starts it.
-    spec = importlib.util.spec_from_file_location("bench_ceiling", CEILING_PATH)
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -32,7 +34,8 @@ def _ceiling_module() -> Any:
     return module
 
 
-ceiling = _ceiling_module()
+ceiling = _bench_module("ceiling")
+neighbour = _bench_module("neighbour")
 
 
 def _backend(database_url: str) -> Any:
@@ -163,3 +166,28 @@ async def test_the_lookup_ceilings_answer_the_json_the_service_answers(
         assert await ceiling.look_up(backend, f"/vaccines/{vaccine.json()['id']}") == answered.json()
     finally:
         await _close(backend)
+
+
+async def test_the_neighbour_reads_what_the_long_search_reads(client: AsyncTestClient[Any], database_url: str) -> None:
+    """bench/neighbour.py runs `scenarios/long_search.lua`'s search as the service's store does: the same total and
+    the same page of the same caller's pets, whatever the case or accents of the names, and none of another's."""
+    names = [f"{stem} {index}" for index, stem in enumerate(["Rex", "Bella", "ÉMILE", "Max", "Pepper"] * 6)]
+    for name in names:
+        await create(client, ALICE, name=name)
+    await create(client, BOB, name="Bella")
+    listed = await client.get("/v1/pets", params={"search": "e", "pageSize": "20"}, headers=auth(ALICE))
+    assert listed.json()["totalCount"] == 24
+    if database_url.startswith("sqlite"):
+        connection = neighbour.sqlite_connection(database_url.removeprefix("sqlite:///"))
+        try:
+            total, rows = neighbour.search_in_sqlite(connection, ALICE)
+        finally:
+            connection.close()
+    else:
+        remote = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            total, rows = await neighbour.search_in_postgresql(remote, ALICE)
+        finally:
+            await remote.close()
+    assert total == listed.json()["totalCount"]
+    assert [str(uuid.UUID(str(row[0]))) for row in rows] == [item["id"] for item in listed.json()["items"]]
