@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -628,6 +628,25 @@ def ratios(by_rows: dict[int, dict[str, Any]]) -> list[tuple[str, float, str]]:
     return found
 
 
+# (scenario, what runs beside get by id in it, what its ratio to get by id alone is held to, that load, its unit)
+BESIDE_GET_BY_ID: tuple[tuple[str, str, Callable[[dict[str, Any]], str], str, str], ...] = (
+    (
+        "get_by_id_beside_long_reads",
+        "long searches",
+        lambda alone: f"{alone['p99_ms']:.2f} ms; target ≤ {LONG_READS_P99_TARGET:.0f} ×",
+        "the searches",
+        "req/s",
+    ),
+    (
+        "get_by_id_beside_a_neighbour",
+        "the same searches in a process of their own",
+        lambda alone: "the machine's own cost of such a neighbour",
+        "the neighbour",
+        "searches/s",
+    ),
+)
+
+
 def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
     """The p99 of the creates under the mixed load beside the target, and the disk's own fsync in the same run; the
     p99 of reads by id beside long searches against their own alone."""
@@ -640,22 +659,14 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
                 f"(target ≤ {WRITE_P99_TARGET_MS} ms); the disk's fsync p50 {disk['p50_ms']:.2f} ms, "
                 f"p99 {disk['p99_ms']:.2f} ms"
             )
-        if "get_by_id_beside_long_reads" in figures and "get_by_id" in figures:
-            beside, alone = figures["get_by_id_beside_long_reads"], figures["get_by_id"]
-            lines.append(
-                f"  get by id p99 beside long searches at {rows:,}: {beside['p99_ms']:.2f} ms, "
-                f"{beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone ({alone['p99_ms']:.2f} ms; target ≤ "
-                f"{LONG_READS_P99_TARGET:.0f} ×); the searches: {beside['alongside']['rps']:.0f} req/s, "
-                f"p99 {beside['alongside']['p99_ms']:.0f} ms"
-            )
-        if "get_by_id_beside_a_neighbour" in figures and "get_by_id" in figures:
-            beside, alone = figures["get_by_id_beside_a_neighbour"], figures["get_by_id"]
-            lines.append(
-                f"  get by id p99 beside the same searches in a process of their own at {rows:,}: "
-                f"{beside['p99_ms']:.2f} ms, {beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone (the "
-                f"machine's own cost of such a neighbour); the neighbour: {beside['alongside']['rps']:.0f} "
-                f"searches/s, p99 {beside['alongside']['p99_ms']:.0f} ms"
-            )
+        for name, what, against, load, unit in BESIDE_GET_BY_ID:
+            if name in figures and "get_by_id" in figures:
+                beside, alone = figures[name], figures["get_by_id"]
+                lines.append(
+                    f"  get by id p99 beside {what} at {rows:,}: {beside['p99_ms']:.2f} ms, "
+                    f"{beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone ({against(alone)}); {load}: "
+                    f"{beside['alongside']['rps']:.0f} {unit}, p99 {beside['alongside']['p99_ms']:.0f} ms"
+                )
     return lines
 
 
