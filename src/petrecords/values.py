@@ -94,9 +94,12 @@ def now_ms() -> int:
 
 
 _MINUTE_MS = 60_000
-_MINUTES_KEPT = 16_384
+_MINUTES_A_DAY = 1_440
+_KEPT = 16_384
 _minute_prefixes: dict[int, str] = {}
 """Minute (since the epoch) -> its `YYYY-MM-DDTHH:MM:`: the timestamps a process shows bunch up in time."""
+_day_prefixes: dict[int, str] = {}
+"""Day (since the epoch) -> its `YYYY-MM-DDT`: dates that do not bunch up (due dates, say) still share days."""
 
 
 def format_timestamp(epoch_ms: int) -> str:
@@ -104,9 +107,16 @@ def format_timestamp(epoch_ms: int) -> str:
     minute, in_minute = divmod(epoch_ms, _MINUTE_MS)
     prefix = _minute_prefixes.get(minute)
     if prefix is None:
-        if len(_minute_prefixes) >= _MINUTES_KEPT:
+        day, in_day = divmod(minute, _MINUTES_A_DAY)
+        date = _day_prefixes.get(day)
+        if date is None:
+            if len(_day_prefixes) >= _KEPT:
+                _day_prefixes.clear()
+            date = _day_prefixes[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86_400))
+        if len(_minute_prefixes) >= _KEPT:
             _minute_prefixes.clear()
-        prefix = _minute_prefixes[minute] = time.strftime("%Y-%m-%dT%H:%M:", time.gmtime(minute * 60))
+        hour, in_hour = divmod(in_day, 60)
+        prefix = _minute_prefixes[minute] = f"{date}{hour:02d}:{in_hour:02d}:"
     seconds, millis = divmod(in_minute, 1000)
     return f"{prefix}{seconds:02d}.{millis:03d}Z"
 
@@ -119,7 +129,7 @@ _RFC3339 = re.compile(
 )
 
 
-def parse_datetime_ms(text: str) -> Fraction | None:
+def parse_datetime_ms(text: str) -> int | Fraction | None:
     """An RFC 3339 date-time as exact milliseconds since the epoch, or None when malformed.
 
     Fractions of a millisecond are kept so that range bounds compare exactly with stored values. RFC 3339
@@ -143,7 +153,11 @@ def parse_datetime_ms(text: str) -> Fraction | None:
             return None
         offset_minutes = (hours * 60 + minutes) * (1 if sign == "+" else -1)
     whole_ms = (int(moment.timestamp()) - offset_minutes * 60) * 1000
-    if fraction and len(fraction) > _KEPT_FRACTION_DIGITS:
+    if not fraction:
+        return whole_ms
+    if len(fraction) <= 3:
+        # Whole milliseconds, as nearly every client sends them: no Fraction to build.
+        return whole_ms + int(fraction.ljust(3, "0"))
+    if len(fraction) > _KEPT_FRACTION_DIGITS:
         fraction = fraction[:_KEPT_FRACTION_DIGITS] + ("1" if fraction[_KEPT_FRACTION_DIGITS:].strip("0") else "")
-    sub_ms = Fraction(int(fraction), 10 ** len(fraction)) * 1000 if fraction else Fraction(0)
-    return whole_ms + sub_ms
+    return whole_ms + Fraction(int(fraction), 10 ** len(fraction)) * 1000

@@ -3,6 +3,7 @@ offending parameter at once."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
@@ -48,6 +49,8 @@ def common_filters() -> tuple[Filter, ...]:
     )
 
 
+# Cached: a resource's filters are fixed once it is declared, and reading a list would otherwise build them again.
+@functools.lru_cache(maxsize=64)
 def list_filters(resource: Resource) -> tuple[Filter, ...]:
     """Every filter of a resource's list, in the order its parameters are documented: the common ones, its own,
     and those of the web data providers' conventions."""
@@ -130,6 +133,7 @@ def _misfit(resource: Resource, name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
 def list_parameters(resource: Resource) -> tuple[str, ...]:
     names = [name for one in list_filters(resource) for name in one.parameters]
     return (*PAGING_PARAMETERS, *names, *ORDER_PARAMETERS)
@@ -213,6 +217,13 @@ def sort_field_names(resource: Resource) -> tuple[str, ...]:
     return resource.sort_fields
 
 
+@functools.lru_cache(maxsize=64)
+def _given_several(resource: Resource) -> frozenset[str]:
+    """The parameters that a list query may give more than once."""
+    repeatable = {name for one in list_filters(resource) if one.several for name in one.parameters}
+    return frozenset({"sort", "order"} | repeatable)
+
+
 def parse_list_query(
     resource: Resource,
     pairs: Sequence[tuple[str, str]],
@@ -223,7 +234,7 @@ def parse_list_query(
 ) -> ListRequest:
     filters = list_filters(resource)
     known = list_parameters(resource)
-    several = {"sort", "order"} | {name for one in filters if one.several for name in one.parameters}
+    several = _given_several(resource)
     values: dict[str, list[str]] = {}
     for name, value in pairs:
         values.setdefault(name, []).append(value)
