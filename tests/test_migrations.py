@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,7 +119,11 @@ def _schema_diff(connection: sa.Connection) -> list[Any]:
             **comparison_options(connection.dialect.name),
         },
     )
-    return list(compare_metadata(context, metadata))
+    with warnings.catch_warnings():
+        # Alembic cannot reflect SQLite's expression indexes, so it leaves out of the comparison, and says so, the
+        # ones the schema declares; those it declares exist on PostgreSQL only (tables.hour_indexed).
+        warnings.filterwarnings("ignore", "autogenerate skipping metadata-specified expression-based index")
+        return list(compare_metadata(context, metadata))
 
 
 def test_upgrade_downgrade_upgrade(fresh_url: str, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from petrecords.resources.declaration import Errors, Field, OnDelete, Ownership,
 from petrecords.resources.fields import DAY_MS, Email, Embedded, Instant, Prose, RecordId
 from petrecords.resources.filters import AnyOf, Owner, time_bound
 from petrecords.store.base import Operator, Row
-from petrecords.tables import Text, audit_columns, metadata
+from petrecords.tables import Text, audit_columns, hour_indexed, metadata
 from petrecords.vaccines import VACCINES
 
 EARLIEST_MS = -2_208_988_800_000  # 1900-01-01T00:00:00Z
@@ -40,6 +40,7 @@ pet_vaccinations = sa.Table(
     sa.Index(None, "owner_id", "applied_at", "id"),
     sa.Index(None, "modified_at", "id"),
 )
+hour_indexed(pet_vaccinations, "due_at")
 
 
 def _due_after_applied(values: Values) -> Errors:

@@ -317,6 +317,26 @@ class TestLists:
         assert [item["id"] for item in shared.json()["items"]] == [rex["id"]]
         assert [item["id"] for item in by_alice.json()["items"]] == [rex["id"]]
 
+    async def test_a_list_right_after_a_share_is_made_or_deleted_answers_by_it(
+        self, client: Client, rex: dict[str, Any]
+    ) -> None:
+        """A list chooses its plan by the kept sizes its store read a moment ago (store/grants.py, PlanSizes); what
+        it answers follows every share at once, whether the sizes it remembers say the grantees hold nothing (read
+        afresh then) or hold something (the shares decide)."""
+        own = (await create(client, VET, name="Own")).json()
+        lists = ("/v1/pets", "/v1/pets?access=shared", f"/v1/pet-vaccination?dueTo={format_timestamp(now_ms())}")
+
+        async def totals() -> list[int]:
+            return [(await client.get(path, headers=as_vet())).json()["totalCount"] for path in lists]
+
+        assert await totals() == [1, 0, 0]
+        made = await share(client, rex, CLINIC)
+        assert await totals() == [2, 1, 0]
+        deleted = await client.delete(f"{SHARES}/{made.json()['id']}", headers=auth())
+        assert deleted.status_code == 200, deleted.text
+        assert await totals() == [1, 0, 0]
+        assert [item["id"] for item in (await client.get("/v1/pets", headers=as_vet())).json()["items"]] == [own["id"]]
+
     async def test_a_bad_access_is_400(self, client: Client) -> None:
         response = await client.get("/v1/pets?access=everything", headers=auth())
 

@@ -16,7 +16,7 @@ from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
 from petrecords.store.base import Collection, Granting, Join, SharedBy
-from petrecords.tables import SEARCHABLE
+from petrecords.tables import HOUR_INDEXED, SEARCHABLE
 
 Values = dict[str, Any]
 """A record as stored: column name -> value (ids as UUIDs, times as epoch milliseconds)."""
@@ -383,4 +383,6 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     counted_over = resource.counted_over
     if counted_over is not None and (counted_over not in columns or resource.table.c[counted_over].nullable):
         return f"it is counted over {counted_over!r}, which is not a column of its table without nulls"
+    if counted_over is not None and resource.table.info.get(HOUR_INDEXED) != counted_over:
+        return f"it is counted over {counted_over!r}, whose hour is not indexed (tables.hour_indexed)"
     return None

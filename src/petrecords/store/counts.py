@@ -25,6 +25,7 @@ from petrecords.tables import (
     PERIOD_SPAN,
     PERIOD_UNIT_MS,
     Text,
+    hour_of,
     period_counts,
     record_counts,
 )
@@ -197,7 +198,11 @@ def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.Co
     of its hour that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
 
     column = collection.table.c[collection.counted_over or ""]
-    same_hour = [column >= sa.bindparam(f"{bound}_unit_start"), column < sa.bindparam(f"{bound}_instant")]
+    same_hour = [
+        column >= sa.bindparam(f"{bound}_unit_start"),
+        column < sa.bindparam(f"{bound}_instant"),
+        hour_of(column) == sa.bindparam(f"{bound}_period_0"),
+    ]
     if owned and collection.owner_column is not None:
         same_hour.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
     of_its_hour = sa.select(sa.func.count()).select_from(collection.table).where(*same_hour).scalar_subquery()

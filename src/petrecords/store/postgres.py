@@ -60,6 +60,7 @@ from petrecords.store.changelog import (
 )
 from petrecords.store.counts import WRITES_VERSION, count_upsert
 from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
+from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Statement
@@ -353,6 +354,7 @@ class PostgresTransaction(SqlTransaction):
         self._recover = False
         """The connection was cut short and is recovered in the background (see PostgresStore.recover)."""
         self.page_anchors = store.page_anchors
+        self.plan_sizes = store.plan_sizes
 
     async def data_version(self) -> Hashable:
         return int((await self.fetch((WRITES_VERSION, {})))[0][0])
@@ -583,6 +585,7 @@ class PostgresStore(SqlStore):
         self._pool_lock = asyncio.Lock()
         self._checked_out = 0
         self.page_anchors = PageAnchors()
+        self.plan_sizes = PlanSizes()
 
     @property
     def read_connections(self) -> int:

@@ -66,6 +66,7 @@ from petrecords.store.grants import (
     LIST_EXPIRY,
     SHARED_GATHERING_COST,
     UNLIST_EXPIRY,
+    PlanSizes,
     SharedCount,
     add_grant_changes,
     changed_keys,
@@ -184,6 +185,7 @@ class SqlTransaction(Transaction):
     """
 
     page_anchors: PageAnchors
+    plan_sizes: PlanSizes
     trigram_search: TrigramSearch
     """How the database finds the candidates of a substring pattern (see TrigramSearch)."""
     probe_search: TrigramSearch | None
@@ -447,15 +449,22 @@ class SqlTransaction(Transaction):
         )
         return int((await self.fetch((statement, shared_count_values(collection, shared, order))))[0][0])
 
-    async def _kept_sizes(self, collection: Collection, owner: str | None, grantees: tuple[str, ...]) -> dict[str, int]:
+    async def _kept_sizes(
+        self, collection: Collection, owner: str | None, grantees: tuple[str, ...], *, fresh: bool = False
+    ) -> dict[str, int]:
         """How many records each grantee's kept counts hold, by scope, the owner's (their scope, when one is given)
-        and every owner's (ALL_OWNERS): read once for a page and its total."""
+        and every owner's (ALL_OWNERS): read once for a page and its total. Unless `fresh`, as the store's lists
+        read them a moment ago, if they did (see grants.PlanSizes): for choosing a plan."""
         key = (collection.name, owner, grantees)
-        if key not in self._sizes:
-            values = grantee_scope_values(collection, grantees) | {"owner_scope": owner or ALL_OWNERS}
-            statement = (kept_sizes_select(len(grantees)), values)
-            self._sizes[key] = {row[0]: int(row[1]) for row in await self.fetch(statement)}
-        return self._sizes[key]
+        if key in self._sizes:
+            return self._sizes[key]
+        if not fresh and (remembered := self.plan_sizes.get(key)) is not None:
+            return remembered
+        values = grantee_scope_values(collection, grantees) | {"owner_scope": owner or ALL_OWNERS}
+        statement = (kept_sizes_select(len(grantees)), values)
+        sizes = self._sizes[key] = {row[0]: int(row[1]) for row in await self.fetch(statement)}
+        self.plan_sizes.put(key, sizes)
+        return sizes
 
     async def _search(self, collection: Collection, conditions: tuple[Condition, ...]) -> TrigramSearch | None:
         """Where a substring search reads its candidates: from the trigram index (the pattern's matches among all
@@ -537,9 +546,10 @@ class SqlTransaction(Transaction):
         shared = shared_condition(condition)
         if shared is None or shared.owner is None:
             return conditions, None
-        sizes = await self._kept_sizes(collection, shared.owner, shared.grantees)
-        if any(sizes.get(grantee_scope(name), 0) for name in shared.grantees):
-            return conditions, None
+        for fresh in (False, True):
+            sizes = await self._kept_sizes(collection, shared.owner, shared.grantees, fresh=fresh)
+            if any(sizes.get(grantee_scope(name), 0) for name in shared.grantees):
+                return conditions, None
         own = Condition(condition.columns[:1], Operator.EQUAL, (shared.owner,))
         return (*conditions[:index], own, *conditions[index + 1 :]), sizes.get(shared.owner, 0)
 

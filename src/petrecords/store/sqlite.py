@@ -62,6 +62,7 @@ from petrecords.store.faults import (
     unavailable,
     vanished,
 )
+from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Reader, Statement, reader_of, select_by_id
@@ -287,6 +288,7 @@ class SqliteTransaction(SqlTransaction):
         self._store = store
         self._single = single
         self.page_anchors = store.page_anchors
+        self.plan_sizes = store.plan_sizes
         self.long_read_turns = store.long_read_turns
         self._database: _Database | None = None
         self._reader: _Connection | None = None
@@ -583,6 +585,7 @@ class SqliteStore(SqlStore):
         self._retired: list[_Database] = []
         """Databases no longer at the path whose connections a transaction still holds."""
         self.page_anchors = PageAnchors()
+        self.plan_sizes = PlanSizes()
         self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
         """Where reads that take longer than _ON_THE_LOOP_SECONDS run (one thread per read connection)."""
         self.commits = 0
