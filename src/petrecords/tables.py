@@ -139,12 +139,18 @@ HOUR_INDEXED = "hour_indexed"
 """The key of a table's `info` that names its column whose hour is indexed (see `hour_indexed`)."""
 
 
-def hour_of(instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-    """The number of the hour an instant falls in (its period of size 0), with its constants written in, so that it
-    is the expression of the index `hour_indexed` declares. Division of integers truncates toward zero on both
-    databases: an instant before the epoch is floored by hand."""
-    unit = sa.type_coerce(sa.text(str(PERIOD_UNIT_MS)), sa.BigInteger())
+def period_of(instant: sa.ColumnElement[Any], size: int) -> sa.ColumnElement[Any]:
+    """The number of the period of the size given that an instant falls in (as store.counts.periods_of computes it),
+    with its constants written in, so that the hour's (size 0) is the expression of the index `hour_indexed`
+    declares. Division of integers truncates toward zero on both databases: an instant before the epoch is floored
+    by hand."""
+    unit = sa.type_coerce(sa.text(str(PERIOD_UNIT_MS * PERIOD_SPAN**size)), sa.BigInteger())
     return sa.Grouping(instant - ((instant % unit) + unit) % unit).op("/", return_type=sa.BigInteger())(unit)
+
+
+def hour_of(instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """The number of the hour an instant falls in: its period of size 0."""
+    return period_of(instant, 0)
 
 
 def hour_indexed(table: sa.Table, column: str) -> None:

@@ -27,6 +27,7 @@ from petrecords.tables import (
     Text,
     hour_of,
     period_counts,
+    period_of,
     record_counts,
 )
 
@@ -153,14 +154,6 @@ def period_changes(
     return changes
 
 
-def period_expression(instant: sa.ColumnElement[Any], size: int) -> sa.ColumnElement[Any]:
-    """The number of the period of the size given that an instant falls in (see `periods_of`), computed by SQL."""
-    divisor = PERIOD_UNIT_MS * PERIOD_SPAN**size
-    # Integer division truncates toward zero on both databases: an instant before the epoch is floored by hand.
-    period: sa.ColumnElement[Any] = (instant - ((instant % divisor) + divisor) % divisor) // divisor
-    return period
-
-
 def period_count_inserts(collection: Collection) -> list[sa.Insert]:
     """The kept counts by period of the collection's records as they are (none without a counted time column), for
     a table of them that is empty: a load's."""
@@ -173,7 +166,7 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
         scopes.append(table.c[collection.owner_column])
     inserts = []
     for size in range(PERIOD_SIZES):
-        period = period_expression(instant, size)
+        period = period_of(instant, size)
         for scope in scopes:
             grouped = [column for column in (scope,) if isinstance(column, sa.Column)]
             select = (
@@ -198,15 +191,21 @@ def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.Co
     of its hour that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
 
     column = collection.table.c[collection.counted_over or ""]
-    same_hour = [
-        column >= sa.bindparam(f"{bound}_unit_start"),
-        column < sa.bindparam(f"{bound}_instant"),
-        hour_of(column) == sa.bindparam(f"{bound}_period_0"),
-    ]
+    same_hour = in_its_hour(column, bound)
     if owned and collection.owner_column is not None:
         same_hour.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
     of_its_hour = sa.select(sa.func.count()).select_from(collection.table).where(*same_hour).scalar_subquery()
     return whole_periods_before(bound, period_counts.c.scope == sa.bindparam("scope")) + of_its_hour
+
+
+def in_its_hour(column: sa.ColumnElement[Any], bound: str) -> list[sa.ColumnElement[bool]]:
+    """The records whose time `column` is in the hour of the instant of parameter `bound`, before it: by the range,
+    and by the hour's number, which an index serves (tables.hour_indexed)."""
+    return [
+        column >= sa.bindparam(f"{bound}_unit_start"),
+        column < sa.bindparam(f"{bound}_instant"),
+        hour_of(column) == sa.bindparam(f"{bound}_period_0"),
+    ]
 
 
 def whole_periods_before(bound: str, scope: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:

@@ -29,7 +29,7 @@ from petrecords.store.counts import (
     PERIOD_KEY,
     PeriodKey,
     before_values,
-    period_expression,
+    in_its_hour,
     periods_of,
     summed,
     time_range,
@@ -41,8 +41,8 @@ from petrecords.tables import (
     PERIOD_SIZES,
     Text,
     grant_expiries,
-    hour_of,
     period_counts,
+    period_of,
     record_counts,
 )
 
@@ -195,7 +195,7 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
         if granted.counted_over is None:
             continue
         for size in range(PERIOD_SIZES):
-            period = period_expression(granted.table.c[granted.counted_over], size)
+            period = period_of(granted.table.c[granted.counted_over], size)
             periods = (
                 sa.select(
                     name,
@@ -387,11 +387,7 @@ def shared_count_select(
         of_its_hour = (
             sa.select(sa.func.coalesce(sa.func.sum(counted_each), 0))
             .select_from(table)
-            .where(
-                time >= sa.bindparam(f"{bound}_unit_start"),
-                time < sa.bindparam(f"{bound}_instant"),
-                hour_of(time) == sa.bindparam(f"{bound}_period_0"),
-            )
+            .where(*in_its_hour(time, bound))
             .scalar_subquery()
         )
         return whole_periods_before(bound, period_counts.c.scope.in_(read_scopes)) + of_its_hour
