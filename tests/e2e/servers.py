@@ -132,10 +132,19 @@ def _spawn(data_dir: Path, env: dict[str, str], *, workers: int, serve_args: Seq
     return Server(url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir, process=process, log=log, tokens={})
 
 
-def _wait_until_serving(server: Server, *, deadline: float) -> None:
+PORT_TAKEN = "cannot listen there: already in use"
+"""What a server says when the free port it was given was taken before it could listen there (by another test
+of a parallel run): it is started again on another."""
+PORT_TRIES = 5
+
+
+def _wait_until_serving(server: Server, *, deadline: float) -> bool:
+    """True once the server serves; False if it could not listen on its port."""
     process = server.process
     while True:
         if process.poll() is not None:
+            if PORT_TAKEN in server.output(full=True):
+                return False
             pytest.fail(f"the server exited with {process.returncode} before serving:\n{server.output()}")
         with contextlib.suppress(httpx.TransportError):
             if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
@@ -150,6 +159,7 @@ def _wait_until_serving(server: Server, *, deadline: float) -> None:
         if time.monotonic() > deadline or process.poll() is not None:
             pytest.fail(f"not every worker started within {STARTUP_SECONDS} s:\n{server.output()}")
         time.sleep(0.05)
+    return True
 
 
 def _discard(server: Server) -> None:
@@ -191,8 +201,14 @@ def running_servers(
         for _ in range(count):
             servers.append(_spawn(data_dir, env, workers=workers, serve_args=serve_args))
         deadline = time.monotonic() + STARTUP_SECONDS
-        for server in servers:
-            _wait_until_serving(server, deadline=deadline)
+        for index in range(count):
+            tries = 1
+            while not _wait_until_serving(servers[index], deadline=deadline):
+                if tries == PORT_TRIES:
+                    pytest.fail(f"the server found its port taken {PORT_TRIES} times:\n{servers[index].output()}")
+                tries += 1
+                _discard(servers[index])
+                servers[index] = _spawn(data_dir, env, workers=workers, serve_args=serve_args)
         issuing = {user: _start_token(env, *user.split()) for user in users}
         tokens = {user: _finish_token(issuer) for user, issuer in issuing.items()}
         for server in servers:

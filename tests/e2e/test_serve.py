@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -14,9 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e import servers
 from tests.e2e.servers import (
     CLEAN_EXIT_CODES,
     PETRECORDS,
+    PORT_TAKEN,
     STARTUP_SECONDS,
     STOP_SECONDS,
     Server,
@@ -211,3 +214,22 @@ def test_it_says_it_listens_and_is_ready_only_once_every_worker_accepts(tmp_path
     listening = [number for number, message in enumerate(messages) if message.startswith("Listening at")]
     assert [messages[number] for number in listening] == [f"Listening at: http://127.0.0.1:{port}"]
     assert listening[0] > max(messages.index(line) for line in started)
+
+
+def test_a_server_whose_free_port_was_taken_meanwhile_is_started_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a parallel run another test may listen on a port between the moment it is found free and the moment a
+    server of these tests listens there: the server says so and exits, and the tests' helper starts it again on
+    another port instead of failing."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        taken_port = taken.getsockname()[1]
+        ports = iter([taken_port])
+        monkeypatch.setattr(servers, "free_port", lambda: next(ports, None) or free_port())
+        with running_server(tmp_path / "data") as server:
+            assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+            assert not server.url.endswith(f":{taken_port}")
+        first_log = (tmp_path / "data-server.log").read_text()
+        assert PORT_TAKEN in first_log, first_log
