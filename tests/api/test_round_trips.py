@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords.resources import operations
 from tests.support import auth, record_statements
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -48,8 +49,34 @@ async def test_a_replace_reads_then_writes_once(client: AsyncTestClient[Any], st
     assert commit == "COMMIT"
 
 
-async def test_a_create_with_an_idempotency_key(client: AsyncTestClient[Any], statements: list[str]) -> None:
+NEVER = 2**128 + 1
+"""A divisor of no record id (128 bits): no create purges the expired keys."""
+
+
+async def test_a_create_with_an_idempotency_key(
+    client: AsyncTestClient[Any], statements: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One create in _PURGE_EVERY, chosen by its random id, also purges the expired keys: not this one.
+    monkeypatch.setattr(operations, "_PURGE_EVERY", NEVER)
     await _pet(client, **{"Idempotency-Key": "one"})
     # The key is held and looked up before the writes, which carry the response kept for it.
     assert [statement.split()[0] for statement in statements] == ["BEGIN", "SELECT", "SELECT", "WITH", "COMMIT"]
     assert "idempotency_keys" in statements[3]
+
+
+async def test_a_create_that_purges_the_expired_idempotency_keys(
+    client: AsyncTestClient[Any], statements: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "_PURGE_EVERY", 1)
+    await _pet(client, **{"Idempotency-Key": "one"})
+    # The purge is one statement more, in the same transaction.
+    assert [statement.split()[0] for statement in statements] == [
+        "BEGIN",
+        "SELECT",
+        "SELECT",
+        "WITH",
+        "DELETE",
+        "WITH",
+        "COMMIT",
+    ]
+    assert "idempotency_keys" in statements[4]
