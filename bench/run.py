@@ -246,10 +246,21 @@ def database(kind: str, work_dir: Path) -> Iterator[str]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+def stoppable(own_session: bool) -> dict[str, Any]:
+    """Popen's arguments for a child that is stopped with its children (its process group)."""
+    return {"start_new_session": True} if own_session else {"process_group": 0}
+
+
 @contextlib.contextmanager
-def process(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    command: list[str], env: dict[str, str], log: Path, *, own_session: bool = True
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`command`, stopped whole (its process group) at the end; in a session of its own unless `own_session` is
+    false. Where the kernel groups tasks by session (`kernel.sched_autogroup_enabled`, on by default), it shares the
+    cores between sessions first: a server in a session of its own has half of this 2-core machine under load and
+    wrk the other half, whatever the threads of either (results/2026-11-28-sessions.md)."""
     with log.open("wb") as sink:
-        child = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        child = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, **stoppable(own_session))
     try:
         yield child
     finally:
@@ -404,12 +415,14 @@ def beside_a_neighbour(
     args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str
 ) -> dict[str, Any]:
     """The scenario's figures while bench/neighbour.py runs the long searches' statements, in a session of its own
-    (the server has one too: the kernel shares the cores between sessions first); its figures under "alongside"."""
+    as the server is, unless --one-session (see `process`); its figures under "alongside"."""
     settings = dict(setting.split("=", 1) for setting in args.setting)
     at_once = settings.get("PETRECORDS_LONG_READS_AT_ONCE", str(default_long_reads_at_once()))
     command = [BIN / "python", BENCH / "neighbour.py", "--database-url", url, "--owner", OWNER,
                "--seconds", str(args.duration), "--at-once", at_once]  # fmt: skip
-    neighbour = subprocess.Popen([str(part) for part in command], stdout=subprocess.PIPE, start_new_session=True)
+    neighbour = subprocess.Popen(
+        [str(part) for part in command], stdout=subprocess.PIPE, **stoppable(not args.one_session)
+    )
     try:
         figures = run_wrk(base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections,
                           env=wrk_env, timeout=args.timeout)  # fmt: skip
@@ -443,7 +456,7 @@ def run_ceilings(
         base = f"http://127.0.0.1:{port}"
         ceiling = [BIN / "python", start[0], "--database-url", url, "--port", str(port)]
         ceiling += ["--workers", str(args.workers), "--threads", str(args.threads), *start[1:]]
-        with process([str(part) for part in ceiling], env, log):
+        with process([str(part) for part in ceiling], env, log, own_session=not args.one_session):
             wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
             for name in chosen:
                 figures = run_wrk(
@@ -548,7 +561,9 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 parsed = urllib.parse.urlsplit(url)
                 netloc = f"{parsed.username}@{parsed.hostname}:{args.serve_through_port}"
                 serve_env["PETRECORDS_DATABASE_URL"] = parsed._replace(netloc=netloc).geturl()
-            with process([str(part) for part in serve], serve_env, work_dir / "serve.log") as server:
+            with process(
+                [str(part) for part in serve], serve_env, work_dir / "serve.log", own_session=not args.one_session
+            ) as server:
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
                 for name in scenarios:
@@ -719,6 +734,12 @@ def main() -> None:
     parser.add_argument(
         "--configs",
         help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",
+    )
+    parser.add_argument(
+        "--one-session",
+        action="store_true",
+        help="start the servers and bench/neighbour.py in this session, beside wrk, not each in a session of its "
+        "own (where the kernel shares the cores between sessions first: results/2026-11-28-sessions.md)",
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:

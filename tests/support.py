@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import os
 import secrets
 import socket
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -39,6 +41,18 @@ BOB = "bob@example.com"
 ADMIN = "admin@example.com"
 # The server the tests create their databases on; the default is the local PostgreSQL every machine runs.
 POSTGRES_ADMIN_URL = os.environ.get("PETRECORDS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def bench_module(name: str) -> Any:
+    """A module of bench/, loaded from its file: bench/ is no package."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", bench / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def token(user: str = ALICE, *, admin: bool = False, secret: str = SECRET, ttl: int = 600, **claims: Any) -> str:

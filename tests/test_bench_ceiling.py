@@ -5,10 +5,7 @@ neighbour (bench/neighbour.py) stands for the service's long searches only if it
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -18,24 +15,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.values import now_ms, parse_datetime_ms
-from tests.support import ADMIN, ALICE, BOB, auth, create, fetch_sql, wipe
+from tests.support import ADMIN, ALICE, BOB, auth, bench_module, create, fetch_sql, wipe
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _bench_module(name: str) -> Any:
-    # bench/ is no package: the module is loaded from its file, as `bench/run.py` starts it.
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ceiling = _bench_module("ceiling")
-neighbour = _bench_module("neighbour")
+ceiling = bench_module("ceiling")
+neighbour = bench_module("neighbour")
 
 
 def _backend(database_url: str) -> Any:
