@@ -8,6 +8,7 @@ on one and then the other (A B A B …) so that the machine's noise hits both; r
 `subscribers`: get by id, create and the mixed load on this checkout, alternately without and with live
 subscribers (`Accept: text/event-stream` on `/v1/changes`, held by a separate process that only reads), with
 each worker's resident memory and CPU; then how long a change takes from its create's 201 to a subscriber.
+`--subscribers 0` runs both phases of each round without: their ratios are the noise of the comparison.
 
 Usage: .venv/bin/python bench/changes.py [--mode writes,subscribers] [--database sqlite|postgresql]
        [--rows 100000] [--rounds 2] [--duration 5] [--connections 64] [--before-commit ba97188]
@@ -418,13 +419,12 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                     print(f"  subscribers: {phase['received']}", flush=True)
                 report["phases"].append(phase)
         print(" with ÷ without subscribers, same round (req/s):")
-        without = [p for p in report["phases"] if not p["subscribers"]]
-        attached_phases = [p for p in report["phases"] if p["subscribers"]]
+        # Each round's second phase ÷ its first: with --subscribers 0 both are without, and the ratios are the noise.
+        pairs = list(zip(report["phases"][1::2], report["phases"][0::2], strict=True))
         report["ratios"] = {}
         for name in READ_WRITE_SCENARIOS:
-            rounds = [w[name]["rps"] / o[name]["rps"] for w, o in zip(attached_phases, without, strict=True)]
+            rounds = [w[name]["rps"] / o[name]["rps"] for w, o in pairs]
             report["ratios"][name] = rounds
-            pairs = list(zip(attached_phases, without, strict=True))
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
             cpu_ms = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
             # A phase whose slice of seeded records ran out (deletes of records already deleted) measured 404s.
