@@ -1,4 +1,4 @@
-"""The bench starts each server in a session of its own, or with --one-session in its own: where the kernel shares
+"""The bench starts each server in a session of its own, or with --one-session in the bench's: where the kernel shares
 the cores between sessions first, that decides a server's share of the machine beside wrk
 (bench/results/2026-11-28-sessions.md)."""
 
