@@ -1,9 +1,11 @@
 """Long reads on SQLite: a read still running after a few milliseconds on the event loop goes on on a thread, so
-that it never holds up the other requests of its process."""
+that it never holds up the other requests of its process; a transaction that took a long read's turn reads on the
+thread from the start."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,10 @@ import sqlalchemy as sa
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
-from petrecords.store.sqlite import SqliteStore
-from tests.support import PET_RECORDS, pet_row
+from petrecords.store import sql
+from petrecords.store.base import Condition, Operator
+from petrecords.store.sqlite import SqliteStore, _Connection
+from tests.support import ALICE, PET_RECORDS, pet_row
 
 
 @pytest.fixture
@@ -84,3 +88,33 @@ async def test_a_request_cancelled_during_a_long_read_gives_its_connection_back_
     assert store.pool_figures()["checked_out"] == 0
     async with store.transaction(write=False) as tx:
         assert await tx.count(PET_RECORDS, ()) >= 0
+
+
+async def test_a_transaction_that_took_a_long_reads_turn_reads_on_a_thread_from_the_start(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search no index serves, over LONG_READ_SCOPE records or more, takes a turn: its statements then run on a
+    thread at once, though each would end on the event loop well inside _ON_THE_LOOP_SECONDS. Those of a
+    transaction with no turn (the scope counted before it) run on the loop."""
+    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
+    async with store.transaction(write=True) as tx:
+        await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
+    read_by: list[int] = []
+    original = _Connection.all_rows_on_a_thread
+
+    def on_a_thread(connection: _Connection, statement: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+        read_by.append(threading.get_ident())
+        return original(connection, statement, parameters)
+
+    monkeypatch.setattr(_Connection, "all_rows_on_a_thread", on_a_thread)
+    one_letter = Condition(("name_key",), Operator.LIKE, ("%e%",))
+    owned = Condition(("owner_id",), Operator.EQUAL, (ALICE,))
+    async with store.transaction(write=False) as tx:
+        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
+    assert read_by
+    assert threading.get_ident() not in read_by
+    read_by.clear()
+    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 4)
+    async with store.transaction(write=False) as tx:
+        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
+    assert read_by == []

@@ -3,7 +3,8 @@
 A SQLite primary-key lookup costs microseconds, far less than a hop to a worker thread, so
 statements run inline. A read that outlasts a few milliseconds there (a search, a count over many records)
 is interrupted and run again on a thread of its own, in the same transaction, so that it never holds up the
-process's other requests: SQLite lets go of Python's lock while it works. The process keeps its connections
+process's other requests: SQLite lets go of Python's lock while it works. The reads of a transaction that took a
+long read's turn go to that thread at once. The process keeps its connections
 each given by an asyncio lock to one transaction at a time: one for lookups by id alone, a few for read
 transactions, which WAL never makes wait for writers, and one for writes.
 Write transactions start with BEGIN IMMEDIATE so that writers from other processes queue there instead
@@ -508,20 +509,24 @@ class SqliteTransaction(SqlTransaction):
 
     async def _read(self, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
         """A read's rows: on the event loop for as long as _ON_THE_LOOP_SECONDS, then, if it has not ended, from
-        the start again on a thread, in the same transaction (which sees the same data)."""
+        the start again on a thread, in the same transaction (which sees the same data). A transaction that took a
+        long read's turn reads on the thread from the start: its first milliseconds on the loop held up every
+        quick request of the process (get by id's p99 beside one-letter searches of 10,000 pets: 1.4-2.8 times
+        its p99 alone, 0.8-1.4 from the thread; bench/results/2026-11-28-quiet-one-session.md)."""
         await self._begun()
         reader = self._connection()
         started = time.monotonic()
         timeout_at = started + self._store.statement_timeout_seconds
-        reader.deadline = min(timeout_at, started + _ON_THE_LOOP_SECONDS)
-        try:
-            rows = _all_rows(reader.driver, sql, parameters)
-        except sqlite3.Error as exc:
-            if getattr(exc, "sqlite_errorcode", None) != _SQLITE_INTERRUPT or time.monotonic() >= timeout_at:
-                self._failed(reader, exc)
-        else:
-            reader.deadline = math.inf
-            return rows
+        if self._turn is None:
+            reader.deadline = min(timeout_at, started + _ON_THE_LOOP_SECONDS)
+            try:
+                rows = _all_rows(reader.driver, sql, parameters)
+            except sqlite3.Error as exc:
+                if getattr(exc, "sqlite_errorcode", None) != _SQLITE_INTERRUPT or time.monotonic() >= timeout_at:
+                    self._failed(reader, exc)
+            else:
+                reader.deadline = math.inf
+                return rows
         reader.deadline = timeout_at
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._store.long_reads, reader.all_rows_on_a_thread, sql, parameters)
@@ -587,7 +592,8 @@ class SqliteStore(SqlStore):
         self.page_anchors = PageAnchors()
         self.plan_sizes = PlanSizes()
         self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
-        """Where reads that take longer than _ON_THE_LOOP_SECONDS run (one thread per read connection)."""
+        """Where reads that take longer than _ON_THE_LOOP_SECONDS run, and those of a transaction that took a long
+        read's turn (one thread per read connection)."""
         self.commits = 0
         """Write groups ended, and databases opened anew, by this process: part of the data version."""
 
