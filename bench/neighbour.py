@@ -5,7 +5,8 @@ if the service were not in the way.
 their count. This reads the same: the count, then page 1, in one read transaction, as the SQLite store compiles
 them (tests/test_bench_ceiling.py holds their answer to the service's on both databases), one search after another
 on each of `--at-once` connections (the service runs as many at once as it has turns), until `--seconds` pass.
-`bench/run.py` starts it in a session of its own, as the server is, beside get by id: that p99 is the ceiling of
+`bench/run.py` starts it in the session the server is in (the bench's; a session of its own with
+`--own-sessions`), beside get by id: that p99 is the ceiling of
 the service's get by id beside its own long searches. Never imported by the service, and imports nothing of it.
 
 Usage: .venv/bin/python bench/neighbour.py --database-url URL --owner EMAIL --seconds 8 [--at-once 1]

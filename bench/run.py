@@ -253,12 +253,13 @@ def stoppable(own_session: bool) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def process(
-    command: list[str], env: dict[str, str], log: Path, *, own_session: bool = True
+    command: list[str], env: dict[str, str], log: Path, *, own_session: bool = False
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`command`, stopped whole (its process group) at the end; in a session of its own unless `own_session` is
-    false. Where the kernel groups tasks by session (`kernel.sched_autogroup_enabled`, on by default), it shares the
-    cores between sessions first: a server in a session of its own has half of this 2-core machine under load and
-    wrk the other half, whatever the threads of either (results/2026-11-28-sessions.md)."""
+    """`command`, stopped whole (its process group) at the end; in this session, beside wrk, unless `own_session`.
+    Where the kernel groups tasks by session (`kernel.sched_autogroup_enabled`, on by default), it shares the cores
+    between sessions first: a server in a session of its own has half of this 2-core machine under load and wrk the
+    other half, whatever the threads of either need, a cap no server with a machine of its own has
+    (results/2026-11-28-sessions.md)."""
     with log.open("wb") as sink:
         child = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, **stoppable(own_session))
     try:
@@ -414,14 +415,14 @@ def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[s
 def beside_a_neighbour(
     args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str
 ) -> dict[str, Any]:
-    """The scenario's figures while bench/neighbour.py runs the long searches' statements, in a session of its own
-    as the server is, unless --one-session (see `process`); its figures under "alongside"."""
+    """The scenario's figures while bench/neighbour.py runs the long searches' statements, in the session the
+    server is in (see `process`); its figures under "alongside"."""
     settings = dict(setting.split("=", 1) for setting in args.setting)
     at_once = settings.get("PETRECORDS_LONG_READS_AT_ONCE", str(default_long_reads_at_once()))
     command = [BIN / "python", BENCH / "neighbour.py", "--database-url", url, "--owner", OWNER,
                "--seconds", str(args.duration), "--at-once", at_once]  # fmt: skip
     neighbour = subprocess.Popen(
-        [str(part) for part in command], stdout=subprocess.PIPE, **stoppable(not args.one_session)
+        [str(part) for part in command], stdout=subprocess.PIPE, **stoppable(args.own_sessions)
     )
     try:
         figures = run_wrk(base, SERVICE_SCENARIOS[name], duration=args.duration, connections=args.connections,
@@ -456,7 +457,7 @@ def run_ceilings(
         base = f"http://127.0.0.1:{port}"
         ceiling = [BIN / "python", start[0], "--database-url", url, "--port", str(port)]
         ceiling += ["--workers", str(args.workers), "--threads", str(args.threads), *start[1:]]
-        with process([str(part) for part in ceiling], env, log, own_session=not args.one_session):
+        with process([str(part) for part in ceiling], env, log, own_session=args.own_sessions):
             wait_until_answering(f"{base}/pets/{uuid.UUID(int=0)}")
             for name in chosen:
                 figures = run_wrk(
@@ -562,7 +563,7 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 netloc = f"{parsed.username}@{parsed.hostname}:{args.serve_through_port}"
                 serve_env["PETRECORDS_DATABASE_URL"] = parsed._replace(netloc=netloc).geturl()
             with process(
-                [str(part) for part in serve], serve_env, work_dir / "serve.log", own_session=not args.one_session
+                [str(part) for part in serve], serve_env, work_dir / "serve.log", own_session=args.own_sessions
             ) as server:
                 wait_until_answering(f"{base}/readyz")
                 time.sleep(1)
@@ -736,10 +737,10 @@ def main() -> None:
         help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",
     )
     parser.add_argument(
-        "--one-session",
+        "--own-sessions",
         action="store_true",
-        help="start the servers and bench/neighbour.py in this session, beside wrk, not each in a session of its "
-        "own (where the kernel shares the cores between sessions first: results/2026-11-28-sessions.md)",
+        help="start the servers and bench/neighbour.py each in a session of its own, not in this one beside wrk "
+        "(the kernel then shares the cores between sessions first: results/2026-11-28-sessions.md)",
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
