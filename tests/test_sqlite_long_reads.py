@@ -5,6 +5,7 @@ thread from the start."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
+from petrecords.errors import DatabaseUnavailable
 from petrecords.store import sql
 from petrecords.store.base import Condition, Operator
 from petrecords.store.sqlite import SqliteStore, _Connection
@@ -118,3 +120,27 @@ async def test_a_transaction_that_took_a_long_reads_turn_reads_on_a_thread_from_
     async with store.transaction(write=False) as tx:
         assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
     assert read_by == []
+
+
+async def test_a_statement_on_a_thread_that_ends_past_its_timeout_answers_as_timed_out(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop interrupts a statement on a thread at its timeout; an interrupt that comes before the thread
+    has begun the statement is ignored by SQLite, and the statement runs to its end. Ended past its timeout, it is
+    a timeout all the same, whichever came first."""
+    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
+    async with store.transaction(write=True) as tx:
+        await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
+    one_letter = Condition(("name_key",), Operator.LIKE, ("%e%",))
+    owned = Condition(("owner_id",), Operator.EQUAL, (ALICE,))
+    # Past before any statement of the long read can end; the loop's statements over three records end before
+    # SQLite first asks whether theirs has passed.
+    store.statement_timeout_seconds = 1e-9
+    with pytest.raises(DatabaseUnavailable) as raised:
+        async with store.transaction(write=False) as tx:
+            await tx.count(PET_RECORDS, (owned, one_letter))
+    assert raised.value.cause == "timeout"
+    store.statement_timeout_seconds = math.inf
+    assert store.pool_figures()["checked_out"] == 0
+    async with store.transaction(write=False) as tx:
+        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2

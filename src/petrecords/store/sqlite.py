@@ -107,6 +107,11 @@ def _all_rows(driver: Any, sql: str, parameters: dict[str, Any]) -> list[Sequenc
     return rows
 
 
+class _EndedPastDeadline(Exception):
+    """A statement on a thread ended after its deadline without being interrupted: the event loop's interrupt came
+    before the thread had begun it, and SQLite ignores an interrupt while none of the connection's statements runs."""
+
+
 def _landed(running: asyncio.Future[Any]) -> None:
     """What the request that waited for a statement on a thread does not do if it was cancelled meanwhile: take
     its error, which would otherwise be logged as never retrieved."""
@@ -181,9 +186,12 @@ class _Connection:
         (sqlite3_interrupt, made to be called from another thread)."""
         self.driver.set_progress_handler(None, 0)
         try:
-            return _all_rows(self.driver, sql, parameters)
+            rows = _all_rows(self.driver, sql, parameters)
         finally:
             self.driver.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+        if self._past_deadline():
+            raise _EndedPastDeadline
+        return rows
 
     def close(self) -> None:
         if not self.closed:
@@ -483,9 +491,12 @@ class SqliteTransaction(SqlTransaction):
     def _failed(self, connection: _Connection, exc: sqlite3.Error) -> NoReturn:
         connection.deadline = math.inf
         if getattr(exc, "sqlite_errorcode", None) == _SQLITE_INTERRUPT and not self.write:
-            timeout = self._store.statement_timeout_seconds
-            raise DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s") from exc
+            raise self._timed_out() from exc
         raise_translated(exc)
+
+    def _timed_out(self) -> DatabaseUnavailable:
+        timeout = self._store.statement_timeout_seconds
+        return DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s")
 
     async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
         # The request clients send most: its statement and reader looked up once, its one parameter given as
@@ -542,6 +553,10 @@ class SqliteTransaction(SqlTransaction):
         except sqlite3.Error as exc:
             reader.off_the_loop = None
             self._failed(reader, exc)
+        except _EndedPastDeadline:
+            reader.off_the_loop = None
+            reader.deadline = math.inf
+            raise self._timed_out() from None
         finally:
             if timer is not None:
                 timer.cancel()
