@@ -92,15 +92,22 @@ async def test_a_request_cancelled_during_a_long_read_gives_its_connection_back_
         assert await tx.count(PET_RECORDS, ()) >= 0
 
 
+async def _a_long_search_of_three_pets(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> tuple[Condition, ...]:
+    """The conditions of a one-letter search of ALICE's pets, two of whose three names match: with LONG_READ_SCOPE
+    lowered to 3, a long read that takes a turn."""
+    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
+    async with store.transaction(write=True) as tx:
+        await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
+    return (Condition(("owner_id",), Operator.EQUAL, (ALICE,)), Condition(("name_key",), Operator.LIKE, ("%e%",)))
+
+
 async def test_a_transaction_that_took_a_long_reads_turn_reads_on_a_thread_from_the_start(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A search no index serves, over LONG_READ_SCOPE records or more, takes a turn: its statements then run on a
     thread at once, though each would end on the event loop well inside _ON_THE_LOOP_SECONDS. Those of a
     transaction with no turn (the scope counted before it) run on the loop."""
-    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
-    async with store.transaction(write=True) as tx:
-        await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
+    search = await _a_long_search_of_three_pets(store, monkeypatch)
     read_by: list[int] = []
     original = _Connection.all_rows_on_a_thread
 
@@ -109,16 +116,14 @@ async def test_a_transaction_that_took_a_long_reads_turn_reads_on_a_thread_from_
         return original(connection, statement, parameters)
 
     monkeypatch.setattr(_Connection, "all_rows_on_a_thread", on_a_thread)
-    one_letter = Condition(("name_key",), Operator.LIKE, ("%e%",))
-    owned = Condition(("owner_id",), Operator.EQUAL, (ALICE,))
     async with store.transaction(write=False) as tx:
-        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
+        assert await tx.count(PET_RECORDS, search) == 2
     assert read_by
     assert threading.get_ident() not in read_by
     read_by.clear()
     monkeypatch.setattr(sql, "LONG_READ_SCOPE", 4)
     async with store.transaction(write=False) as tx:
-        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
+        assert await tx.count(PET_RECORDS, search) == 2
     assert read_by == []
 
 
@@ -128,19 +133,15 @@ async def test_a_statement_on_a_thread_that_ends_past_its_timeout_answers_as_tim
     """The event loop interrupts a statement on a thread at its timeout; an interrupt that comes before the thread
     has begun the statement is ignored by SQLite, and the statement runs to its end. Ended past its timeout, it is
     a timeout all the same, whichever came first."""
-    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
-    async with store.transaction(write=True) as tx:
-        await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
-    one_letter = Condition(("name_key",), Operator.LIKE, ("%e%",))
-    owned = Condition(("owner_id",), Operator.EQUAL, (ALICE,))
+    search = await _a_long_search_of_three_pets(store, monkeypatch)
     # Past before any statement of the long read can end; the loop's statements over three records end before
     # SQLite first asks whether theirs has passed.
     store.statement_timeout_seconds = 1e-9
     with pytest.raises(DatabaseUnavailable) as raised:
         async with store.transaction(write=False) as tx:
-            await tx.count(PET_RECORDS, (owned, one_letter))
+            await tx.count(PET_RECORDS, search)
     assert raised.value.cause == "timeout"
     store.statement_timeout_seconds = math.inf
     assert store.pool_figures()["checked_out"] == 0
     async with store.transaction(write=False) as tx:
-        assert await tx.count(PET_RECORDS, (owned, one_letter)) == 2
+        assert await tx.count(PET_RECORDS, search) == 2
