@@ -5,15 +5,17 @@ the change log (commit ba97188, checked out in its own worktree with its own vir
 its own freshly seeded database of the same size, both servers up at once on loopback, the scenarios run
 on one and then the other (A B A B …) so that the machine's noise hits both; ratio current ÷ before.
 
-`subscribers`: get by id, create and the mixed load on this checkout, alternately without and with live
-subscribers (`Accept: text/event-stream` on `/v1/changes`, held by a separate process that only reads), with
-each worker's resident memory and CPU; then how long a change takes from its create's 201 to a subscriber.
-`--subscribers 0` runs both phases of each round without: their ratios are the noise of the comparison.
+`subscribers`: get by id, create and the mixed load on this checkout, without and with live subscribers
+(`Accept: text/event-stream` on `/v1/changes`, held by a separate process that only reads), without first in the
+odd rounds and with first in the even ones, with each worker's resident memory and CPU; then how long a change
+takes from its create's 201 to a subscriber. `--subscribers 0` runs both phases of each round without: their
+ratios are the noise of the comparison.
 
 Usage: .venv/bin/python bench/changes.py [--mode writes,subscribers] [--database sqlite|postgresql]
        [--rows 100000] [--rounds 2] [--duration 5] [--connections 64] [--before-commit ba97188]
        [--before /tmp/pr-ba97188] [--scenarios create,replace,delete]
-       [--subscribers 1000] [--subscribers-as other|owner] [--probe-writes 300] [--json results.json]
+       [--subscribers 1000] [--subscribers-as other|owner] [--subscriber-scenarios get_by_id,create,...]
+       [--probe-writes 300] [--json results.json]
 """
 
 from __future__ import annotations
@@ -362,6 +364,23 @@ def probe_latency(served: Served, writes: int, report: Path, holder: subprocess.
             "max_ms": delays[-1] if delays else math.nan}  # fmt: skip
 
 
+def phase_order(round_index: int, subscribers: int) -> tuple[tuple[bool, int], ...]:
+    """A round's two phases, each as (whether it is the one measured with the streams, how many streams it has):
+    without then with in the odd rounds, with then without in the even ones, so that whatever drifts over the run
+    (the database's files grow with every write phase, the machine's other jobs come and go) weighs on both sides
+    alike. With no subscribers both phases are without: their ratios are the noise of the comparison."""
+    phases = ((False, 0), (True, subscribers))
+    return phases if round_index % 2 == 0 else phases[::-1]
+
+
+def measured_pairs(phases: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each round's phase with the streams and its phase without, in the order of the rounds."""
+    by_round: dict[int, dict[bool, dict[str, Any]]] = {}
+    for phase in phases:
+        by_round.setdefault(phase["round"], {})[phase["measured"]] = phase
+    return [(pair[True], pair[False]) for _, pair in sorted(by_round.items())]
+
+
 def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     current = Checkout("current", HERE)
     report: dict[str, Any] = {"phases": []}
@@ -373,8 +392,8 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
               f"{args.subscribers_as}, {args.rounds} rounds of {args.duration} s", flush=True)  # fmt: skip
         holder_report = served.work_dir / "subscribers.json"
         for round_index in range(args.rounds):
-            for attached in (0, args.subscribers):
-                phase: dict[str, Any] = {"round": round_index + 1, "subscribers": attached}
+            for measured, attached in phase_order(round_index, args.subscribers):
+                phase: dict[str, Any] = {"round": round_index + 1, "subscribers": attached, "measured": measured}
                 with contextlib.ExitStack() as stack:
                     if attached:
                         stack.enter_context(subscribers(served, attached, token, holder_report))
@@ -391,7 +410,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                     phases = 2 * args.rounds
                     sliced = ids_for_round(served, len(report["phases"]), phases)
                     kept = ids_for_round(served, phases - 1, phases)
-                    for name in READ_WRITE_SCENARIOS:
+                    for name in args.subscriber_scenarios:
                         cpu.start()
                         figures = run_wrk(
                             served.base,
@@ -418,20 +437,22 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                     }
                     print(f"  subscribers: {phase['received']}", flush=True)
                 report["phases"].append(phase)
-        print(" with ÷ without subscribers, same round (req/s):")
-        # Each round's second phase ÷ its first: with --subscribers 0 both are without, and the ratios are the noise.
-        pairs = list(zip(report["phases"][1::2], report["phases"][0::2], strict=True))
-        report["ratios"] = {}
-        for name in READ_WRITE_SCENARIOS:
+        print(" with ÷ without subscribers (req/s): all rounds together, then each round")
+        pairs = measured_pairs(report["phases"])
+        report["ratios"], report["pooled"] = {}, {}
+        for name in args.subscriber_scenarios:
             rounds = [w[name]["rps"] / o[name]["rps"] for w, o in pairs]
             report["ratios"][name] = rounds
+            pooled = report["pooled"][name] = sum(w[name]["rps"] for w, _ in pairs) / sum(
+                o[name]["rps"] for _, o in pairs
+            )
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
             cpu_ms = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
             # A phase whose slice of seeded records ran out (deletes of records already deleted) measured 404s.
             failed = sum(p[name]["non_2xx"] for pair in pairs for p in pair)
             warning = f"   NOT COMPARABLE: {failed} non-2xx answers (more --rows)" if failed else ""
             print(
-                f"  {name:<12} {', '.join(f'{r:.2f}' for r in rounds)}   p99 ms {', '.join(p99)}   "
+                f"  {name:<12} {pooled:.2f} ({', '.join(f'{r:.2f}' for r in rounds)})   p99 ms {', '.join(p99)}   "
                 f"worker CPU ms per request {', '.join(cpu_ms)}{warning}",
                 flush=True,
             )
@@ -460,7 +481,12 @@ def main() -> None:
     parser.add_argument("--mode", default="writes,subscribers", help="writes, subscribers, or both")
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=2, help="A B pairs (writes), without/with pairs (subscribers)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="A B pairs (writes), without/with pairs, in turn with/without (subscribers)",
+    )
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
@@ -472,6 +498,12 @@ def main() -> None:
     )
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument(
+        "--subscriber-scenarios",
+        type=lambda names: tuple(names.split(",")),
+        default=READ_WRITE_SCENARIOS,
+        help="subscribers: which ones, in each phase",
+    )
+    parser.add_argument(
         "--subscribers-as",
         choices=["other", "owner"],
         default="other",
@@ -481,6 +513,8 @@ def main() -> None:
     parser.add_argument("--no-access-log", action="store_true", help="PETRECORDS_ACCESS_LOG=false on both servers")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if unknown := set(args.subscriber_scenarios) - set(READ_WRITE_SCENARIOS):
+        parser.error(f"--subscriber-scenarios: {', '.join(sorted(unknown))}; expected some of {READ_WRITE_SCENARIOS}")
     if args.before is None:
         args.before = Path(tempfile.gettempdir()) / f"pr-{args.before_commit}"
     if shutil.which("wrk") is None:

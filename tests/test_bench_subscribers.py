@@ -1,0 +1,50 @@
+"""bench/changes.py measures idle subscribers in rounds whose two phases swap places every round, so that what
+drifts over a run weighs on both sides of the ratio alike."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tests.support import bench_module
+
+# bench/changes.py imports bench/run.py by its bare name, as it does when run from bench/.
+sys.modules.setdefault("run", bench_module("run"))
+changes = bench_module("changes")
+
+
+def _phases(rounds: int, subscribers: int) -> list[dict[str, Any]]:
+    """The phases of a run as measure_subscribers records them, each with made-up figures: req/s 100 + its
+    position in the run, so that a drift of one per phase runs through the whole of it."""
+    phases: list[dict[str, Any]] = []
+    for round_index in range(rounds):
+        for measured, attached in changes.phase_order(round_index, subscribers):
+            rps = 100.0 + len(phases)
+            phases.append({"round": round_index + 1, "subscribers": attached, "measured": measured, "get": rps})
+    return phases
+
+
+def test_the_phase_with_subscribers_comes_second_in_odd_rounds_and_first_in_even_ones() -> None:
+    assert [changes.phase_order(index, 1000) for index in range(3)] == [
+        ((False, 0), (True, 1000)),
+        ((True, 1000), (False, 0)),
+        ((False, 0), (True, 1000)),
+    ]
+    assert changes.phase_order(1, 0) == ((True, 0), (False, 0))
+
+
+def test_pairs_set_each_rounds_phase_with_the_streams_against_its_phase_without() -> None:
+    pairs = changes.measured_pairs(_phases(4, 1000))
+    assert [(with_["round"], with_["subscribers"], without["subscribers"]) for with_, without in pairs] == [
+        (1, 1000, 0),
+        (2, 1000, 0),
+        (3, 1000, 0),
+        (4, 1000, 0),
+    ]
+
+
+def test_a_steady_drift_cancels_out_over_an_even_number_of_rounds() -> None:
+    """Each round alone shows the drift, one way or the other; their sum does not."""
+    pairs = changes.measured_pairs(_phases(2, 0))
+    assert [with_["get"] - without["get"] for with_, without in pairs] == [1.0, -1.0]
+    assert sum(with_["get"] for with_, _ in pairs) == sum(without["get"] for _, without in pairs)
