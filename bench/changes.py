@@ -381,6 +381,14 @@ def measured_pairs(phases: list[dict[str, Any]]) -> list[tuple[dict[str, Any], d
     return [(pair[True], pair[False]) for _, pair in sorted(by_round.items())]
 
 
+def pooled_ratio(pairs: list[tuple[dict[str, Any], dict[str, Any]]], name: str) -> float:
+    """A scenario's req/s with the streams ÷ without, over all the rounds: their requests summed on each side
+    (every phase lasts as long), not a mean of each round's ratio, so that a round's drift cancels out against
+    the next one's."""
+    without = sum(phase[name]["rps"] for _, phase in pairs)
+    return sum(phase[name]["rps"] for phase, _ in pairs) / without if without else math.nan
+
+
 def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     current = Checkout("current", HERE)
     report: dict[str, Any] = {"phases": []}
@@ -403,7 +411,8 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                     cpu.start()
                     time.sleep(args.duration)
                     phase["idle_cpu"] = cpu.stop()
-                    print(f" round {round_index + 1}, {attached} subscribers (load average "
+                    side = "measured" if measured else "baseline"
+                    print(f" round {round_index + 1}, {attached} subscribers, {side} (load average "
                           f"{os.getloadavg()[0]:.2f}); sockets per worker {phase['sockets']}; "
                           f"worker CPU, no requests: {phase['idle_cpu']}", flush=True)  # fmt: skip
                     # Reads go to the last slice, which no delete reaches before the last phase's reads are done.
@@ -443,9 +452,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.subscriber_scenarios:
             rounds = [w[name]["rps"] / o[name]["rps"] for w, o in pairs]
             report["ratios"][name] = rounds
-            pooled = report["pooled"][name] = sum(w[name]["rps"] for w, _ in pairs) / sum(
-                o[name]["rps"] for _, o in pairs
-            )
+            pooled = report["pooled"][name] = pooled_ratio(pairs, name)
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
             cpu_ms = [f"{o[name]['cpu_ms_per_request']:.2f}→{w[name]['cpu_ms_per_request']:.2f}" for w, o in pairs]
             # A phase whose slice of seeded records ran out (deletes of records already deleted) measured 404s.
@@ -501,7 +508,7 @@ def main() -> None:
         "--subscriber-scenarios",
         type=lambda names: tuple(names.split(",")),
         default=READ_WRITE_SCENARIOS,
-        help="subscribers: which ones, in each phase",
+        help="subscribers: which ones, in each phase (always run in the order of this default)",
     )
     parser.add_argument(
         "--subscribers-as",
@@ -515,6 +522,10 @@ def main() -> None:
     args = parser.parse_args()
     if unknown := set(args.subscriber_scenarios) - set(READ_WRITE_SCENARIOS):
         parser.error(f"--subscriber-scenarios: {', '.join(sorted(unknown))}; expected some of {READ_WRITE_SCENARIOS}")
+    # In their fixed order, each once: deletes come after the reads of the ids they would remove.
+    args.subscriber_scenarios = tuple(name for name in READ_WRITE_SCENARIOS if name in args.subscriber_scenarios)
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     if args.before is None:
         args.before = Path(tempfile.gettempdir()) / f"pr-{args.before_commit}"
     if shutil.which("wrk") is None:

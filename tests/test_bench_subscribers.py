@@ -3,24 +3,28 @@ drifts over a run weighs on both sides of the ratio alike."""
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
 from tests.support import bench_module
 
 # bench/changes.py imports bench/run.py by its bare name, as it does when run from bench/.
-sys.modules.setdefault("run", bench_module("run"))
+if "run" not in sys.modules:
+    sys.modules["run"] = bench_module("run")
 changes = bench_module("changes")
 
 
 def _phases(rounds: int, subscribers: int) -> list[dict[str, Any]]:
-    """The phases of a run as measure_subscribers records them, each with made-up figures: req/s 100 + its
-    position in the run, so that a drift of one per phase runs through the whole of it."""
+    """The phases of a run as measure_subscribers records them, with made-up figures: get by id's req/s is 100 +
+    the phase's position in the run, a drift of one per phase through the whole of it."""
     phases: list[dict[str, Any]] = []
     for round_index in range(rounds):
         for measured, attached in changes.phase_order(round_index, subscribers):
-            rps = 100.0 + len(phases)
-            phases.append({"round": round_index + 1, "subscribers": attached, "measured": measured, "get": rps})
+            figures = {"rps": 100.0 + len(phases)}
+            phases.append(
+                {"round": round_index + 1, "subscribers": attached, "measured": measured, "get_by_id": figures}
+            )
     return phases
 
 
@@ -44,7 +48,19 @@ def test_pairs_set_each_rounds_phase_with_the_streams_against_its_phase_without(
 
 
 def test_a_steady_drift_cancels_out_over_an_even_number_of_rounds() -> None:
-    """Each round alone shows the drift, one way or the other; their sum does not."""
+    """Each round alone shows the drift, one way or the other; the ratio over all of them does not."""
     pairs = changes.measured_pairs(_phases(2, 0))
-    assert [with_["get"] - without["get"] for with_, without in pairs] == [1.0, -1.0]
-    assert sum(with_["get"] for with_, _ in pairs) == sum(without["get"] for _, without in pairs)
+    assert [with_["get_by_id"]["rps"] / without["get_by_id"]["rps"] for with_, without in pairs] == [
+        101 / 100,
+        102 / 103,
+    ]
+    assert changes.pooled_ratio(pairs, "get_by_id") == 1.0
+
+
+def test_the_ratio_over_all_rounds_sums_the_requests_rather_than_averaging_the_rounds_ratios() -> None:
+    pairs = [
+        ({"get_by_id": {"rps": 50.0}}, {"get_by_id": {"rps": 100.0}}),
+        ({"get_by_id": {"rps": 300.0}}, {"get_by_id": {"rps": 200.0}}),
+    ]
+    assert changes.pooled_ratio(pairs, "get_by_id") == 350 / 300  # the mean of the rounds' ratios would be 1.0
+    assert math.isnan(changes.pooled_ratio([({"get_by_id": {"rps": 5.0}}, {"get_by_id": {"rps": 0.0}})], "get_by_id"))
