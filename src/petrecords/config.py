@@ -106,6 +106,13 @@ class Settings(BaseSettings):
         description="searches that no index serves, over 10,000 records or more, that an instance runs at once; "
         "more wait their turn up to the statement timeout",
     )
+    long_read_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="PostgreSQL: the share of a database core that the count of a long read may take; it counts "
+        "20,000 records at a time and rests between slices in proportion (1: in one statement, without rests)",
+    )
     db_pooler: Literal["none", "session", "transaction"] = Field(
         default="none",
         description="what sits between the service and PostgreSQL: nothing, or PgBouncer in that pool mode",

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import logging
 import re
+import time
 import uuid
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -44,8 +45,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
-from petrecords.errors import IdempotencyInProgress
-from petrecords.store.base import Change, Cursor, Lock, Viewer
+from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
+from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Viewer
 from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
@@ -59,10 +60,10 @@ from petrecords.store.changelog import (
     window_statements,
 )
 from petrecords.store.counts import WRITES_VERSION, count_upsert
-from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, raise_translated, unavailable
+from petrecords.store.faults import DATABASE_ERRORS, TIMEOUT, PoolTimeout, raise_translated, unavailable
 from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
-from petrecords.store.queries import TrigramSearch
+from petrecords.store.queries import TrigramSearch, matching_rows_statement
 from petrecords.store.records import Statement
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
@@ -294,6 +295,20 @@ def _cut_short(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError | asyncio.CancelledError)
 
 
+LONG_READ_SLICE = 20_000
+"""The records a long read's count moves over before it rests: a few milliseconds of one core."""
+_LONG_READ_CURSOR = "long_read"
+
+
+class _PastTheDeadline(Exception):
+    """A long read's count would end past the statement timeout."""
+
+
+async def _rest(seconds: float) -> None:
+    """A long read's rest between two slices of its count, its core left to everyone else."""
+    await asyncio.sleep(seconds)
+
+
 async def _set_statement_timeout(connection: Any, *, milliseconds: int) -> None:
     await connection.execute(f"SET statement_timeout = {milliseconds}")
 
@@ -450,6 +465,64 @@ class PostgresTransaction(SqlTransaction):
             return await self._again_on_the_primary(statement, exc)
         return rows
 
+    async def count_long_read(
+        self, collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
+    ) -> int:
+        """In slices of LONG_READ_SLICE records, through a cursor in a transaction of its own (one snapshot for the
+        whole count), resting after each slice in proportion to its time, so that the count takes no more than
+        `long_read_share` of a core: one statement would take a whole one from everyone else's requests, for as
+        long as it runs. The statement timeout bounds the count as a whole, rests included. A replica, or a
+        transaction already open, counts in one statement."""
+        share = self._store.long_read_share
+        connection = None if share >= 1 else await self._open()
+        if connection is None or self._open_transaction or self._source is not self._store:
+            return await self.count_at_once(collection, conditions, search)
+        statement = matching_rows_statement(collection, conditions, search=search)
+        compiled = _compiled(statement[0])
+        arguments = _arguments(compiled, statement[1])
+        deadline = time.monotonic() + self._store.statement_timeout_seconds
+        # Whether a statement is under way: a failure then may leave the connection in an unknown state.
+        sending = True
+        try:
+            # Planned for every row, as a count is, not for the first tenth of them as a cursor would be.
+            await connection.execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1"
+            )
+            await connection.execute(f"DECLARE {_LONG_READ_CURSOR} NO SCROLL CURSOR FOR {compiled[0]}", *arguments)
+            counted = 0
+            while True:
+                started = time.monotonic()
+                remaining_ms = max(1, int((deadline - started) * 1000))
+                status = await connection.execute(
+                    f"SET LOCAL statement_timeout = {remaining_ms}; "
+                    f"MOVE FORWARD {LONG_READ_SLICE} IN {_LONG_READ_CURSOR}"
+                )
+                moved = int(status.rpartition(" ")[2])
+                counted += moved
+                if moved < LONG_READ_SLICE:
+                    await connection.execute("COMMIT")
+                    return counted
+                sending = False
+                rest = (time.monotonic() - started) * (1 / share - 1)
+                if time.monotonic() + rest >= deadline:
+                    raise _PastTheDeadline()
+                await _rest(rest)
+                sending = True
+        except BaseException as exc:
+            if sending and _broken(exc):
+                self._after_error(connection, exc)
+                raise_translated(exc)
+            # The connection is sound, within the cursor's transaction (or after it failed): ended here.
+            try:
+                await connection.execute("ROLLBACK")
+            except BaseException as failed:
+                self._after_error(connection, failed)
+            if isinstance(exc, _PastTheDeadline):
+                raise DatabaseUnavailable(
+                    cause=TIMEOUT, detail="a long read's count ran past the statement timeout"
+                ) from None
+            raise_translated(exc)
+
     async def _again_on_the_primary(self, statement: Statement, exc: BaseException) -> Sequence[Sequence[Any]]:
         """A replica failed a read (it went away, or cancelled the statement in a conflict with its recovery):
         the primary answers it, and the rest of the transaction. It has everything the replica had."""
@@ -563,6 +636,8 @@ class PostgresStore(SqlStore):
         if pooler == "transaction":
             # In the round trip of BEGIN: a simple query may hold several statements.
             self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
+        self.statement_timeout_seconds = settings.db_statement_timeout_seconds
+        self.long_read_share = settings.long_read_share
         self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
         """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
         self.writes_alone = pooler != "transaction"

@@ -330,6 +330,20 @@ def _bounded_count_select(collection: Collection, shape: Shape, search: TrigramS
     return sa.select(sa.func.count()).select_from(matching.subquery())
 
 
+@functools.lru_cache(maxsize=256)
+def _matching_rows_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    return _matching(collection, shape, search).add_columns(sa.literal(1))
+
+
+def matching_rows_statement(
+    collection: Collection, conditions: tuple[Condition, ...], *, search: TrigramSearch | None = None
+) -> Statement:
+    """A row of one constant for each record that matches: what `count_statement` counts when no kept count
+    serves, for a count that moves over them a slice at a time."""
+    values = condition_values(conditions) | _trigram_values(collection, conditions, search)
+    return _matching_rows_select(collection, shape_of(conditions), search), values
+
+
 def bounded_count_statement(
     collection: Collection, conditions: tuple[Condition, ...], bound: int, *, search: TrigramSearch | None = None
 ) -> Statement:

@@ -430,7 +430,19 @@ class SqlTransaction(Transaction):
         if shared is not None:
             return await self._count_shared_with(collection, shared)
         search = await self._search(collection, conditions)
+        counted = self.count_long_read if self._turn is not None else self.count_at_once
+        return await counted(collection, conditions, search)
+
+    async def count_at_once(
+        self, collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
+    ) -> int:
         return int((await self.fetch(count_statement(collection, conditions, search=search)))[0][0])
+
+    async def count_long_read(
+        self, collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
+    ) -> int:
+        """The count of a long read, which holds a turn: here in one statement; a store may count in slices."""
+        return await self.count_at_once(collection, conditions, search)
 
     async def _count_shared_with(self, collection: Collection, shared: SharedCount) -> int:
         """From the grantees' kept counts (see store/grants.py). The grantee whose counts hold the most comes first:

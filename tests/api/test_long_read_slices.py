@@ -1,0 +1,182 @@
+"""On PostgreSQL the count of a long read (a search no index serves, over LONG_READ_SCOPE records or more) moves
+over its records a slice at a time through a cursor, and rests after each slice in proportion to its time, so that
+it takes no more than PETRECORDS_LONG_READ_SHARE of a core: exact all the same, in one snapshot, and bounded as a
+whole by the statement timeout. Through HTTP, against a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from petrecords.app import create_app, open_store
+from petrecords.store import postgres
+from petrecords.store.sql import LONG_READ_SCOPE
+from petrecords.text import match_key
+from tests.conftest import test_settings as settings_of
+from tests.support import (
+    ALICE,
+    BOB,
+    PET_RECORDS,
+    assert_error,
+    auth,
+    overlapping_client,
+    pet_row,
+    seeded_database,
+    store_of,
+)
+
+BOBS = [f"Pet {number}" for number in range(LONG_READ_SCOPE)]
+SLICE = 1000
+
+
+async def _seed(database_url: str, data_dir: Path) -> None:
+    store = open_store(settings_of(database_url, data_dir))
+    try:
+        async with store.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, [pet_row(name, owner=BOB) for name in BOBS])
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """BOB's LONG_READ_SCOPE pets, "Pet 0" to "Pet 9999", in a PostgreSQL database of this module's."""
+    with seeded_database("postgresql", tmp_path_factory.mktemp("long-read-slices"), _seed) as database_url:
+        yield database_url
+
+
+@pytest.fixture
+def rests(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The rests a count takes between its slices, of SLICE records each (taken at once, not waited)."""
+    taken: list[float] = []
+
+    async def rest(seconds: float) -> None:
+        taken.append(seconds)
+
+    monkeypatch.setattr(postgres, "LONG_READ_SLICE", SLICE)
+    monkeypatch.setattr(postgres, "_rest", rest)
+    return taken
+
+
+@contextlib.asynccontextmanager
+async def _app(database_url: str, data_dir: Path, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+    settings = settings_of(database_url, data_dir, long_reads_at_once=1, **overrides)
+    async with overlapping_client(create_app(settings)) as client:
+        yield client
+
+
+def _matching(letter: str) -> int:
+    return sum(letter in match_key(name) for name in BOBS)
+
+
+@pytest.mark.parametrize("letter", ["p", "7", "9", "z"])
+async def test_a_long_search_counted_in_slices_is_exact(
+    seeded: str, tmp_path: Path, rests: list[float], letter: str
+) -> None:
+    async with _app(seeded, tmp_path) as client:
+        answer = await client.get(f"/v1/pets?search={letter}&pageSize=5", headers=auth(BOB))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["totalCount"] == _matching(letter)
+    # A rest after every whole slice: none where the first slice held them all.
+    assert len(rests) == _matching(letter) // SLICE
+    assert all(seconds >= 0 for seconds in rests)
+
+
+async def test_at_a_whole_core_a_long_search_counts_in_one_statement(
+    seeded: str, tmp_path: Path, rests: list[float]
+) -> None:
+    async with _app(seeded, tmp_path, long_read_share=1) as client:
+        answer = await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB))
+    assert (answer.status_code, answer.json()["totalCount"]) == (200, LONG_READ_SCOPE)
+    assert rests == []
+
+
+async def test_a_search_over_few_records_is_no_long_read_and_counts_in_one_statement(
+    seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_reads: list[bool] = []
+    count_long_read = postgres.PostgresTransaction.count_long_read
+
+    async def noted(self: postgres.PostgresTransaction, *args: Any) -> int:
+        long_reads.append(True)
+        return await count_long_read(self, *args)
+
+    monkeypatch.setattr(postgres.PostgresTransaction, "count_long_read", noted)
+    async with _app(seeded, tmp_path) as client:
+        few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
+        assert (few.status_code, few.json()["totalCount"]) == (200, 0)
+        assert long_reads == []
+        many = await client.get("/v1/pets?search=p", headers=auth(BOB))
+    assert (many.status_code, many.json()["totalCount"]) == (200, LONG_READ_SCOPE)
+    assert long_reads == [True]
+
+
+async def test_a_count_in_slices_reads_one_snapshot_whatever_commits_between_its_slices(
+    seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pet that matches, created and committed while the count rests after its first slice, is not counted."""
+    created: list[str] = []
+
+    async def create_during_the_rest(seconds: float) -> None:
+        if not created:
+            answer = await client.post("/v1/pets", json={"name": "Pet between", "petType": "Dog"}, headers=auth(BOB))
+            assert answer.status_code == 201, answer.text
+            created.append(answer.json()["id"])
+
+    monkeypatch.setattr(postgres, "LONG_READ_SLICE", SLICE)
+    monkeypatch.setattr(postgres, "_rest", create_during_the_rest)
+    async with _app(seeded, tmp_path) as client:
+        try:
+            during = await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB))
+            after = await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB))
+        finally:
+            for pet in created:
+                await client.delete(f"/v1/pets/{pet}", headers=auth(BOB))
+    assert created
+    assert (during.status_code, during.json()["totalCount"]) == (200, LONG_READ_SCOPE)
+    assert (after.status_code, after.json()["totalCount"]) == (200, LONG_READ_SCOPE + 1)
+
+
+async def test_a_count_in_slices_past_the_statement_timeout_answers_503_and_frees_its_connection(
+    seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timeout bounds the count as a whole, rests included, not each slice: at a millionth of a core, the
+    first rest would outlast it, and the count ends there rather than sleep past it."""
+    monkeypatch.setattr(postgres, "LONG_READ_SLICE", SLICE)
+    settings = {"db_statement_timeout_seconds": 2, "long_read_share": 1e-6, "db_pool_size": 1}
+    async with _app(seeded, tmp_path, **settings) as client:
+        assert_error(await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB)), 503, 986)
+        assert 'petrecords_db_unavailable_total{cause="timeout"}' in (await client.get("/metrics")).text
+        # The pool's one connection is back, out of the cursor's transaction.
+        few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
+        assert (few.status_code, few.json()["totalCount"]) == (200, 0)
+
+
+async def test_a_search_whose_client_goes_away_during_a_rest_gives_back_a_sound_connection(
+    seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resting = asyncio.Event()
+
+    async def rest_until_cancelled(seconds: float) -> None:
+        resting.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(postgres, "LONG_READ_SLICE", SLICE)
+    monkeypatch.setattr(postgres, "_rest", rest_until_cancelled)
+    app = create_app(settings_of(seeded, tmp_path, long_reads_at_once=1, db_pool_size=1))
+    async with overlapping_client(app) as client:
+        search = asyncio.ensure_future(client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB)))
+        await asyncio.wait_for(resting.wait(), 30)
+        search.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await search
+        # The pool's one connection, back and out of the cursor's transaction, answers the next request.
+        few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
+        assert (few.status_code, few.json()["totalCount"]) == (200, 0)
+        assert store_of(app).pool_figures()["checked_out"] == 0
