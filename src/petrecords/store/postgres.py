@@ -474,8 +474,10 @@ class PostgresTransaction(SqlTransaction):
         long as it runs. The statement timeout bounds the count as a whole, rests included. A replica, or a
         transaction already open, counts in one statement."""
         share = self._store.long_read_share
-        connection = None if share >= 1 else await self._open()
-        if connection is None or self._open_transaction or self._source is not self._store:
+        if share >= 1:
+            return await self.count_at_once(collection, conditions, search)
+        connection = await self._open()
+        if self._open_transaction or self._source is not self._store:
             return await self.count_at_once(collection, conditions, search)
         statement = matching_rows_statement(collection, conditions, search=search)
         compiled = _compiled(statement[0])

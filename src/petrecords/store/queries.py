@@ -325,14 +325,14 @@ def _counted_select(collection: Collection, shape: Shape, search: TrigramSearch 
 
 
 @functools.lru_cache(maxsize=256)
-def _bounded_count_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
-    matching = _matching(collection, shape, search).add_columns(sa.literal(1)).limit(sa.bindparam("bound"))
-    return sa.select(sa.func.count()).select_from(matching.subquery())
+def _matching_rows_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    return _matching(collection, shape, search).add_columns(sa.literal(1))
 
 
 @functools.lru_cache(maxsize=256)
-def _matching_rows_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
-    return _matching(collection, shape, search).add_columns(sa.literal(1))
+def _bounded_count_select(collection: Collection, shape: Shape, search: TrigramSearch | None) -> sa.Select[Any]:
+    matching = _matching_rows_select(collection, shape, search).limit(sa.bindparam("bound"))
+    return sa.select(sa.func.count()).select_from(matching.subquery())
 
 
 def matching_rows_statement(
