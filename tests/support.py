@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.duties import Duties
@@ -308,6 +309,17 @@ def of_types(*pet_types: str) -> tuple[Condition, ...]:
 
 
 PET_RECORDS = PETS.collection
+
+
+async def store_pets(database_url: str, data_dir: Path, *owned: tuple[str, Sequence[str]]) -> None:
+    """Pets stored through the store directly, with their kept counts: for each (owner, names), one of each name."""
+    store = open_store(Settings(database_url=database_url, data_dir=data_dir, auth_secret=SECRET))
+    try:
+        async with store.transaction(write=True) as tx:
+            for owner, names in owned:
+                await tx.insert_many(PET_RECORDS, [pet_row(name, owner=owner) for name in names])
+    finally:
+        await store.close()
 
 
 # How often a wait for a condition looks again, and how long it may take on a loaded machine.

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from petrecords.app import create_app, open_store
+from petrecords.app import create_app
 from petrecords.store import postgres
 from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.text import match_key
@@ -22,13 +22,12 @@ from tests.conftest import test_settings as settings_of
 from tests.support import (
     ALICE,
     BOB,
-    PET_RECORDS,
     assert_error,
     auth,
     overlapping_client,
-    pet_row,
     seeded_database,
     store_of,
+    store_pets,
 )
 
 BOBS = [f"Pet {number}" for number in range(LONG_READ_SCOPE)]
@@ -36,12 +35,7 @@ SLICE = 1000
 
 
 async def _seed(database_url: str, data_dir: Path) -> None:
-    store = open_store(settings_of(database_url, data_dir))
-    try:
-        async with store.transaction(write=True) as tx:
-            await tx.insert_many(PET_RECORDS, [pet_row(name, owner=BOB) for name in BOBS])
-    finally:
-        await store.close()
+    await store_pets(database_url, data_dir, (BOB, BOBS))
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from petrecords.app import create_app, open_store
+from petrecords.app import create_app
 from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from tests.conftest import test_settings as settings_of
-from tests.support import ALICE, BOB, PET_RECORDS, auth, overlapping_client, pet_row, seeded_database
+from tests.support import ALICE, BOB, auth, overlapping_client, seeded_database, store_pets
 
 BOBS = LONG_READ_SCOPE
 ALICES = ("Ada", "Bea", "Cid")
@@ -27,13 +27,7 @@ WAITED_SECONDS = 0.3
 
 
 async def _seed(database_url: str, data_dir: Path) -> None:
-    store = open_store(settings_of(database_url, data_dir))
-    try:
-        async with store.transaction(write=True) as tx:
-            await tx.insert_many(PET_RECORDS, [pet_row(f"abc {n}", owner=BOB) for n in range(BOBS)])
-            await tx.insert_many(PET_RECORDS, [pet_row(name, owner=ALICE) for name in ALICES])
-    finally:
-        await store.close()
+    await store_pets(database_url, data_dir, (BOB, [f"abc {n}" for n in range(BOBS)]), (ALICE, ALICES))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -5,7 +5,8 @@ server connections than they have client connections, so that their transactions
 connections. Concurrent creates (some with an Idempotency-Key), conditional gets and replaces across the
 instances, and lists must all be answered as the contract says, with no 5xx; the change feed read through
 the pooler must hold every write exactly once; and a statement blocked behind a lock must still be ended by
-the statement timeout, on the server too, whether it reads or writes.
+the statement timeout, on the server too, whether it reads or writes. A long read's count, which moves over its
+records through a cursor in a transaction of its own, is exact through the pooler too.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import asyncpg
 import httpx
 import pytest
 
+from petrecords.store.sql import LONG_READ_SCOPE
+from petrecords.text import match_key
 from tests.e2e.debian import background, hand_to_postgres, program, wait_for_port
 from tests.e2e.servers import Server, free_port, running_servers
-from tests.support import POSTGRES_ADMIN_URL, fetch_sql, throwaway_postgres
+from tests.support import POSTGRES_ADMIN_URL, fetch_sql, store_pets, throwaway_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -181,6 +184,19 @@ async def _blocked_statements_end(servers: list[Server], database_url: str, pet_
         await holder.close()
 
 
+async def _long_search_is_exact(servers: list[Server], database_url: str, data_dir: Path) -> None:
+    """LONG_READ_SCOPE more pets of the user's, stored directly; a one-digit search over all of them through each
+    instance (a long read: its count goes through a cursor) counts exactly the names that hold the digit."""
+    await store_pets(database_url, data_dir, (USER, [f"Long {number}" for number in range(LONG_READ_SCOPE)]))
+    stored = [row["name"] for row in await fetch_sql(database_url, "SELECT name FROM pets")]
+    expected = sum("7" in match_key(name) for name in stored)
+    async with httpx.AsyncClient(timeout=30) as client:
+        for server in servers:
+            found = await client.get(f"{server.url}/v1/pets?search=7&pageSize=5", headers=_headers(server))
+            assert found.status_code == 200, found.text
+            assert found.json()["totalCount"] == expected
+
+
 @pytest.mark.parametrize("mode", ["transaction", "session"])
 def test_concurrent_requests_through_pgbouncer(mode: str, tmp_path: Path) -> None:
     with (
@@ -220,6 +236,7 @@ def test_concurrent_requests_through_pgbouncer(mode: str, tmp_path: Path) -> Non
         for pet_id, _etag in records:
             assert [version for record_id, version in seen if record_id == pet_id] == [1, 2]
 
+        asyncio.run(_long_search_is_exact(servers, database_url, tmp_path))
         asyncio.run(_blocked_statements_end(servers, database_url, records[0][0]))
         after = httpx.get(f"{servers[0].url}/v1/pets/{records[0][0]}", headers=_headers(servers[0]), timeout=10)
         assert after.status_code == 200, after.text
