@@ -394,7 +394,8 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"phases": []}
     # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.
     streams = {"PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(args.subscribers + 1)}
-    with serve(args, current, args.rows, streams) as served:
+    settings = dict(setting.split("=", 1) for setting in args.setting)
+    with serve(args, current, args.rows, {**settings, **streams}) as served:
         token = served.wrk_env["WATCHER_TOKEN" if args.subscribers_as == "other" else "TOKEN"]
         print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} subscribers as "
               f"{args.subscribers_as}, {args.rounds} rounds of {args.duration} s", flush=True)  # fmt: skip
@@ -518,6 +519,13 @@ def main() -> None:
     )
     parser.add_argument("--probe-writes", type=int, default=300)
     parser.add_argument("--no-access-log", action="store_true", help="PETRECORDS_ACCESS_LOG=false on both servers")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="PETRECORDS_NAME=VALUE",
+        help="subscribers: a setting of the measured server",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if unknown := set(args.subscriber_scenarios) - set(READ_WRITE_SCENARIOS):

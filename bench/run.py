@@ -4,12 +4,14 @@ For each dataset size it seeds a fresh database in bulk (bench/seed.py: pets, an
 when a vaccination scenario runs, each record with its change in the change log), times the disk's own
 fsync in the data directory, starts bench/ceiling.py (and bench/reference_fastapi.py) on it and measures
 the ceilings of the chosen scenarios, then starts `petrecords serve --workers N` and runs the scenarios
-with wrk (Lua scripts in scenarios/), some with other load alongside (ALONGSIDE). Every figure is printed
-with its ratio to its ceiling, and the list figures with their ratios across sizes.
+with wrk (Lua scripts in scenarios/), some with other load alongside (ALONGSIDE); those held to get by id's p99
+alone run in rounds with it. Then it measures 1,000 idle live subscribers against none (bench/changes.py). Every
+figure is printed with its ratio to its ceiling, and the list figures with their ratios across sizes.
 
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
        [--json results.json] [--setting PETRECORDS_NAME=VALUE …] [--serve-through-port PGBOUNCER_PORT]
+       [--p99-rounds 3] [--subscriber-rounds 4] [--subscriber-rows 200000]
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ ALONGSIDE = {
 # The same searches' statements, run on the database by a process of their own (bench/neighbour.py), as many at
 # once as the service has turns, beside the reads by id: what the machine leaves them with the service out of the way.
 BESIDE_A_NEIGHBOUR = ("get_by_id_beside_a_neighbour",)
+P99_BESIDE_GET_BY_ID = ("get_by_id_beside_long_reads", *BESIDE_A_NEIGHBOUR)
+"""Held to get by id's p99 alone: each runs in rounds with it (`in_rounds_beside_get_by_id`)."""
 LONG_READS_P99_TARGET = 2.0
 UNREACHED_RATE_LIMIT = 10**12
 """Requests a minute per caller: the limiter runs, and never refuses."""
@@ -381,7 +385,46 @@ def settle(args: argparse.Namespace, figures: dict[str, Any]) -> None:
 
 def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str) -> dict[str, Any]:
     """One scenario's figures; with load alongside, those of the scenario's own connections, with the other
-    load's under "alongside" and the events the live streams received under "events_per_subscriber"."""
+    load's under "alongside" and the events the live streams received under "events_per_subscriber". A scenario
+    held to get by id's p99 alone runs in rounds beside it (`in_rounds_beside_get_by_id`)."""
+    if name in P99_BESIDE_GET_BY_ID:
+        return in_rounds_beside_get_by_id(args, base, name, wrk_env, url)
+    return run_once(args, base, name, wrk_env, url)
+
+
+def p99_phase_order(round_index: int) -> tuple[bool, bool]:
+    """Whether each of a round's two phases runs beside the other load: get by id alone first in the odd rounds,
+    second in the even ones, so that what drifts over a run weighs on both sides alike."""
+    return (False, True) if round_index % 2 == 0 else (True, False)
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose p99 beside ÷ p99 alone is the median of the rounds' (the lower middle one of an even
+    number): one stall of the machine, which takes every request in flight at once, moves it by one round at most."""
+    ranked = sorted(rounds, key=lambda pair: pair["p99_ratio"])
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def in_rounds_beside_get_by_id(
+    args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str
+) -> dict[str, Any]:
+    """`--p99-rounds` rounds, each of get by id alone and of the scenario, one right after the other: the figures
+    of the scenario's median round (`median_round`), with every round's under "rounds"."""
+    rounds = []
+    for round_index in range(args.p99_rounds):
+        pair: dict[bool, dict[str, Any]] = {}
+        for beside in p99_phase_order(round_index):
+            pair[beside] = run_once(args, base, name if beside else "get_by_id", wrk_env, url)
+            settle(args, pair[beside])
+        alone = pair[False]
+        rounds.append({**pair[True], "alone": alone, "p99_ratio": pair[True]["p99_ms"] / alone["p99_ms"]})
+        print(f"    round {round_index + 1}: get by id alone {alone['rps']:.0f} req/s, p99 {alone['p99_ms']:.2f} ms; "
+              f"beside {pair[True]['rps']:.0f} req/s, p99 {pair[True]['p99_ms']:.2f} ms: "
+              f"{rounds[-1]['p99_ratio']:.2f} ×", flush=True)  # fmt: skip
+    return {**median_round(rounds), "rounds": rounds}
+
+
+def run_once(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str) -> dict[str, Any]:
     if name in BESIDE_A_NEIGHBOUR:
         return beside_a_neighbour(args, base, name, wrk_env, url)
     extra = ALONGSIDE.get(name)
@@ -676,13 +719,55 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
                 f"p99 {disk['p99_ms']:.2f} ms"
             )
         for name, what, against, load, unit in BESIDE_GET_BY_ID:
-            if name in figures and "get_by_id" in figures:
-                beside, alone = figures[name], figures["get_by_id"]
+            if name in figures:
+                beside = figures[name]
+                each = ", ".join(f"{pair['p99_ratio']:.2f}" for pair in beside["rounds"])
                 lines.append(
                     f"  get by id p99 beside {what} at {rows:,}: {beside['p99_ms']:.2f} ms, "
-                    f"{beside['p99_ms'] / alone['p99_ms']:.2f} × its p99 alone ({against(alone)}); {load}: "
+                    f"{beside['p99_ratio']:.2f} × its p99 alone ({against(beside['alone'])}), the median of "
+                    f"{len(beside['rounds'])} rounds ({each}); {load}: "
                     f"{beside['alongside']['rps']:.0f} {unit}, p99 {beside['alongside']['p99_ms']:.0f} ms"
                 )
+    return lines
+
+
+IDLE_SUBSCRIBERS = 1000
+SUBSCRIBER_TARGETS = {"get_by_id": 0.95, "create": 0.9, "replace": 0.9, "delete": 0.9}
+"""Each scenario's req/s with the idle streams ÷ without, at least (the mixed load is printed, held to none)."""
+STREAM_P99_TARGET_MS = 250
+
+
+def idle_subscribers(args: argparse.Namespace) -> dict[str, Any]:
+    """bench/changes.py's subscribers mode on a fresh database of the run's kind: every scenario it runs without and
+    with IDLE_SUBSCRIBERS streams of a caller who owns none of the writes, in `--subscriber-rounds` rounds."""
+    import changes  # it imports this module: loaded only when wanted, not at the top
+
+    options = argparse.Namespace(
+        database=args.database, rows=args.subscriber_rows, rounds=args.subscriber_rounds, duration=args.duration,
+        connections=args.connections, workers=args.workers, threads=args.threads, subscribers=IDLE_SUBSCRIBERS,
+        subscribers_as="other", subscriber_scenarios=changes.READ_WRITE_SCENARIOS, probe_writes=300,
+        no_access_log=False, setting=args.setting,
+    )  # fmt: skip
+    return changes.measure_subscribers(options)  # type: ignore[no-any-return]
+
+
+def subscriber_lines(subscribed: dict[str, Any] | None) -> list[str]:
+    """The idle subscribers' ratios, each against its target, and a change's way to a stream."""
+    if subscribed is None:
+        return []
+    lines = []
+    for name, ratio in subscribed["pooled"].items():
+        target = SUBSCRIBER_TARGETS.get(name)
+        held = f"target ≥ {target}" if target is not None else "no target"
+        each = ", ".join(f"{value:.2f}" for value in subscribed["ratios"][name])
+        lines.append(
+            f"  {name} with {IDLE_SUBSCRIBERS:,} idle subscribers ÷ none: {ratio:.2f} × ({held}); rounds {each}"
+        )
+    latency = subscribed["latency"]
+    lines.append(
+        f"  a create's change at a stream: p99 {latency['p99_ms']:.0f} ms (target ≤ {STREAM_P99_TARGET_MS} ms), "
+        f"missing {latency['missing']}"
+    )
     return lines
 
 
@@ -733,6 +818,26 @@ def main() -> None:
         help="a setting of the measured server (not of the ceilings), e.g. PETRECORDS_DB_POOLER=transaction",
     )
     parser.add_argument(
+        "--p99-rounds",
+        type=int,
+        default=3,
+        help="rounds of get by id alone and beside long searches (and beside a neighbour), in turn first and second; "
+        "the p99 ratio is their median",
+    )
+    parser.add_argument(
+        "--subscriber-rounds",
+        type=int,
+        default=4,
+        help="after the datasets, rounds of 1,000 idle live subscribers against none (bench/changes.py's subscribers "
+        "mode, with this run's database, duration and connections); 0: none",
+    )
+    parser.add_argument(
+        "--subscriber-rows",
+        type=int,
+        default=200_000,
+        help="pets seeded for the idle subscribers' rounds: replace and delete take a slice of them in each phase",
+    )
+    parser.add_argument(
         "--configs",
         help="compare serve configurations instead, e.g. 1x1,2x1,2x2 (workers x threads), on the smallest --rows",
     )
@@ -745,6 +850,10 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
+    if args.p99_rounds < 1:
+        parser.error("--p99-rounds: at least 1")
+    if args.subscriber_rounds < 0:
+        parser.error("--subscriber-rounds: 0 or more")
     sizes = sorted(int(size) for size in args.rows.split(","))
     chosen = tuple(name for name in args.scenarios.split(",") if name)
     if args.configs:
@@ -754,15 +863,19 @@ def main() -> None:
     for rows in sizes:
         scenarios = chosen if rows == sizes[-1] else tuple(name for name in chosen if name in SMALL_SCENARIOS)
         by_rows[rows] = bench_dataset(args, rows, scenarios, largest=rows == sizes[-1])
+    subscribed = idle_subscribers(args) if args.subscriber_rounds else None
     print("ratios (same run):")
     for what, value, against in ratios(by_rows):
         print(f"  {what:<40} {value:>5.2f} × {against}")
     for line in write_latencies(by_rows):
         print(line)
+    for line in subscriber_lines(subscribed):
+        print(line)
     if args.json:
         found = [{"what": w, "ratio": round(v, 3), "against": a} for w, v, a in ratios(by_rows)]
         report = {"database": args.database, "workers": args.workers, "connections": args.connections,
-                  "duration": args.duration, "results": by_rows, "ratios": found}  # fmt: skip
+                  "duration": args.duration, "results": by_rows, "ratios": found,
+                  "subscribers": subscribed}  # fmt: skip
         args.json.write_text(json.dumps(report, indent=2))
 
 
