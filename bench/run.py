@@ -11,7 +11,7 @@ figure is printed with its ratio to its ceiling, and the list figures with their
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
        [--json results.json] [--setting PETRECORDS_NAME=VALUE …] [--serve-through-port PGBOUNCER_PORT]
-       [--p99-rounds 3] [--subscriber-rounds 4] [--subscriber-rows 200000]
+       [--p99-rounds 3] [--subscriber-rounds 4 (every scenario), 0 (--scenarios)] [--subscriber-rows 200000]
 """
 
 from __future__ import annotations
@@ -732,6 +732,7 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
 
 
 IDLE_SUBSCRIBERS = 1000
+SUBSCRIBER_ROUNDS = 4
 SUBSCRIBER_TARGETS = {"get_by_id": 0.95, "create": 0.9, "replace": 0.9, "delete": 0.9}
 """Each scenario's req/s with the idle streams ÷ without, at least (the mixed load is printed, held to none)."""
 STREAM_P99_TARGET_MS = 250
@@ -827,9 +828,9 @@ def main() -> None:
     parser.add_argument(
         "--subscriber-rounds",
         type=int,
-        default=4,
         help="after the datasets, rounds of 1,000 idle live subscribers against none (bench/changes.py's subscribers "
-        "mode, with this run's database, duration and connections); 0: none",
+        f"mode, with this run's database, duration and connections); 0: none; default {SUBSCRIBER_ROUNDS} when every "
+        "scenario runs (no --scenarios), else 0",
     )
     parser.add_argument(
         "--subscriber-rows",
@@ -852,6 +853,8 @@ def main() -> None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
     if args.p99_rounds < 1:
         parser.error("--p99-rounds: at least 1")
+    if args.subscriber_rounds is None:
+        args.subscriber_rounds = SUBSCRIBER_ROUNDS if args.scenarios == parser.get_default("scenarios") else 0
     if args.subscriber_rounds < 0:
         parser.error("--subscriber-rounds: 0 or more")
     sizes = sorted(int(size) for size in args.rows.split(","))
