@@ -451,7 +451,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
         pairs = measured_pairs(report["phases"])
         report["ratios"], report["pooled"] = {}, {}
         for name in args.subscriber_scenarios:
-            rounds = [w[name]["rps"] / o[name]["rps"] for w, o in pairs]
+            rounds = [w[name]["rps"] / o[name]["rps"] if o[name]["rps"] else math.nan for w, o in pairs]
             report["ratios"][name] = rounds
             pooled = report["pooled"][name] = pooled_ratio(pairs, name)
             p99 = [f"{o[name]['p99_ms']:.1f}→{w[name]['p99_ms']:.1f}" for w, o in pairs]
@@ -474,17 +474,8 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["hold-subscribers"]:
-        holder = argparse.ArgumentParser()
-        holder.add_argument("command")
-        holder.add_argument("--url", required=True)
-        holder.add_argument("--count", type=int, required=True)
-        holder.add_argument("--token", required=True)
-        holder.add_argument("--probe-token")
-        holder.add_argument("--report", type=Path, required=True)
-        asyncio.run(_hold_subscribers(holder.parse_args()))
-        return
+def arguments() -> argparse.ArgumentParser:
+    """The command line's options (bench/run.py builds the subscribers' from them too)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="writes,subscribers", help="writes, subscribers, or both")
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
@@ -527,6 +518,21 @@ def main() -> None:
         help="subscribers: a setting of the measured server",
     )
     parser.add_argument("--json", type=Path)
+    return parser
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["hold-subscribers"]:
+        holder = argparse.ArgumentParser()
+        holder.add_argument("command")
+        holder.add_argument("--url", required=True)
+        holder.add_argument("--count", type=int, required=True)
+        holder.add_argument("--token", required=True)
+        holder.add_argument("--probe-token")
+        holder.add_argument("--report", type=Path, required=True)
+        asyncio.run(_hold_subscribers(holder.parse_args()))
+        return
+    parser = arguments()
     args = parser.parse_args()
     if unknown := set(args.subscriber_scenarios) - set(READ_WRITE_SCENARIOS):
         parser.error(f"--subscriber-scenarios: {', '.join(sorted(unknown))}; expected some of {READ_WRITE_SCENARIOS}")

@@ -401,7 +401,8 @@ def p99_phase_order(round_index: int) -> tuple[bool, bool]:
 def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The round whose p99 beside ÷ p99 alone is the median of the rounds' (the lower middle one of an even
     number): one stall of the machine, which takes every request in flight at once, moves it by one round at most."""
-    ranked = sorted(rounds, key=lambda pair: pair["p99_ratio"])
+    # A side with no answer at all has no p99: its round ranks last, as the worst.
+    ranked = sorted(rounds, key=lambda pair: math.inf if math.isnan(pair["p99_ratio"]) else pair["p99_ratio"])
     return ranked[(len(ranked) - 1) // 2]
 
 
@@ -417,7 +418,8 @@ def in_rounds_beside_get_by_id(
             pair[beside] = run_once(args, base, name if beside else "get_by_id", wrk_env, url)
             settle(args, pair[beside])
         alone = pair[False]
-        rounds.append({**pair[True], "alone": alone, "p99_ratio": pair[True]["p99_ms"] / alone["p99_ms"]})
+        ratio = pair[True]["p99_ms"] / alone["p99_ms"] if alone["p99_ms"] else math.nan
+        rounds.append({**pair[True], "alone": alone, "p99_ratio": ratio})
         print(f"    round {round_index + 1}: get by id alone {alone['rps']:.0f} req/s, p99 {alone['p99_ms']:.2f} ms; "
               f"beside {pair[True]['rps']:.0f} req/s, p99 {pair[True]['p99_ms']:.2f} ms: "
               f"{rounds[-1]['p99_ratio']:.2f} ×", flush=True)  # fmt: skip
@@ -743,11 +745,13 @@ def idle_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     with IDLE_SUBSCRIBERS streams of a caller who owns none of the writes, in `--subscriber-rounds` rounds."""
     import changes  # it imports this module: loaded only when wanted, not at the top
 
-    options = argparse.Namespace(
-        database=args.database, rows=args.subscriber_rows, rounds=args.subscriber_rounds, duration=args.duration,
-        connections=args.connections, workers=args.workers, threads=args.threads, subscribers=IDLE_SUBSCRIBERS,
-        subscribers_as="other", subscriber_scenarios=changes.READ_WRITE_SCENARIOS, probe_writes=300,
-        no_access_log=False, setting=args.setting,
+    # Its own command line's defaults, with this run's values over them: an option it gains is never missing here.
+    options = changes.arguments().parse_args([])
+    vars(options).update(
+        mode="subscribers", database=args.database, rows=args.subscriber_rows, rounds=args.subscriber_rounds,
+        duration=args.duration, connections=args.connections, workers=args.workers, threads=args.threads,
+        subscribers=IDLE_SUBSCRIBERS, subscribers_as="other", subscriber_scenarios=changes.READ_WRITE_SCENARIOS,
+        setting=args.setting,
     )  # fmt: skip
     return changes.measure_subscribers(options)  # type: ignore[no-any-return]
 
@@ -829,8 +833,8 @@ def main() -> None:
         "--subscriber-rounds",
         type=int,
         help="after the datasets, rounds of 1,000 idle live subscribers against none (bench/changes.py's subscribers "
-        f"mode, with this run's database, duration and connections); 0: none; default {SUBSCRIBER_ROUNDS} when every "
-        "scenario runs (no --scenarios), else 0",
+        f"mode, with this run's database, duration, connections and settings, its server in this session); 0: none; "
+        f"default {SUBSCRIBER_ROUNDS} when every scenario runs (no --scenarios) and no --serve-through-port, else 0",
     )
     parser.add_argument(
         "--subscriber-rows",
@@ -854,7 +858,10 @@ def main() -> None:
     if args.p99_rounds < 1:
         parser.error("--p99-rounds: at least 1")
     if args.subscriber_rounds is None:
-        args.subscriber_rounds = SUBSCRIBER_ROUNDS if args.scenarios == parser.get_default("scenarios") else 0
+        every_scenario = args.scenarios == parser.get_default("scenarios")
+        args.subscriber_rounds = SUBSCRIBER_ROUNDS if every_scenario and not args.serve_through_port else 0
+    if args.subscriber_rounds and args.serve_through_port:
+        parser.error("--subscriber-rounds: their server connects directly, not through --serve-through-port")
     if args.subscriber_rounds < 0:
         parser.error("--subscriber-rounds: 0 or more")
     sizes = sorted(int(size) for size in args.rows.split(","))
@@ -866,19 +873,26 @@ def main() -> None:
     for rows in sizes:
         scenarios = chosen if rows == sizes[-1] else tuple(name for name in chosen if name in SMALL_SCENARIOS)
         by_rows[rows] = bench_dataset(args, rows, scenarios, largest=rows == sizes[-1])
-    subscribed = idle_subscribers(args) if args.subscriber_rounds else None
     print("ratios (same run):")
     for what, value, against in ratios(by_rows):
-        print(f"  {what:<40} {value:>5.2f} × {against}")
+        print(f"  {what:<40} {value:>5.2f} × {against}", flush=True)
     for line in write_latencies(by_rows):
-        print(line)
-    for line in subscriber_lines(subscribed):
-        print(line)
+        print(line, flush=True)
+    found = [{"what": w, "ratio": round(v, 3), "against": a} for w, v, a in ratios(by_rows)]
+    report = {"database": args.database, "workers": args.workers, "connections": args.connections,
+              "duration": args.duration, "results": by_rows, "ratios": found, "subscribers": None}  # fmt: skip
+    # Written before the subscribers' rounds as well, so that the datasets' figures outlive a failure of theirs.
+    keep_report(args, report)
+    if args.subscriber_rounds:
+        report["subscribers"] = idle_subscribers(args)
+        keep_report(args, report)
+        print("idle subscribers (same run):")
+        for line in subscriber_lines(report["subscribers"]):
+            print(line)
+
+
+def keep_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
     if args.json:
-        found = [{"what": w, "ratio": round(v, 3), "against": a} for w, v, a in ratios(by_rows)]
-        report = {"database": args.database, "workers": args.workers, "connections": args.connections,
-                  "duration": args.duration, "results": by_rows, "ratios": found,
-                  "subscribers": subscribed}  # fmt: skip
         args.json.write_text(json.dumps(report, indent=2))
 
 

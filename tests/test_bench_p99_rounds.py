@@ -5,6 +5,7 @@ request in flight held at once) decides one round, not the figure."""
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 import pytest
@@ -29,15 +30,21 @@ def test_the_median_round_is_the_middle_ratio_and_the_lower_middle_of_an_even_nu
     assert run.median_round(rounds[:1])["p99_ratio"] == 9.2
 
 
+def test_a_round_with_no_answer_on_a_side_ranks_as_the_worst() -> None:
+    rounds = [{"p99_ratio": ratio} for ratio in (math.nan, 1.1, 1.6)]
+    assert run.median_round(rounds)["p99_ratio"] == 1.6
+
+
 def test_rounds_alternate_and_report_the_median_round_with_each_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    # p99 alone 10 ms in every round; beside: 20 ms, a stall of 300 ms, 12 ms.
+    # In the order they run: p99 alone 10, 12 and 8 ms; beside 20 ms, a stall of 300 ms, 12 ms.
+    alone_p99 = iter((10.0, 12.0, 8.0))
     beside_p99 = iter((20.0, 300.0, 12.0))
     ran: list[str] = []
 
     def run_once(args: Any, base: str, name: str, wrk_env: dict[str, str], url: str) -> dict[str, Any]:
         ran.append(name)
         if name == "get_by_id":
-            return _figures(10.0, rps=2000.0)
+            return _figures(next(alone_p99), rps=2000.0)
         return {**_figures(next(beside_p99)), "alongside": _figures(500.0, rps=2.0)}
 
     monkeypatch.setattr(run, "run_once", run_once)
@@ -45,14 +52,14 @@ def test_rounds_alternate_and_report_the_median_round_with_each_one(monkeypatch:
     scenario = "get_by_id_beside_long_reads"
     figures = run.run_scenario(args, "http://127.0.0.1:1", scenario, {}, "sqlite:///unused")
     assert ran == ["get_by_id", scenario, scenario, "get_by_id", "get_by_id", scenario]
-    assert [pair["p99_ratio"] for pair in figures["rounds"]] == [2.0, 30.0, 1.2]
-    assert figures["p99_ratio"] == 2.0
-    assert figures["p99_ms"] == 20.0
-    assert figures["alone"]["rps"] == 2000.0
+    # Each beside against the alone of its own round, whichever of the two ran first.
+    assert [pair["alone"]["p99_ms"] for pair in figures["rounds"]] == [10.0, 12.0, 8.0]
+    assert [pair["p99_ratio"] for pair in figures["rounds"]] == [2.0, 25.0, 1.5]
+    assert (figures["p99_ratio"], figures["p99_ms"], figures["alone"]["p99_ms"]) == (2.0, 20.0, 10.0)
 
     (line,) = run.write_latencies({1_000_000: {scenario: figures}})
-    assert "2.00 × its p99 alone" in line
-    assert "the median of 3 rounds (2.00, 30.00, 1.20)" in line
+    assert "20.00 ms, 2.00 × its p99 alone (10.00 ms;" in line
+    assert "the median of 3 rounds (2.00, 25.00, 1.50)" in line
 
 
 def test_other_scenarios_run_once(monkeypatch: pytest.MonkeyPatch) -> None:

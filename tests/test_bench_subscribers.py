@@ -7,6 +7,8 @@ import math
 import sys
 from typing import Any
 
+import pytest
+
 from tests.support import bench_module
 
 # bench/changes.py imports bench/run.py by its bare name, as it does when run from bench/.
@@ -78,3 +80,24 @@ def test_make_bench_states_each_ratio_against_its_target_and_the_way_to_a_stream
         "  a create's change at a stream: p99 198 ms (target ≤ 250 ms), missing 0",
     ]
     assert sys.modules["run"].subscriber_lines(None) == []
+
+
+def test_make_bench_gives_the_subscribers_rounds_every_option_of_changes_py(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own command line's defaults, with the run's values over them: none missing, whatever it gains."""
+    run = sys.modules["run"]
+    given: list[Any] = []
+    monkeypatch.setitem(sys.modules, "changes", changes)
+    monkeypatch.setattr(changes, "measure_subscribers", lambda options: given.append(options) or {})
+    settings = ["PETRECORDS_DB_POOLER=transaction"]
+    args = run.argparse.Namespace(
+        database="postgresql", subscriber_rows=200_000, subscriber_rounds=4, duration=10, connections=64, workers=2,
+        threads=2, setting=settings,
+    )  # fmt: skip
+    run.idle_subscribers(args)
+    (options,) = given
+    assert set(vars(changes.arguments().parse_args([]))) <= set(vars(options))
+    assert (options.mode, options.database, options.rows, options.rounds, options.duration) == (
+        "subscribers", "postgresql", 200_000, 4, 10,
+    )  # fmt: skip
+    assert (options.subscribers, options.subscribers_as, options.setting) == (1000, "other", settings)
+    assert options.subscriber_scenarios == changes.READ_WRITE_SCENARIOS

@@ -25,7 +25,7 @@ import asyncpg
 import httpx
 import pytest
 
-from petrecords.store.sql import LONG_READ_SCOPE
+from petrecords.store.postgres import LONG_READ_SLICE
 from petrecords.text import match_key
 from tests.e2e.debian import background, hand_to_postgres, program, wait_for_port
 from tests.e2e.servers import Server, free_port, running_servers
@@ -185,14 +185,17 @@ async def _blocked_statements_end(servers: list[Server], database_url: str, pet_
 
 
 async def _long_search_is_exact(servers: list[Server], database_url: str, data_dir: Path) -> None:
-    """LONG_READ_SCOPE more pets of the user's, stored directly; a one-digit search over all of them through each
-    instance (a long read: its count goes through a cursor) counts exactly the names that hold the digit."""
-    await store_pets(database_url, data_dir, (USER, [f"Long {number}" for number in range(LONG_READ_SCOPE)]))
+    """LONG_READ_SLICE + 1 more pets of the user's, stored directly, whose names hold a "g" as no other does: a
+    one-letter search for it through each instance is a long read, whose count moves over its matches through a
+    cursor in two slices with a rest between them, in one transaction through the pooler, and counts them exactly."""
+    names = [f"Long {number}" for number in range(LONG_READ_SLICE + 1)]
+    await store_pets(database_url, data_dir, (USER, names))
     stored = [row["name"] for row in await fetch_sql(database_url, "SELECT name FROM pets")]
-    expected = sum("7" in match_key(name) for name in stored)
+    expected = sum("g" in match_key(name) for name in stored)
+    assert expected > LONG_READ_SLICE
     async with httpx.AsyncClient(timeout=30) as client:
         for server in servers:
-            found = await client.get(f"{server.url}/v1/pets?search=7&pageSize=5", headers=_headers(server))
+            found = await client.get(f"{server.url}/v1/pets?search=g&pageSize=5", headers=_headers(server))
             assert found.status_code == 200, found.text
             assert found.json()["totalCount"] == expected
 
