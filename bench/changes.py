@@ -46,10 +46,12 @@ from run import (
     SERVICE_SCENARIOS,
     database,
     free_port,
+    in_turn,
     print_line,
     process,
     run_wrk,
     server_env,
+    server_settings,
     wait_until_answering,
     worker_rss_mb,
 )
@@ -366,11 +368,9 @@ def probe_latency(served: Served, writes: int, report: Path, holder: subprocess.
 
 def phase_order(round_index: int, subscribers: int) -> tuple[tuple[bool, int], ...]:
     """A round's two phases, each as (whether it is the one measured with the streams, how many streams it has):
-    without then with in the odd rounds, with then without in the even ones, so that whatever drifts over the run
-    (the database's files grow with every write phase, the machine's other jobs come and go) weighs on both sides
-    alike. With no subscribers both phases are without: their ratios are the noise of the comparison."""
-    phases = ((False, 0), (True, subscribers))
-    return phases if round_index % 2 == 0 else phases[::-1]
+    without then with in the odd rounds, with then without in the even ones (`in_turn`). With no subscribers both
+    phases are without: their ratios are the noise of the comparison."""
+    return in_turn(round_index, (False, 0), (True, subscribers))
 
 
 def measured_pairs(phases: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -394,8 +394,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"phases": []}
     # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.
     streams = {"PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(args.subscribers + 1)}
-    settings = dict(setting.split("=", 1) for setting in args.setting)
-    with serve(args, current, args.rows, {**settings, **streams}) as served:
+    with serve(args, current, args.rows, {**server_settings(args), **streams}) as served:
         token = served.wrk_env["WATCHER_TOKEN" if args.subscribers_as == "other" else "TOKEN"]
         print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} subscribers as "
               f"{args.subscribers_as}, {args.rounds} rounds of {args.duration} s", flush=True)  # fmt: skip

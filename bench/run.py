@@ -39,13 +39,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
 
 from petrecords.config import default_long_reads_at_once
 
+T = TypeVar("T")
 BIN = Path(sys.executable).parent
 BENCH = Path(__file__).resolve().parent
 SCENARIOS = BENCH / "scenarios"
@@ -394,8 +395,8 @@ def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[s
 
 def p99_phase_order(round_index: int) -> tuple[bool, bool]:
     """Whether each of a round's two phases runs beside the other load: get by id alone first in the odd rounds,
-    second in the even ones, so that what drifts over a run weighs on both sides alike."""
-    return (False, True) if round_index % 2 == 0 else (True, False)
+    second in the even ones (`in_turn`)."""
+    return in_turn(round_index, False, True)
 
 
 def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -422,7 +423,7 @@ def in_rounds_beside_get_by_id(
         rounds.append({**pair[True], "alone": alone, "p99_ratio": ratio})
         print(f"    round {round_index + 1}: get by id alone {alone['rps']:.0f} req/s, p99 {alone['p99_ms']:.2f} ms; "
               f"beside {pair[True]['rps']:.0f} req/s, p99 {pair[True]['p99_ms']:.2f} ms: "
-              f"{rounds[-1]['p99_ratio']:.2f} ×", flush=True)  # fmt: skip
+              f"{ratio:.2f} ×", flush=True)  # fmt: skip
     return {**median_round(rounds), "rounds": rounds}
 
 
@@ -462,8 +463,7 @@ def beside_a_neighbour(
 ) -> dict[str, Any]:
     """The scenario's figures while bench/neighbour.py runs the long searches' statements, in the session the
     server is in (see `process`); its figures under "alongside"."""
-    settings = dict(setting.split("=", 1) for setting in args.setting)
-    at_once = settings.get("PETRECORDS_LONG_READS_AT_ONCE", str(default_long_reads_at_once()))
+    at_once = server_settings(args).get("PETRECORDS_LONG_READS_AT_ONCE", str(default_long_reads_at_once()))
     command = [BIN / "python", BENCH / "neighbour.py", "--database-url", url, "--owner", OWNER,
                "--seconds", str(args.duration), "--at-once", at_once]  # fmt: skip
     neighbour = subprocess.Popen(
@@ -517,6 +517,18 @@ def run_ceilings(
                 print_line(name, figures)
                 settle(args, figures)
     return results
+
+
+def server_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The measured server's own settings, from `--setting PETRECORDS_NAME=VALUE`."""
+    return dict(setting.split("=", 1) for setting in args.setting)
+
+
+def in_turn(round_index: int, first: T, second: T) -> tuple[T, T]:
+    """A round's two phases in the order they run: as given in the odd rounds, swapped in the even ones, so that
+    whatever drifts over a run (the database's files grow, the machine's other jobs come and go) weighs on both
+    sides alike."""
+    return (first, second) if round_index % 2 == 0 else (second, first)
 
 
 def server_env(work_dir: Path, url: str) -> dict[str, str]:
@@ -601,7 +613,7 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
             serve += ["--threads", str(args.threads)]
-            serve_env = {**env, **dict(setting.split("=", 1) for setting in args.setting)}
+            serve_env = {**env, **server_settings(args)}
             if args.serve_through_port:
                 # The measured server reaches the same database through a pooler on that port (PgBouncer).
                 parsed = urllib.parse.urlsplit(url)
