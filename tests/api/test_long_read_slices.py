@@ -17,6 +17,7 @@ import pytest
 from petrecords.app import create_app
 from petrecords.store import postgres
 from petrecords.store.sql import LONG_READ_SCOPE
+from petrecords.store.turns import LongReadTurns
 from petrecords.text import match_key
 from tests.conftest import test_settings as settings_of
 from tests.support import (
@@ -174,3 +175,25 @@ async def test_a_search_whose_client_goes_away_during_a_rest_gives_back_a_sound_
         few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
         assert (few.status_code, few.json()["totalCount"]) == (200, 0)
         assert store_of(app).pool_figures()["checked_out"] == 0
+
+
+async def test_a_long_reads_turn_is_given_back_owing_only_what_its_count_did_not_rest(
+    seeded: str, tmp_path: Path, rests: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rests between the slices count toward the turn's share: given back, it owes what the rest of the long
+    read (its page, the checks before it) took beyond them, not its count's time over again."""
+    given_back: list[tuple[float, float]] = []
+    rest_owed = LongReadTurns.rest_owed
+
+    def noted(self: LongReadTurns, *, held: float, rested: float) -> float:
+        given_back.append((held, rested))
+        return rest_owed(self, held=held, rested=rested)
+
+    monkeypatch.setattr(LongReadTurns, "rest_owed", noted)
+    async with _app(seeded, tmp_path) as client:
+        answer = await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB))
+    assert (answer.status_code, answer.json()["totalCount"]) == (200, LONG_READ_SCOPE)
+    assert len(rests) == LONG_READ_SCOPE // SLICE
+    [(_, rested)] = given_back
+    assert rested > 0
+    assert rested == pytest.approx(sum(rests))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,4 +90,40 @@ async def test_a_wait_past_its_bound_and_one_waiting_read_too_many_are_refused()
     assert timed_out.value.cause == TIMEOUT
     assert "Retry-After" in timed_out.value.headers
     held.give_back()
+    assert turns.held == 0
+
+
+async def test_a_turn_given_back_rests_in_proportion_to_its_busy_time_before_the_next_long_read_takes_it() -> None:
+    turns = LongReadTurns(1, share=0.5)
+    turn = await turns.take()
+    await asyncio.sleep(0.2)
+    turn.give_back()
+    given_back = time.monotonic()
+    assert turns.held == 1  # resting: as long again as it was busy, at half a core
+    await turns.take()
+    waited = time.monotonic() - given_back
+    assert 0.15 <= waited < 1, waited
+
+
+async def test_a_turn_that_rested_enough_while_held_is_free_at_once() -> None:
+    turns = LongReadTurns(1, share=0.5)
+    turn = await turns.take()
+    await asyncio.sleep(0.2)
+    turn.rested = 0.15  # a count's rests between its slices: more than the time it was busy
+    turn.give_back()
+    assert turns.held == 0
+
+
+def test_the_rest_owed_is_in_proportion_and_never_longer_than_a_read_waits_for_a_turn() -> None:
+    assert LongReadTurns(1, share=0.25).rest_owed(held=1.0, rested=0.0) == pytest.approx(3.0)
+    assert LongReadTurns(1, share=0.5).rest_owed(held=1.0, rested=0.4) == pytest.approx(0.2)
+    assert LongReadTurns(1, share=1.0).rest_owed(held=1.0, rested=0.0) == 0
+    assert LongReadTurns(1, share=1e-6, wait_seconds=2).rest_owed(held=1.0, rested=0.0) == 2
+
+
+def test_a_turn_given_back_outside_an_event_loop_is_free_at_once() -> None:
+    turns = LongReadTurns(1, share=0.1)
+    turn = asyncio.run(turns.take())
+    time.sleep(0.05)
+    turn.give_back()
     assert turns.held == 0

@@ -509,6 +509,8 @@ class PostgresTransaction(SqlTransaction):
                 if time.monotonic() + rest >= deadline:
                     raise _PastTheDeadline()
                 await _rest(rest)
+                if self._turn is not None:
+                    self._turn.rested += rest
                 sending = True
         except BaseException as exc:
             if sending and _broken(exc):

@@ -29,27 +29,53 @@ POLL_SECONDS = 0.005
 
 
 class Turn:
-    """One turn, held until given back (at the end of the transaction that took it)."""
+    """One turn, held until given back (at the end of the transaction that took it), and then for as long as it
+    owes a rest."""
 
     def __init__(self, turns: LongReadTurns, index: int) -> None:
         self._turns = turns
         self._index: int | None = index
+        self._taken_at = time.monotonic()
+        self.rested = 0.0
+        """Seconds of the turn spent resting already (a count's rests between its slices)."""
 
     def give_back(self) -> None:
-        if self._index is not None:
-            self._turns.give_back(self._index)
-            self._index = None
+        if self._index is None:
+            return
+        index, self._index = self._index, None
+        owed = self._turns.rest_owed(held=time.monotonic() - self._taken_at, rested=self.rested)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            owed = 0
+        if owed > 0:
+            # The answer goes out now; the next long read waits for the rest.
+            loop.call_later(owed, self._turns.give_back, index)
+        else:
+            self._turns.give_back(index)
 
 
 class LongReadTurns:
     """At most `limit` long reads at once; a read that finds none free waits for one up to `wait_seconds` (then
     503, as a statement past its timeout is), and at most `max_waiting` of a process wait at once (a waiting read
-    holds its connection: the others are answered 503 at once, so that the quick reads keep the rest)."""
+    holds its connection: the others are answered 503 at once, so that the quick reads keep the rest).
+
+    With a `share` below 1, a turn given back stays taken for a rest in proportion to the time it was held and
+    not resting, so that long reads one after another keep a turn busy for at most that share of the time:
+    without it, a search that ends within one slice of its count (10,000 records) never rests, and the next
+    one takes the turn at once."""
 
     def __init__(
-        self, limit: int, *, directory: Path | None = None, wait_seconds: float = math.inf, max_waiting: int = 1
+        self,
+        limit: int,
+        *,
+        directory: Path | None = None,
+        wait_seconds: float = math.inf,
+        max_waiting: int = 1,
+        share: float = 1.0,
     ) -> None:
         self.limit = limit
+        self.share = share
         self._wait_seconds = wait_seconds
         self._max_waiting = max_waiting
         self._waiting = 0
@@ -94,6 +120,11 @@ class LongReadTurns:
             self._held.add(index)
             return index
         return None
+
+    def rest_owed(self, *, held: float, rested: float) -> float:
+        """Seconds a turn held for `held` seconds, `rested` of them resting, must still rest: never longer than a
+        read waits for a turn, which would refuse every read meanwhile."""
+        return min((held - rested) * (1 / self.share - 1) - rested, self._wait_seconds)
 
     def give_back(self, index: int) -> None:
         self._held.discard(index)
