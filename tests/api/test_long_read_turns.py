@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from petrecords.app import create_app
+from petrecords.errors import DatabaseUnavailable
 from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from tests.conftest import test_settings as settings_of
@@ -69,7 +70,7 @@ async def test_a_long_search_waits_for_the_turn_another_worker_holds(seeded: str
             held.give_back()
             answered = await asyncio.wait_for(search, 30)
             assert (answered.status_code, answered.json()["totalCount"]) == (200, BOBS), answered.text
-            # Given back at the end of its request: the other worker takes the turn at once.
+            # Given back at the end of its request (on PostgreSQL after a rest): the other worker takes it.
             (await other.take()).give_back()
 
 
@@ -101,3 +102,21 @@ async def test_long_searches_beyond_those_a_worker_lets_wait_answer_503_at_once(
             held.give_back()
             answered = await asyncio.gather(*(search for search in searches if not search.done()))
             assert [response.status_code for response in answered] == [200] * waiting_at_most
+
+
+async def test_a_long_searchs_turn_rests_after_it_on_postgresql_and_not_on_sqlite(seeded: str, tmp_path: Path) -> None:
+    """At a hundredth of a core, a PostgreSQL turn stays taken after its search for 99 times the time the search
+    held it (at most half the statement timeout); SQLite's long reads run on threads of the worker's own, and
+    their turns take no share."""
+    async with _instance(seeded, tmp_path, long_read_share=0.01) as client:
+        answered = await client.get("/v1/pets?search=a&pageSize=5", headers=auth(BOB))
+        assert (answered.status_code, answered.json()["totalCount"]) == (200, BOBS), answered.text
+        other = LongReadTurns(1, directory=tmp_path / "turns", wait_seconds=0.05)
+        try:
+            if seeded.startswith("postgresql"):
+                with pytest.raises(DatabaseUnavailable):
+                    await other.take()
+            else:
+                (await other.take()).give_back()
+        finally:
+            other.close()

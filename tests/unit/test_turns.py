@@ -4,6 +4,7 @@ process that ends, and a bounded wait for one."""
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import sys
 import time
@@ -109,16 +110,30 @@ async def test_a_turn_that_rested_enough_while_held_is_free_at_once() -> None:
     turns = LongReadTurns(1, share=0.5)
     turn = await turns.take()
     await asyncio.sleep(0.2)
-    turn.rested = 0.15  # a count's rests between its slices: more than the time it was busy
+    turn.rested = 1.0  # a count's rests between its slices: more than the whole time it was held
     turn.give_back()
     assert turns.held == 0
 
 
-def test_the_rest_owed_is_in_proportion_and_never_longer_than_a_read_waits_for_a_turn() -> None:
+def test_the_rest_owed_is_in_proportion_and_at_most_half_of_what_a_read_waits_for_a_turn() -> None:
     assert LongReadTurns(1, share=0.25).rest_owed(held=1.0, rested=0.0) == pytest.approx(3.0)
     assert LongReadTurns(1, share=0.5).rest_owed(held=1.0, rested=0.4) == pytest.approx(0.2)
     assert LongReadTurns(1, share=1.0).rest_owed(held=1.0, rested=0.0) == 0
-    assert LongReadTurns(1, share=1e-6, wait_seconds=2).rest_owed(held=1.0, rested=0.0) == 2
+    assert LongReadTurns(1, share=1e-6, wait_seconds=2).rest_owed(held=1.0, rested=0.0) == 1
+
+
+@pytest.mark.parametrize("share", [0, -0.5, 1.5, math.nan])
+def test_a_share_outside_zero_to_one_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match="share"):
+        LongReadTurns(1, share=share)
+
+
+async def test_a_turn_given_back_owing_no_rest_is_free_at_once() -> None:
+    turns = LongReadTurns(1, share=0.01)
+    turn = await turns.take()
+    await asyncio.sleep(0.05)
+    turn.give_back(rest=False)  # a replica answered its long read
+    assert turns.held == 0
 
 
 def test_a_turn_given_back_outside_an_event_loop_is_free_at_once() -> None:

@@ -374,6 +374,11 @@ class PostgresTransaction(SqlTransaction):
     async def data_version(self) -> Hashable:
         return int((await self.fetch((WRITES_VERSION, {})))[0][0])
 
+    @property
+    def _turn_rests(self) -> bool:
+        # A replica answered: its long read took nothing from the primary's cores, nor did it rest between slices.
+        return self._source is self._store
+
     def _after_error(self, connection: Any, exc: BaseException) -> None:
         if not _broken(exc):
             return

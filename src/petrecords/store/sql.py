@@ -234,12 +234,20 @@ class SqlTransaction(Transaction):
             raise
         finally:
             self._deferred.clear()
-            if self._turn is not None:
-                self._turn.give_back()
-                self._turn = None
-            if self.begun:
-                self.begun = False
-                await self._end(commit=commit)
+            turn, self._turn = self._turn, None
+            try:
+                if turn is not None:
+                    turn.give_back(rest=self._turn_rests)
+            finally:
+                if self.begun:
+                    self.begun = False
+                    await self._end(commit=commit)
+
+    @property
+    def _turn_rests(self) -> bool:
+        """Whether a long read's turn rests after this transaction (see store/turns.py): where it read from is
+        where the rest spares cores."""
+        return True
 
     async def _write_deferred(self, *, last: bool) -> None:
         """Run the deferred writes, in the order they were made. `last`: nothing follows them but the commit."""
