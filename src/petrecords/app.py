@@ -55,7 +55,7 @@ def open_store(settings: Settings, *, turns_directory: Path | None = None) -> Sq
         directory=turns_directory,
         wait_seconds=settings.db_statement_timeout_seconds,
         max_waiting=max(1, store.read_connections // 2),
-        share=1.0 if is_sqlite(url) else settings.long_read_share,
+        share=store.long_read_share,
     )
     return store
 

@@ -798,6 +798,9 @@ class SqlStore(Store):
         """The schema revision this version of the service runs on."""
         self.long_read_turns: LongReadTurns | None = None
         """Where long reads take their turns (see store/turns.py); None: they take none."""
+        self.long_read_share = 1.0
+        """The share of a database core that each turn's long reads may take (see store/turns.py): the whole, but
+        where the store rests them."""
 
     @property
     @abc.abstractmethod
