@@ -1,15 +1,19 @@
-"""What a live hub's poll reads from the change log when no administrator streams (`changes_seen_by`), on both
-databases, after real writes: exactly the changes in its range that one of the callers it reads for may see."""
+"""What a live hub reads from the change log when no administrator streams (`changes_seen_by`), on both
+databases, after real writes: exactly the changes in its range that one of the callers it reads for may see;
+and streams opened together wait for its first poll rather than each reading the log."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.resources.changes import sees
+from petrecords.resources.live import ChangeHub
 from petrecords.store.base import Viewer
 from tests.api.test_changes_feed import settled
 from tests.api.test_vaccines import admin, create_vaccine
@@ -56,4 +60,37 @@ async def test_a_poll_for_some_callers_reads_their_changes_and_the_shared_ones_i
             got = await tx.changes_seen_by((0, 0), through=log[-1].cursor, readers=[BOB], limit=2)
             assert list(got) == [change for change in log if sees(_viewer(BOB), change)][:2]
     finally:
+        await store.close()
+
+
+async def test_streams_opened_together_wait_for_the_first_poll_rather_than_each_reading_the_log(
+    client: AsyncTestClient[Any], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(settings)
+    hub = ChangeHub(lambda: store, keep_alive_seconds=30)
+    streams = []
+    try:
+        async with store.transaction(write=False) as tx:
+            transaction_type, head = type(tx), await tx.head_cursor()
+        reads = 0
+        read_the_log = transaction_type.changes_after
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return await read_the_log(*args, **kwargs)
+
+        monkeypatch.setattr(transaction_type, "changes_after", counted)
+        streams = [hub.follow(head, reader=_viewer(ALICE), resources=None) for _ in range(50)]
+        firsts = [asyncio.ensure_future(anext(stream)) for stream in streams]
+        await asyncio.sleep(0.05)
+        await create(client, ALICE, name="Rex", petType="Dog")
+        got = await asyncio.wait_for(asyncio.gather(*firsts), 10)
+        assert {(change.resource, change.action) for change in got} == {("pets", "created")}
+        assert len({change.cursor for change in got}) == 1
+        assert reads == 0
+    finally:
+        for stream in streams:
+            await stream.aclose()
+        await hub.close()
         await store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -303,3 +304,32 @@ def test_a_change_a_share_lets_a_group_see_reaches_and_wakes_its_members_streams
     assert vet_woken
     assert not stranger_woken
     assert got == [shared]
+
+
+def test_a_stream_waiting_for_a_first_poll_that_does_not_come_still_sends_its_keep_alives() -> None:
+    async def run() -> list[Change | None]:
+        # No store: the hub never polls (as with its database gone since the stream opened).
+        hub = ChangeHub(lambda: None, keep_alive_seconds=0.2)
+        stream = hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=None)
+        try:
+            return [await asyncio.wait_for(anext(stream), 1) for _ in range(2)]
+        finally:
+            await stream.aclose()
+            await hub.close()
+
+    assert asyncio.run(run()) == [None, None]
+
+
+def test_streams_waiting_for_the_first_poll_end_when_the_hub_closes() -> None:
+    async def run() -> list[Change | None]:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=60)
+        sent = asyncio.ensure_future(_everything(hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=None)))
+        await asyncio.sleep(0.05)
+        await hub.close()
+        return await asyncio.wait_for(sent, 1)
+
+    assert asyncio.run(run()) == []
+
+
+async def _everything(stream: AsyncIterator[Change | None]) -> list[Change | None]:
+    return [change async for change in stream]

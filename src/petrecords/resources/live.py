@@ -81,6 +81,8 @@ class ChangeHub:
         only those whose callers may see one of its changes, not every stream of the process."""
         self._subscribers = 0
         self._poller: asyncio.Task[None] | None = None
+        self._polled = asyncio.Event()
+        """Set once a poll has read where the log's head is (`_polled_through` known), and when streams end."""
         self._closed = asyncio.Event()
 
     @property
@@ -89,8 +91,7 @@ class ChangeHub:
 
     async def close(self) -> None:
         """End every live stream (the process is shutting down) and stop polling."""
-        self._closed.set()
-        self._wake(None)
+        self._end_streams()
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -110,6 +111,10 @@ class ChangeHub:
         self._open_stream(reader)
         self._start_polling()
         try:
+            # Until the first poll, a stream would read the log itself: a thousand clients reconnecting at once
+            # made a thousand reads that held the pool past its timeout (503s), and the poll waited behind them.
+            if not await self._first_poll(self.keep_alive_interval()):
+                yield None
             while not self._closed.is_set():
                 changes, cursor = await self._after(cursor, reader=reader, resources=resources)
                 for change in changes:
@@ -119,6 +124,20 @@ class ChangeHub:
                     yield None
         finally:
             self._close_stream(reader)
+
+    async def _first_poll(self, seconds: float) -> bool:
+        """Wait until the hub has polled once (or the streams end); False when `seconds` passed first."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._polled.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _end_streams(self) -> None:
+        self._closed.set()
+        self._polled.set()
+        self._wake(None)
 
     def _open_stream(self, reader: Viewer | None) -> None:
         self._subscribers += 1
@@ -245,8 +264,7 @@ class ChangeHub:
         # interval per process while someone listens.
         while self._subscribers and not self._closed.is_set():
             if self._stopping_file is not None and self._stopping_file.exists():
-                self._closed.set()
-                self._wake(None)
+                self._end_streams()
                 break
             got = 0
             with contextlib.suppress(Exception):  # an outage: the subscribers wait, the next poll tries again
@@ -257,6 +275,7 @@ class ChangeHub:
         self._buffered.clear()
         self._frames.clear()
         self._polled_through = self._complete_after = self._admin_since = None
+        self._polled.clear()
         self._let_go = dict.fromkeys(self._let_go)
 
     async def _poll_once(self) -> int:
@@ -283,6 +302,7 @@ class ChangeHub:
     def _start_buffer(self, head: Cursor) -> None:
         """Start keeping changes after `head`, the last one committed: none of them has been let go yet."""
         self._polled_through = self._complete_after = head
+        self._polled.set()
         self._let_go[SHARED] = head
         for reader, let_go in self._let_go.items():
             if let_go is None:
