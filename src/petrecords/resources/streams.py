@@ -3,14 +3,13 @@ token), how many a caller may hold at once, and when one ends."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
-import itertools
 import math
 import os
 import secrets
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -109,48 +108,79 @@ class _Held:
 class StreamSlots:
     """How many live streams each caller holds in this instance, at most `limit` each.
 
-    Under `petrecords serve` the workers of an instance share a directory: a stream is a file named after its
-    process in its caller's folder, counted while that process lives, so that a worker that dies takes its
-    streams out of the count with it. An app that runs alone counts its own."""
+    Under `petrecords serve` the workers of an instance share a directory: in each caller's folder, a worker that
+    holds some of their streams keeps a file named after its process with how many, counted while that process
+    lives, so that a worker that dies takes its streams out of the count with it. Taking a slot reads one file per
+    worker, not one per stream: with a file per stream, a caller's thousandth stream read a thousand of them with
+    the event loop held (seconds of it for a thousand streams opened together). An app that runs alone counts its
+    own."""
 
     def __init__(self, limit: int, *, directory: Path | None, retry_after_seconds: int) -> None:
         self._limit = limit
         self._directory = directory
         self._retry_after = retry_after_seconds
         self._held: dict[str, int] = {}
-        self._names = itertools.count()
 
     def take(self, caller: str) -> Slot:
         """One of the caller's slots; 429 when every one is taken."""
-        if self._directory is not None:
-            path = self._take_shared(self._directory, caller)
-            return Slot(lambda: path.unlink(missing_ok=True))
-        if self._held.get(caller, 0) >= self._limit:
-            raise RateLimited(self._retry_after)
-        self._held[caller] = self._held.get(caller, 0) + 1
-        return Slot(lambda: self._give_back(caller))
+        if self._directory is None:
+            if self._held.get(caller, 0) >= self._limit:
+                raise RateLimited(self._retry_after)
+            self._count(caller, +1)
+            return Slot(lambda: self._give_back(caller))
+        folder = self._directory / hashlib.sha256(caller.encode()).hexdigest()[:32]
+        folder.mkdir(parents=True, exist_ok=True)
+        with _locked(folder):
+            held_here = self._held.get(caller, 0)
+            if self._held_by_others(folder) + held_here >= self._limit:
+                raise RateLimited(self._retry_after)
+            self._keep_count(folder, held_here + 1)
+            self._count(caller, +1)
+        return Slot(lambda: self._give_back_shared(folder, caller))
+
+    def _count(self, caller: str, change: int) -> int:
+        held = self._held[caller] = self._held.get(caller, 0) + change
+        if not held:
+            del self._held[caller]
+        return held
 
     def _give_back(self, caller: str) -> None:
-        self._held[caller] -= 1
-        if not self._held[caller]:
-            del self._held[caller]
+        self._count(caller, -1)
 
-    def _take_shared(self, directory: Path, caller: str) -> Path:
-        folder = directory / hashlib.sha256(caller.encode()).hexdigest()[:32]
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / ".lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            held = 0
-            for slot in folder.glob("*.stream"):
-                if _alive(int(slot.name.split("-", 1)[0])):
-                    held += 1
-                else:
-                    slot.unlink(missing_ok=True)
-            if held >= self._limit:
-                raise RateLimited(self._retry_after)
-            slot = folder / f"{os.getpid()}-{next(self._names)}-{time.monotonic_ns()}.stream"
-            slot.touch()
-            return slot
+    def _give_back_shared(self, folder: Path, caller: str) -> None:
+        with _locked(folder):
+            self._keep_count(folder, self._count(caller, -1))
+
+    @staticmethod
+    def _keep_count(folder: Path, held: int) -> None:
+        mine = folder / f"{os.getpid()}.streams"
+        if held:
+            mine.write_text(str(held))
+        else:
+            mine.unlink(missing_ok=True)
+
+    @staticmethod
+    def _held_by_others(folder: Path) -> int:
+        held = 0
+        for kept in folder.glob("*.streams"):
+            pid = int(kept.stem)
+            if pid == os.getpid():
+                continue
+            if _alive(pid):
+                # Written under the lock this is read under: whole, unless the disk refused it, when the worker
+                # is counted as holding none rather than refusing its caller's streams for good.
+                with contextlib.suppress(OSError, ValueError):
+                    held += int(kept.read_text())
+            else:
+                kept.unlink(missing_ok=True)
+        return held
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    with (folder / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _alive(pid: int) -> bool:

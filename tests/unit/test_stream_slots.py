@@ -1,0 +1,74 @@
+"""How many live streams a caller holds in an instance whose workers share a directory: each worker's count in a
+file of its own, read by the others, forgotten with a worker that died."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from petrecords.errors import RateLimited
+from petrecords.resources.streams import StreamSlots
+
+CALLER = "ann@example.com"
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _folder(directory: Path) -> Path:
+    (folder,) = [path for path in directory.iterdir() if path.is_dir()]
+    return folder
+
+
+def test_a_caller_holds_at_most_the_limit_counted_over_the_live_workers(tmp_path: Path) -> None:
+    slots = StreamSlots(5, directory=tmp_path, retry_after_seconds=7)
+    first = slots.take(CALLER)
+    folder = _folder(tmp_path)
+    # Another live worker holds three of the caller's streams, a dead one held forty.
+    (folder / f"{os.getppid()}.streams").write_text("3")
+    dead = folder / f"{_dead_pid()}.streams"
+    dead.write_text("40")
+    second = slots.take(CALLER)
+    assert not dead.exists()
+    with pytest.raises(RateLimited):
+        slots.take(CALLER)
+    assert (folder / f"{os.getpid()}.streams").read_text() == "2"
+    # Someone else's streams are counted apart.
+    slots.take("bob@example.com").give_back()
+    second.give_back()
+    third = slots.take(CALLER)
+    first.give_back()
+    third.give_back()
+    third.give_back()  # given back once, however often asked
+    assert not (folder / f"{os.getpid()}.streams").exists()
+    assert [path.name for path in folder.iterdir() if path.suffix == ".streams"] == [f"{os.getppid()}.streams"]
+
+
+def test_a_thousand_streams_of_one_caller_keep_one_file_per_worker(tmp_path: Path) -> None:
+    slots = StreamSlots(1000, directory=tmp_path, retry_after_seconds=7)
+    held = [slots.take(CALLER) for _ in range(1000)]
+    folder = _folder(tmp_path)
+    assert sorted(path.name for path in folder.iterdir()) == [".lock", f"{os.getpid()}.streams"]
+    assert (folder / f"{os.getpid()}.streams").read_text() == "1000"
+    with pytest.raises(RateLimited):
+        slots.take(CALLER)
+    for slot in held:
+        slot.give_back()
+    assert sorted(path.name for path in folder.iterdir()) == [".lock"]
+
+
+def test_an_app_alone_counts_its_own(tmp_path: Path) -> None:
+    slots = StreamSlots(2, directory=None, retry_after_seconds=7)
+    held = [slots.take(CALLER), slots.take(CALLER)]
+    with pytest.raises(RateLimited):
+        slots.take(CALLER)
+    held[0].give_back()
+    slots.take(CALLER)
+    assert not list(tmp_path.iterdir())
