@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from petrecords.errors import RateLimited
-from petrecords.resources.streams import StreamSlots
+from petrecords.resources.streams import Slot, StreamSlots
 
 CALLER = "ann@example.com"
 
@@ -72,3 +73,37 @@ def test_an_app_alone_counts_its_own(tmp_path: Path) -> None:
     held[0].give_back()
     slots.take(CALLER)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_slot_the_collector_gives_back_while_its_folder_is_locked_is_counted_and_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots = StreamSlots(5, directory=tmp_path, retry_after_seconds=7)
+    dropped = slots.take(CALLER)
+    count_others = StreamSlots._held_by_others
+
+    def collected_meanwhile(folder: Path) -> int:
+        dropped.give_back()  # as the collector finalizing a slot dropped unread, at an allocation within take()
+        return count_others(folder)
+
+    monkeypatch.setattr(StreamSlots, "_held_by_others", staticmethod(collected_meanwhile))
+    taken: list[Slot] = []
+    # In a thread of its own: a second lock of the folder would wait for the first for good.
+    taking = threading.Thread(target=lambda: taken.append(slots.take(CALLER)), daemon=True)
+    taking.start()
+    taking.join(10)
+    assert taken, "taking a slot waited for the lock it held"
+    assert (_folder(tmp_path) / f"{os.getpid()}.streams").read_text() == "1"
+    taken[0].give_back()
+    assert not (_folder(tmp_path) / f"{os.getpid()}.streams").exists()
+
+
+def test_a_worker_forgets_the_count_left_by_a_dead_process_whose_id_it_now_has(tmp_path: Path) -> None:
+    StreamSlots(5, directory=tmp_path, retry_after_seconds=7).take(CALLER)
+    folder = _folder(tmp_path)
+    (folder / f"{os.getpid()}.streams").write_text("5")
+    slots = StreamSlots(5, directory=tmp_path, retry_after_seconds=7)
+    assert not (folder / f"{os.getpid()}.streams").exists()
+    held = slots.take(CALLER)
+    assert (folder / f"{os.getpid()}.streams").read_text() == "1"
+    held.give_back()

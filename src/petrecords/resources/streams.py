@@ -120,6 +120,14 @@ class StreamSlots:
         self._directory = directory
         self._retry_after = retry_after_seconds
         self._held: dict[str, int] = {}
+        if directory is not None:
+            # Left by a worker that died and whose process id this one now has (a worker restarted): it counted
+            # streams that this worker does not hold.
+            for kept in directory.glob(f"*/{os.getpid()}.streams"):
+                kept.unlink(missing_ok=True)
+        self._locked_here: Path | None = None
+        """The folder whose lock this process holds while it takes a slot."""
+        self._given_back_meanwhile = False
 
     def take(self, caller: str) -> Slot:
         """One of the caller's slots; 429 when every one is taken."""
@@ -131,11 +139,25 @@ class StreamSlots:
         folder = self._directory / hashlib.sha256(caller.encode()).hexdigest()[:32]
         folder.mkdir(parents=True, exist_ok=True)
         with _locked(folder):
-            held_here = self._held.get(caller, 0)
-            if self._held_by_others(folder) + held_here >= self._limit:
-                raise RateLimited(self._retry_after)
-            self._keep_count(folder, held_here + 1)
-            self._count(caller, +1)
+            self._locked_here, self._given_back_meanwhile = folder, False
+            try:
+                if self._held_by_others(folder) + self._held.get(caller, 0) >= self._limit:
+                    raise RateLimited(self._retry_after)
+                self._count(caller, +1)
+                try:
+                    self._keep_count(folder, self._held.get(caller, 0))
+                except BaseException:
+                    self._count(caller, -1)
+                    raise
+            finally:
+                # The collector may give back one of the caller's slots that was dropped unread at any allocation
+                # in here, and a second lock of the folder would wait for this one for good: that give-back only
+                # counts down, and the count is written again here.
+                while self._given_back_meanwhile:
+                    self._given_back_meanwhile = False
+                    with contextlib.suppress(OSError):
+                        self._keep_count(folder, self._held.get(caller, 0))
+                self._locked_here = None
         return Slot(lambda: self._give_back_shared(folder, caller))
 
     def _count(self, caller: str, change: int) -> int:
@@ -148,8 +170,15 @@ class StreamSlots:
         self._count(caller, -1)
 
     def _give_back_shared(self, folder: Path, caller: str) -> None:
-        with _locked(folder):
-            self._keep_count(folder, self._count(caller, -1))
+        if self._locked_here == folder:
+            self._count(caller, -1)
+            self._given_back_meanwhile = True
+            return
+        held = self._count(caller, -1)
+        # The next slot taken here writes the count again if this cannot (the directory gone, no descriptors
+        # left): the caller's slot is given back in any case.
+        with contextlib.suppress(OSError), _locked(folder):
+            self._keep_count(folder, held)
 
     @staticmethod
     def _keep_count(folder: Path, held: int) -> None:
@@ -163,10 +192,9 @@ class StreamSlots:
     def _held_by_others(folder: Path) -> int:
         held = 0
         for kept in folder.glob("*.streams"):
-            pid = int(kept.stem)
-            if pid == os.getpid():
-                continue
-            if _alive(pid):
+            if not kept.stem.isdigit() or int(kept.stem) == os.getpid():
+                continue  # this worker's count is the one it holds; a name of no process is no worker's
+            if _alive(int(kept.stem)):
                 # Written under the lock this is read under: whole, unless the disk refused it, when the worker
                 # is counted as holding none rather than refusing its caller's streams for good.
                 with contextlib.suppress(OSError, ValueError):
