@@ -83,7 +83,8 @@ async def test_streams_opened_together_wait_for_the_first_poll_rather_than_each_
         monkeypatch.setattr(transaction_type, "changes_after", counted)
         streams = [hub.follow(head, reader=_viewer(ALICE), resources=None) for _ in range(50)]
         firsts = [asyncio.ensure_future(anext(stream)) for stream in streams]
-        await asyncio.sleep(0.05)
+        # The first poll has read the head: what is written from now on, the streams read from the hub.
+        await asyncio.wait_for(hub._polled.wait(), 10)
         await create(client, ALICE, name="Rex", petType="Dog")
         got = await asyncio.wait_for(asyncio.gather(*firsts), 10)
         assert {(change.resource, change.action) for change in got} == {("pets", "created")}

@@ -123,7 +123,8 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
         hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
         hub._start_buffer((0, 0))
         readers: tuple[str | None, ...] = (*OWNERS, None, stranger)
-        waits = [asyncio.create_task(hub._wait_for_more((0, 0), _viewer(reader))) for reader in readers]
+        soon = asyncio.get_running_loop().time() + 0.05
+        waits = [asyncio.create_task(hub._wait_for_more((0, 0), _viewer(reader), soon)) for reader in readers]
         await asyncio.sleep(0)
         hub._keep(found)
         return dict(zip(readers, await asyncio.gather(*waits), strict=True))
@@ -292,7 +293,8 @@ def test_a_change_a_share_lets_a_group_see_reaches_and_wakes_its_members_streams
         hub._start_buffer((0, 0))
         hub._open_stream(vet)
         hub._open_stream(stranger)
-        waits = [asyncio.create_task(hub._wait_for_more((0, 0), viewer)) for viewer in (vet, stranger)]
+        soon = asyncio.get_running_loop().time() + 0.05
+        waits = [asyncio.create_task(hub._wait_for_more((0, 0), viewer, soon)) for viewer in (vet, stranger)]
         await asyncio.sleep(0)
         hub._keep([shared], polled_for=sorted(hub._streams_of))
         vet_woken, stranger_woken = await asyncio.gather(*waits)
@@ -333,3 +335,55 @@ def test_streams_waiting_for_the_first_poll_end_when_the_hub_closes() -> None:
 
 async def _everything(stream: AsyncIterator[Change | None]) -> list[Change | None]:
     return [change async for change in stream]
+
+
+def test_wakes_that_bring_a_stream_nothing_do_not_put_off_its_comment() -> None:
+    async def run() -> Change | None:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=0.3)
+        hub._start_buffer((0, 0))
+        stream = hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=("vaccines",))
+        sent = asyncio.ensure_future(anext(stream))
+        try:
+            # A change of the caller's every 0.1 s, of a resource the stream did not ask for: each wakes it.
+            for position in range(1, 30):
+                await asyncio.sleep(0.1)
+                if sent.done():
+                    break
+                hub._keep(_changes([(OWNERS[0], OWNERS[0], "pets")], position))
+            assert sent.done(), "no comment in 3 s of wakes that brought nothing"
+            return sent.result()
+        finally:
+            await stream.aclose()
+            await hub.close()
+
+    assert asyncio.run(run()) is None
+
+
+def test_a_first_poll_that_comes_late_does_not_put_off_the_first_comment() -> None:
+    async def run() -> float:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=2)
+        loop = asyncio.get_running_loop()
+        opened = loop.time()
+        stream = hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=None)
+        sent = asyncio.ensure_future(anext(stream))
+        try:
+            await asyncio.sleep(1.6)
+            assert not sent.done()
+            hub._start_buffer((0, 0))  # the first poll, late
+            assert await asyncio.wait_for(sent, 5) is None
+            return loop.time() - opened
+        finally:
+            await stream.aclose()
+            await hub.close()
+
+    # Within the interval drawn at the open (1.5-2 s), not a fresh one drawn at the poll (3.1-3.6 s).
+    assert asyncio.run(run()) < 2.6
+
+
+def test_a_stream_opened_after_the_hub_closed_ends_at_once() -> None:
+    async def run() -> list[Change | None]:
+        hub = ChangeHub(lambda: None, keep_alive_seconds=60)
+        await hub.close()
+        return await asyncio.wait_for(_everything(hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=None)), 1)
+
+    assert asyncio.run(run()) == []

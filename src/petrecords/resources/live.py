@@ -110,25 +110,34 @@ class ChangeHub:
         keep-alive interval."""
         self._open_stream(reader)
         self._start_polling()
+        loop = asyncio.get_running_loop()
+        # When the stream, quiet since, sends a comment: a wake that brings it nothing (another resource's change,
+        # the hub's first poll) does not put that off.
+        comment_due = loop.time() + self.keep_alive_interval()
         try:
             # Until the first poll, a stream would read the log itself: a thousand clients reconnecting at once
             # made a thousand reads that held the pool past its timeout (503s), and the poll waited behind them.
-            if not await self._first_poll(self.keep_alive_interval()):
-                yield None
+            while not self._polled.is_set():
+                if not await self._polled_by(comment_due):
+                    yield None
+                    comment_due = loop.time() + self.keep_alive_interval()
             while not self._closed.is_set():
                 changes, cursor = await self._after(cursor, reader=reader, resources=resources)
                 for change in changes:
                     if change.cursor not in already:
                         yield change
-                if not changes and not await self._wait_for_more(cursor, reader):
+                        comment_due = loop.time() + self.keep_alive_interval()
+                if not changes and not await self._wait_for_more(cursor, reader, comment_due):
                     yield None
+                    comment_due = loop.time() + self.keep_alive_interval()
         finally:
             self._close_stream(reader)
 
-    async def _first_poll(self, seconds: float) -> bool:
-        """Wait until the hub has polled once (or the streams end); False when `seconds` passed first."""
+    async def _polled_by(self, deadline: float) -> bool:
+        """Wait until the hub has polled once (or the streams end); False when the loop's clock reached
+        `deadline` first."""
         try:
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout_at(deadline):
                 await self._polled.wait()
         except TimeoutError:
             return False
@@ -220,9 +229,9 @@ class ChangeHub:
         thousand streams) do not all send at once ever after."""
         return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
 
-    async def _wait_for_more(self, cursor: Cursor, reader: Viewer | None) -> bool:
-        """Wait until changes after `cursor` that `reader` may see may have come; False when the keep-alive
-        interval passed first."""
+    async def _wait_for_more(self, cursor: Cursor, reader: Viewer | None, deadline: float) -> bool:
+        """Wait until changes after `cursor` that `reader` may see may have come; False when the loop's clock
+        reached `deadline` first."""
         polled_through = self._polled_through
         if (polled_through is not None and polled_through > cursor) or self._closed.is_set():
             return True
@@ -231,7 +240,7 @@ class ChangeHub:
         for key in keys:
             self._waiting.setdefault(key, set()).add(waiter)
         try:
-            async with asyncio.timeout(self.keep_alive_interval()):
+            async with asyncio.timeout_at(deadline):
                 await waiter
         except TimeoutError:
             return False
@@ -275,7 +284,8 @@ class ChangeHub:
         self._buffered.clear()
         self._frames.clear()
         self._polled_through = self._complete_after = self._admin_since = None
-        self._polled.clear()
+        if not self._closed.is_set():  # a stream opened after the end ends at once
+            self._polled.clear()
         self._let_go = dict.fromkeys(self._let_go)
 
     async def _poll_once(self) -> int:
