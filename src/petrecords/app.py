@@ -199,8 +199,10 @@ def settle_collector() -> None:
     attached, on a busy machine. The requests in flight at each middle collection reach the oldest generation
     and count towards the next full pass though most die a moment later, so under load the default made one every
     few seconds, enough to double get by id's p99 beside idle streams. Once every FULL_COLLECTION_EVERY middle
-    collections (about 700,000 objects allocated and not freed at once) still reclaims the cycles that outlived
-    the younger passes; the young and middle passes, which free most cycles, are as CPython sets them."""
+    collections (about 850,000 objects allocated and not freed at once, nine times CPython's spacing) still
+    reclaims the cycles that outlived the younger passes, at the cost of more of them waiting: a load made of
+    nothing but such cycles left up to 850,000 objects for one pass. The young and middle passes, which free most
+    cycles, are as CPython sets them."""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()

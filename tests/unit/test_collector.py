@@ -1,6 +1,7 @@
-"""The garbage collector of a server process (`settle_collector`): full passes about ten times rarer than
-CPython's default under a load whose objects reach the oldest generation and die there, and still reclaiming
-its cycles, with at most about 850,000 of them waiting for it."""
+"""The garbage collector of a server process (`settle_collector`): full passes about nine times rarer than
+CPython's default ((100 + 1) x 12 + 1 young collections apart instead of (10 + 1) x 12 + 1) under a load whose
+objects reach the oldest generation and die there, and still reclaiming its cycles, with at most about 850,000
+of them waiting for it."""
 
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ def _collections(collector: str) -> dict[str, int]:
     return counted
 
 
-def test_a_server_process_runs_full_collections_ten_times_rarer_and_they_still_reclaim_its_cycles() -> None:
+def test_a_server_process_runs_full_collections_nine_times_rarer_and_they_still_reclaim_its_cycles() -> None:
     default, settled = _collections("default"), _collections("settled")
-    assert default["full"] >= 10 * settled["full"] >= 30
+    assert default["full"] >= 8 * settled["full"] >= 24
     # 4,000,000 objects in cycles: most reclaimed, the rest made since the last pass.
     assert settled["collected"] >= 3_000_000
     assert settled["largest"] <= 1_000_000
