@@ -359,7 +359,9 @@ def test_wakes_that_bring_a_stream_nothing_do_not_put_off_its_comment() -> None:
     assert asyncio.run(run()) is None
 
 
-def test_a_first_poll_that_comes_late_does_not_put_off_the_first_comment() -> None:
+def test_a_first_poll_that_comes_late_does_not_put_off_the_first_comment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed, "KEEP_ALIVE_SPREAD", 1.0)  # every wait the whole interval: 2 s
+
     async def run() -> float:
         hub = ChangeHub(lambda: None, keep_alive_seconds=2)
         loop = asyncio.get_running_loop()
@@ -376,8 +378,8 @@ def test_a_first_poll_that_comes_late_does_not_put_off_the_first_comment() -> No
             await stream.aclose()
             await hub.close()
 
-    # Within the interval drawn at the open (1.5-2 s), not a fresh one drawn at the poll (3.1-3.6 s).
-    assert asyncio.run(run()) < 2.6
+    # At the end of the interval that began at the open (2 s), not of one that began at the poll (3.6 s).
+    assert asyncio.run(run()) < 2.8
 
 
 def test_a_stream_opened_after_the_hub_closed_ends_at_once() -> None:
