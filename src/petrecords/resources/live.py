@@ -111,25 +111,29 @@ class ChangeHub:
         self._open_stream(reader)
         self._start_polling()
         loop = asyncio.get_running_loop()
+
+        def next_comment() -> float:
+            return loop.time() + self.keep_alive_interval()
+
         # When the stream, quiet since, sends a comment: a wake that brings it nothing (another resource's change,
         # the hub's first poll) does not put that off.
-        comment_due = loop.time() + self.keep_alive_interval()
+        comment_due = next_comment()
         try:
             # Until the first poll, a stream would read the log itself: a thousand clients reconnecting at once
             # made a thousand reads that held the pool past its timeout (503s), and the poll waited behind them.
             while not self._polled.is_set():
                 if not await self._polled_by(comment_due):
                     yield None
-                    comment_due = loop.time() + self.keep_alive_interval()
+                    comment_due = next_comment()
             while not self._closed.is_set():
                 changes, cursor = await self._after(cursor, reader=reader, resources=resources)
                 for change in changes:
                     if change.cursor not in already:
                         yield change
-                        comment_due = loop.time() + self.keep_alive_interval()
+                        comment_due = next_comment()
                 if not changes and not await self._wait_for_more(cursor, reader, comment_due):
                     yield None
-                    comment_due = loop.time() + self.keep_alive_interval()
+                    comment_due = next_comment()
         finally:
             self._close_stream(reader)
 
