@@ -3,10 +3,12 @@ file of its own, read by the others, forgotten with a worker that died."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,46 @@ def test_a_slot_the_collector_gives_back_while_its_folder_is_locked_is_counted_a
     assert (_folder(tmp_path) / f"{os.getpid()}.streams").read_text() == "1"
     taken[0].give_back()
     assert not (_folder(tmp_path) / f"{os.getpid()}.streams").exists()
+
+
+def test_a_slot_of_another_caller_given_back_while_a_folder_is_locked_waits_for_no_second_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots = StreamSlots(5, directory=tmp_path, retry_after_seconds=7)
+    dropped = slots.take("bob@example.com")
+    bobs_folder = _folder(tmp_path)
+    count_others = StreamSlots._held_by_others
+    collected = threading.Event()
+
+    def collected_meanwhile(folder: Path) -> int:
+        if not collected.is_set():
+            collected.set()
+            dropped.give_back()  # as the collector, at an allocation within the take of Ann's slot
+        return count_others(folder)
+
+    monkeypatch.setattr(StreamSlots, "_held_by_others", staticmethod(collected_meanwhile))
+    # Another worker holds Bob's folder, and would wait for Ann's: holding Ann's while waiting for Bob's would
+    # leave both waiting for good.
+    with (bobs_folder / ".lock").open("a") as bobs_lock:
+        fcntl.flock(bobs_lock, fcntl.LOCK_EX)
+        taken: list[Slot] = []
+        taking = threading.Thread(target=lambda: taken.append(slots.take(CALLER)), daemon=True)
+        taking.start()
+        assert collected.wait(10)
+        annes_folder = next(path for path in tmp_path.iterdir() if path != bobs_folder)
+        with (annes_folder / ".lock").open("a") as annes_lock:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    fcntl.flock(annes_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, "Ann's folder stayed locked while waiting for Bob's"
+                    time.sleep(0.01)
+    taking.join(10)
+    assert taken
+    assert not (bobs_folder / f"{os.getpid()}.streams").exists()
+    assert (annes_folder / f"{os.getpid()}.streams").read_text() == "1"
 
 
 def test_a_worker_forgets_the_count_left_by_a_dead_process_whose_id_it_now_has(tmp_path: Path) -> None:

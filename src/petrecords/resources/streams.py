@@ -125,9 +125,10 @@ class StreamSlots:
             # streams that this worker does not hold.
             for kept in directory.glob(f"*/{os.getpid()}.streams"):
                 kept.unlink(missing_ok=True)
-        self._locked_here: Path | None = None
-        """The folder whose lock this process holds while it takes a slot."""
-        self._given_back_meanwhile = False
+        self._locking = False
+        """Whether this process holds one of the folders' locks."""
+        self._unwritten: set[tuple[Path, str]] = set()
+        """Callers whose count went down here and is yet to be written, with their folder."""
 
     def take(self, caller: str) -> Slot:
         """One of the caller's slots; 429 when every one is taken."""
@@ -138,9 +139,8 @@ class StreamSlots:
             return Slot(lambda: self._give_back(caller))
         folder = self._directory / hashlib.sha256(caller.encode()).hexdigest()[:32]
         folder.mkdir(parents=True, exist_ok=True)
-        with _locked(folder):
-            self._locked_here, self._given_back_meanwhile = folder, False
-            try:
+        try:
+            with self._holding(folder):
                 if self._held_by_others(folder) + self._held.get(caller, 0) >= self._limit:
                     raise RateLimited(self._retry_after)
                 self._count(caller, +1)
@@ -149,15 +149,8 @@ class StreamSlots:
                 except BaseException:
                     self._count(caller, -1)
                     raise
-            finally:
-                # The collector may give back one of the caller's slots that was dropped unread at any allocation
-                # in here, and a second lock of the folder would wait for this one for good: that give-back only
-                # counts down, and the count is written again here.
-                while self._given_back_meanwhile:
-                    self._given_back_meanwhile = False
-                    with contextlib.suppress(OSError):
-                        self._keep_count(folder, self._held.get(caller, 0))
-                self._locked_here = None
+        finally:
+            self._write_given_back()
         return Slot(lambda: self._give_back_shared(folder, caller))
 
     def _count(self, caller: str, change: int) -> int:
@@ -170,15 +163,30 @@ class StreamSlots:
         self._count(caller, -1)
 
     def _give_back_shared(self, folder: Path, caller: str) -> None:
-        if self._locked_here == folder:
-            self._count(caller, -1)
-            self._given_back_meanwhile = True
-            return
-        held = self._count(caller, -1)
-        # The next slot taken here writes the count again if this cannot (the directory gone, no descriptors
-        # left): the caller's slot is given back in any case.
-        with contextlib.suppress(OSError), _locked(folder):
-            self._keep_count(folder, held)
+        self._count(caller, -1)
+        self._unwritten.add((folder, caller))
+        # The collector may give back a slot dropped unread at any allocation, this process holding a folder's
+        # lock: waiting there for a second lock could wait for good (its own folder's, or another worker's that
+        # waits for this one), so the count is written once the lock held is let go.
+        if not self._locking:
+            self._write_given_back()
+
+    def _write_given_back(self) -> None:
+        while self._unwritten and not self._locking:
+            folder, caller = self._unwritten.pop()
+            # The next slot taken here writes the count again if this cannot (the directory gone, no descriptors
+            # left): the caller's slot is given back in any case.
+            with contextlib.suppress(OSError), self._holding(folder):
+                self._keep_count(folder, self._held.get(caller, 0))
+
+    @contextlib.contextmanager
+    def _holding(self, folder: Path) -> Iterator[None]:
+        self._locking = True  # before the lock is taken: the collector may run as soon as it is
+        try:
+            with _locked(folder):
+                yield
+        finally:
+            self._locking = False
 
     @staticmethod
     def _keep_count(folder: Path, held: int) -> None:
