@@ -266,17 +266,30 @@ def measure_writes(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _subscribe(
-    host: str, port: int, token: str, counts: list[int], ready: asyncio.Event, arrivals: dict[str, float] | None
+    host: str,
+    port: int,
+    token: str,
+    counts: list[int],
+    ready: asyncio.Event,
+    arrivals: dict[str, float] | None,
+    *,
+    stream: bool = True,
 ) -> None:
+    """A live stream, read until it ends; not `stream`: a connection left idle after one liveness check (what the
+    HTTP server alone pays for an open connection, with nothing of the service's held for it)."""
     reader, writer = await asyncio.open_connection(host, port)
+    path = "/v1/changes?resource=pets" if stream else "/healthz"
     writer.write(
-        f"GET /v1/changes?resource=pets HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
         "Accept: text/event-stream\r\n\r\n".encode()
     )
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
         raise SystemExit(f"subscription refused: {head[:200]!r}")
+    if not stream:
+        length = next(line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:"))
+        await reader.readexactly(int(length.split(b":")[1]))
     counts[1] += 1
     if counts[1] == counts[2]:
         ready.set()
@@ -310,7 +323,8 @@ async def _hold_subscribers(args: argparse.Namespace) -> None:
     if args.probe_token:
         tasks.append(asyncio.create_task(_subscribe(host, int(port), args.probe_token, counts, ready, arrivals)))
     for _ in range(args.count):
-        tasks.append(asyncio.create_task(_subscribe(host, int(port), args.token, counts, ready, None)))
+        subscription = _subscribe(host, int(port), args.token, counts, ready, None, stream=args.held == "streams")
+        tasks.append(asyncio.create_task(subscription))
         await asyncio.sleep(0.002)  # within the kernel's accept queue
     await asyncio.wait_for(ready.wait(), 60)
     print("ready", flush=True)
@@ -324,12 +338,12 @@ async def _hold_subscribers(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def subscribers(
-    served: Served, count: int, token: str, report: Path, *, probe: bool = False
+    served: Served, count: int, token: str, report: Path, *, probe: bool = False, held: str = "streams"
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`count` live streams as the owner of `token`, and with `probe` one more as the writer, which notes when
-    each created pet's change arrives."""
+    """`count` live streams as the owner of `token` (`held` "connections": idle connections instead), and with
+    `probe` one more stream as the writer, which notes when each created pet's change arrives."""
     command = [sys.executable, __file__, "hold-subscribers", "--url", served.base, "--count", str(count)]
-    command += ["--token", token, "--report", str(report)]
+    command += ["--token", token, "--report", str(report), "--held", held]
     command += ["--probe-token", served.wrk_env["TOKEN"]] if probe else []
     child = subprocess.Popen(command, stdout=subprocess.PIPE, start_new_session=True)
     try:
@@ -396,7 +410,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     streams = {"PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(args.subscribers + 1)}
     with serve(args, current, args.rows, {**server_settings(args), **streams}) as served:
         token = served.wrk_env["WATCHER_TOKEN" if args.subscribers_as == "other" else "TOKEN"]
-        print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} subscribers as "
+        print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} {args.held} as "
               f"{args.subscribers_as}, {args.rounds} rounds of {args.duration} s", flush=True)  # fmt: skip
         holder_report = served.work_dir / "subscribers.json"
         for round_index in range(args.rounds):
@@ -404,7 +418,7 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
                 phase: dict[str, Any] = {"round": round_index + 1, "subscribers": attached, "measured": measured}
                 with contextlib.ExitStack() as stack:
                     if attached:
-                        stack.enter_context(subscribers(served, attached, token, holder_report))
+                        stack.enter_context(subscribers(served, attached, token, holder_report, held=args.held))
                         time.sleep(1)
                     cpu = WorkerCpu(served.pid)
                     phase["sockets"] = [sockets_of(pid) for pid in cpu.pids]
@@ -507,6 +521,13 @@ def arguments() -> argparse.ArgumentParser:
         default="other",
         help="other: a user who owns nothing (their streams get keep-alives only); owner: the writer (every change)",
     )
+    parser.add_argument(
+        "--held",
+        choices=["streams", "connections"],
+        default="streams",
+        help="subscribers: live streams, or as many connections left idle after one request (the HTTP server's "
+        "own cost of an open connection, the control)",
+    )
     parser.add_argument("--probe-writes", type=int, default=300)
     parser.add_argument("--no-access-log", action="store_true", help="PETRECORDS_ACCESS_LOG=false on both servers")
     parser.add_argument(
@@ -529,6 +550,7 @@ def main() -> None:
         holder.add_argument("--token", required=True)
         holder.add_argument("--probe-token")
         holder.add_argument("--report", type=Path, required=True)
+        holder.add_argument("--held", choices=["streams", "connections"], default="streams")
         asyncio.run(_hold_subscribers(holder.parse_args()))
         return
     parser = arguments()
