@@ -1,6 +1,7 @@
 """What a live hub reads from the change log when no administrator streams (`changes_seen_by`), on both
 databases, after real writes: exactly the changes in its range that one of the callers it reads for may see;
-and streams opened together wait for its first poll rather than each reading the log."""
+and streams opened together wait for its first poll rather than each reading the log; a poll that finds no new
+change reads no range of it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
+from petrecords.resources import live
 from petrecords.resources.changes import sees
 from petrecords.resources.live import ChangeHub
 from petrecords.store.base import Viewer
@@ -92,6 +94,49 @@ async def test_streams_opened_together_wait_for_the_first_poll_rather_than_each_
         assert reads == 0
     finally:
         for stream in streams:
+            await stream.aclose()
+        await hub.close()
+        await store.close()
+
+
+async def test_a_poll_that_finds_the_head_where_it_was_reads_no_range_of_the_log(
+    client: AsyncTestClient[Any], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "POLL_SECONDS", 0.01)
+    store = open_store(settings)
+    hub = ChangeHub(lambda: store, keep_alive_seconds=30)
+    stream = None
+    try:
+        async with store.transaction(write=False) as tx:
+            transaction_type, head = type(tx), await tx.head_cursor()
+        heads = reads = 0
+        polled_enough = asyncio.Event()
+        read_the_head, read_the_range = transaction_type.head_cursor, transaction_type.changes_seen_by
+
+        async def counted_head(*args: Any, **kwargs: Any) -> Any:
+            nonlocal heads
+            heads += 1
+            if heads == 20:
+                polled_enough.set()
+            return await read_the_head(*args, **kwargs)
+
+        async def counted_range(*args: Any, **kwargs: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return await read_the_range(*args, **kwargs)
+
+        monkeypatch.setattr(transaction_type, "head_cursor", counted_head)
+        monkeypatch.setattr(transaction_type, "changes_seen_by", counted_range)
+        stream = hub.follow(head, reader=_viewer(ALICE), resources=None)
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.wait_for(polled_enough.wait(), 10)  # polls that find nothing new
+        assert reads == 0
+        await create(client, ALICE, name="Rex", petType="Dog")
+        change = await asyncio.wait_for(first, 10)
+        assert (change.resource, change.action) == ("pets", "created")
+        assert reads >= 1
+    finally:
+        if stream is not None:
             await stream.aclose()
         await hub.close()
         await store.close()

@@ -308,7 +308,12 @@ class ChangeHub:
                 through = found[-1].cursor if found else last
             else:
                 head = await tx.head_cursor()
-                found = list(await tx.changes_seen_by(last, through=head, readers=readers, limit=POLL_BATCH))
+                # Most polls find the log where the last one left it: nothing to read.
+                found = (
+                    list(await tx.changes_seen_by(last, through=head, readers=readers, limit=POLL_BATCH))
+                    if head > last
+                    else []
+                )
                 through = found[-1].cursor if len(found) == POLL_BATCH else max(head, last)
         self._keep(found, through=through, polled_for=readers)
         return len(found)

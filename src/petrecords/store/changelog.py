@@ -250,13 +250,18 @@ def changes_values(
 
 
 @functools.lru_cache(maxsize=8)
-def head_select(horizon: Horizon) -> sa.Select[Any]:
-    return (
+def head_select(horizon: Horizon) -> sa.CompoundSelect[Any]:
+    """The cursor of the last change below the horizon, and that of the last one retention removed (the head when
+    the log is empty): one statement, as a live hub's every poll reads it."""
+    last = (
         sa.select(changes.c.xid, changes.c.position)
         .where(*_below(horizon))
         .order_by(changes.c.xid.desc(), changes.c.position.desc())
         .limit(1)
+        .subquery("last")
     )
+    purged = SELECT_STATE_CURSOR.params(name=PURGED)
+    return sa.union_all(sa.select(last.c.xid, last.c.position), purged)
 
 
 @functools.lru_cache(maxsize=8)

@@ -696,8 +696,7 @@ class SqlTransaction(Transaction):
 
     async def head_cursor(self) -> Cursor:
         rows = await self.fetch((head_select(self.horizon), {}))
-        found = (rows[0][0], rows[0][1]) if rows else (0, 0)
-        return max(found, await self.purged_through())
+        return max(((row[0], row[1]) for row in rows), default=(0, 0))
 
     async def committed_after(self, cursor: Cursor, *, limit: int) -> Sequence[Cursor]:
         values = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
