@@ -261,6 +261,21 @@ def test_streams_opened_together_send_their_keep_alives_spread_within_the_interv
     assert {int((wait - 7.5) / 0.25) for wait in waits} >= set(range(10))
 
 
+@given(st.floats(min_value=0, max_value=1e7), st.sampled_from([0.05, 2, 10, 15]))
+def test_a_quiet_streams_comment_falls_due_on_the_grid_within_the_interval(now: float, seconds: float) -> None:
+    hub = ChangeHub(lambda: None, keep_alive_seconds=seconds)
+    tick = min(feed.KEEP_ALIVE_TICK, seconds / 4)
+    due = hub.comment_due(now)
+    assert now + seconds / 2 - 1e-6 <= due <= now + seconds + 1e-6
+    assert abs(due / tick - round(due / tick)) < 1e-6
+
+
+def test_streams_opened_together_send_their_comments_in_a_few_batches_spread_within_the_interval() -> None:
+    hub = ChangeHub(lambda: None, keep_alive_seconds=10)
+    dues = {hub.comment_due(1000.0) for _ in range(1000)}
+    assert dues == {1007.0, 1008.0, 1009.0}
+
+
 def test_letting_go_of_a_change_polled_for_someone_else_keeps_a_later_caller_behind_its_start() -> None:
     """A change of two callers' records, polled while only one of them streamed, is let go after the other began
     to stream: that caller's changes polled before it began are still not in the buffer."""
@@ -369,7 +384,7 @@ def test_a_first_poll_that_comes_late_does_not_put_off_the_first_comment(monkeyp
         stream = hub.follow((0, 0), reader=_viewer(OWNERS[0]), resources=None)
         sent = asyncio.ensure_future(anext(stream))
         try:
-            await asyncio.sleep(1.6)
+            await asyncio.sleep(1.4)  # the comment is due on the grid of half-seconds: from 1.5 s to 2 s
             assert not sent.done()
             hub._start_buffer((0, 0))  # the first poll, late
             assert await asyncio.wait_for(sent, 5) is None

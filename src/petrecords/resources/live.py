@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -26,6 +27,10 @@ COMMITTED_AT_OPEN = 10_000
 flight (they follow the stream's start cursor), are kept out of it."""
 KEEP_ALIVE_SPREAD = 0.75
 """The shortest wait for a keep-alive comment, as a fraction of the configured interval."""
+KEEP_ALIVE_TICK = 1.0
+"""Comments fall due on a grid of this many seconds (at most a quarter of the interval): the streams due at one
+point send theirs together, in one wake of the event loop and of the HTTP server's threads. Each on a timer of its
+own, a thousand idle streams cost their workers three times the CPU."""
 BUFFERED_CHANGES = 4096
 """Recent changes a process keeps for its live subscribers; one further behind catches up from the database."""
 
@@ -113,7 +118,7 @@ class ChangeHub:
         loop = asyncio.get_running_loop()
 
         def next_comment() -> float:
-            return loop.time() + self.keep_alive_interval()
+            return self.comment_due(loop.time())
 
         # When the stream, quiet since, sends a comment: a wake that brings it nothing (another resource's change,
         # the hub's first poll) does not put that off.
@@ -232,6 +237,12 @@ class ChangeHub:
         three quarters of it, drawn for each wait so that streams opened together (a client reconnecting its
         thousand streams) do not all send at once ever after."""
         return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
+
+    def comment_due(self, now: float) -> float:
+        """When a stream that is quiet from `now` on sends its comment: the last point of the grid within the
+        interval drawn, so at least half the configured interval on and at most all of it."""
+        tick = min(KEEP_ALIVE_TICK, self._keep_alive_seconds / 4)
+        return math.floor((now + self.keep_alive_interval()) / tick) * tick
 
     async def _wait_for_more(self, cursor: Cursor, reader: Viewer | None, deadline: float) -> bool:
         """Wait until changes after `cursor` that `reader` may see may have come; False when the loop's clock
