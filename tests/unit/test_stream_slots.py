@@ -140,6 +140,42 @@ def test_a_slot_of_another_caller_given_back_while_a_folder_is_locked_waits_for_
     assert (annes_folder / f"{os.getpid()}.streams").read_text() == "1"
 
 
+def test_a_lock_let_go_on_another_thread_leaves_the_one_held_here_counted_as_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots = StreamSlots(5, directory=tmp_path, retry_after_seconds=7)
+    bobs = slots.take("bob@example.com")
+    anns = slots.take(CALLER)
+    keep_count, count_others = StreamSlots._keep_count, StreamSlots._held_by_others
+    writing_bobs, holding_anns = threading.Event(), threading.Event()
+
+    def kept_when_told(folder: Path, held: int) -> None:
+        if threading.current_thread() is elsewhere:
+            writing_bobs.set()
+            holding_anns.wait(10)
+        keep_count(folder, held)
+
+    def collected_meanwhile(folder: Path) -> int:
+        if not holding_anns.is_set():
+            holding_anns.set()
+            elsewhere.join(10)  # Bob's count written and his folder let go, on the other thread
+            anns.give_back()  # the collector, on this thread, which holds Ann's folder
+        return count_others(folder)
+
+    monkeypatch.setattr(StreamSlots, "_keep_count", staticmethod(kept_when_told))
+    monkeypatch.setattr(StreamSlots, "_held_by_others", staticmethod(collected_meanwhile))
+    # The collector gives Bob's slot back on a thread of the database's, which holds his folder meanwhile.
+    elsewhere = threading.Thread(target=bobs.give_back, daemon=True)
+    elsewhere.start()
+    assert writing_bobs.wait(10)
+    taken: list[Slot] = []
+    taking = threading.Thread(target=lambda: taken.append(slots.take(CALLER)), daemon=True)
+    taking.start()
+    taking.join(10)
+    assert taken, "taking a slot waited for the lock it held"
+    assert [path.read_text() for path in tmp_path.glob("*/*.streams")] == ["1"]  # Ann's one slot; Bob's none
+
+
 def test_a_worker_forgets_the_count_left_by_a_dead_process_whose_id_it_now_has(tmp_path: Path) -> None:
     StreamSlots(5, directory=tmp_path, retry_after_seconds=7).take(CALLER)
     folder = _folder(tmp_path)

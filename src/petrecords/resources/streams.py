@@ -9,6 +9,7 @@ import hashlib
 import math
 import os
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -125,10 +126,13 @@ class StreamSlots:
             # streams that this worker does not hold.
             for kept in directory.glob(f"*/{os.getpid()}.streams"):
                 kept.unlink(missing_ok=True)
-        self._locking = False
-        """Whether this process holds one of the folders' locks."""
+        # The collector gives back a slot dropped unread on whichever thread it runs, the database's own among them.
+        self._guard = threading.RLock()
+        """Over the counts and what is left to write, for every thread."""
+        self._thread = threading.local()
+        """Whether the thread holds one of the folders' locks (`locking`)."""
         self._unwritten: set[tuple[Path, str]] = set()
-        """Callers whose count went down here and is yet to be written, with their folder."""
+        """Callers whose count changed here and is yet to be written, with their folder."""
 
     def take(self, caller: str) -> Slot:
         """One of the caller's slots; 429 when every one is taken."""
@@ -143,50 +147,67 @@ class StreamSlots:
             with self._holding(folder):
                 if self._held_by_others(folder) + self._held.get(caller, 0) >= self._limit:
                     raise RateLimited(self._retry_after)
-                self._count(caller, +1)
+                held = self._count(caller, +1)
                 try:
-                    self._keep_count(folder, self._held.get(caller, 0))
+                    self._keep_count(folder, held)
                 except BaseException:
                     self._count(caller, -1)
+                    with self._guard:
+                        self._unwritten.add((folder, caller))  # the file may hold anything now
                     raise
         finally:
             self._write_given_back()
         return Slot(lambda: self._give_back_shared(folder, caller))
 
     def _count(self, caller: str, change: int) -> int:
-        held = self._held[caller] = self._held.get(caller, 0) + change
-        if not held:
-            del self._held[caller]
-        return held
+        with self._guard:
+            held = self._held[caller] = self._held.get(caller, 0) + change
+            if not held:
+                del self._held[caller]
+            return held
 
     def _give_back(self, caller: str) -> None:
         self._count(caller, -1)
 
     def _give_back_shared(self, folder: Path, caller: str) -> None:
         self._count(caller, -1)
-        self._unwritten.add((folder, caller))
-        # The collector may give back a slot dropped unread at any allocation, this process holding a folder's
-        # lock: waiting there for a second lock could wait for good (its own folder's, or another worker's that
-        # waits for this one), so the count is written once the lock held is let go.
+        with self._guard:
+            self._unwritten.add((folder, caller))
+        # The collector may give back a slot dropped unread at any allocation, this thread holding a folder's lock:
+        # waiting there for a second lock could wait for good (its own folder's, or another worker's that waits
+        # for this one), so the count is written once the lock held is let go.
         if not self._locking:
             self._write_given_back()
 
     def _write_given_back(self) -> None:
-        while self._unwritten and not self._locking:
-            folder, caller = self._unwritten.pop()
-            # The next slot taken here writes the count again if this cannot (the directory gone, no descriptors
-            # left): the caller's slot is given back in any case.
-            with contextlib.suppress(OSError), self._holding(folder):
-                self._keep_count(folder, self._held.get(caller, 0))
+        while not self._locking:
+            with self._guard:
+                if not self._unwritten:
+                    return
+                folder, caller = self._unwritten.pop()
+            try:
+                with self._holding(folder):
+                    # Read under the folder's lock, which every change of the count is written under after it.
+                    self._keep_count(folder, self._held.get(caller, 0))
+            except OSError:
+                # The directory gone, no descriptors left: the next slot taken here tries again. The caller's
+                # slot is given back in any case.
+                with self._guard:
+                    self._unwritten.add((folder, caller))
+                return
+
+    @property
+    def _locking(self) -> bool:
+        return getattr(self._thread, "locking", False)
 
     @contextlib.contextmanager
     def _holding(self, folder: Path) -> Iterator[None]:
-        self._locking = True  # before the lock is taken: the collector may run as soon as it is
+        self._thread.locking = True  # before the lock is taken: the collector may run as soon as it is
         try:
             with _locked(folder):
                 yield
         finally:
-            self._locking = False
+            self._thread.locking = False
 
     @staticmethod
     def _keep_count(folder: Path, held: int) -> None:
