@@ -288,7 +288,9 @@ async def _subscribe(
     if not head.startswith(b"HTTP/1.1 200"):
         raise SystemExit(f"subscription refused: {head[:200]!r}")
     if not stream:
-        length = next(line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:"))
+        length = next((line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")), None)
+        if length is None:
+            raise SystemExit(f"no Content-Length in the answer to {path}: {head[:200]!r}")
         await reader.readexactly(int(length.split(b":")[1]))
     counts[1] += 1
     if counts[1] == counts[2]:
@@ -307,6 +309,7 @@ async def _subscribe(
                 change = json.loads(line[6:])
                 if change["action"] == "created":
                     arrivals[change["id"]] = now
+    counts[3] += 1  # closed by the server
 
 
 async def _hold_subscribers(args: argparse.Namespace) -> None:
@@ -314,7 +317,8 @@ async def _hold_subscribers(args: argparse.Namespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.count + 256)), hard))
     host, port = args.url.split("//", 1)[1].split(":")
-    counts = [0, 0, args.count + bool(args.probe_token)]  # data lines received, streams open, streams wanted
+    # Data lines received, streams opened, streams wanted, streams the server closed.
+    counts = [0, 0, args.count + bool(args.probe_token), 0]
     ready = asyncio.Event()
     arrivals: dict[str, float] = {}
     stop = asyncio.Event()
@@ -332,8 +336,8 @@ async def _hold_subscribers(args: argparse.Namespace) -> None:
     failed = [task for task in tasks if task.done() and task.exception() is not None]
     for task in tasks:
         task.cancel()
-    args.report.write_text(json.dumps({"events": counts[0], "open": counts[1], "failed": len(failed),
-                                       "arrivals": arrivals}))  # fmt: skip
+    args.report.write_text(json.dumps({"events": counts[0], "open": counts[1], "closed": counts[3],
+                                       "failed": len(failed), "arrivals": arrivals}))  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -408,6 +412,9 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"phases": []}
     # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.
     streams = {"PETRECORDS_EVENTS_MAX_STREAMS_PER_CALLER": str(args.subscribers + 1)}
+    if args.held == "connections":
+        # Idle connections are closed after 5 s by default: the control would hold none while it measures.
+        streams["PETRECORDS_IDLE_TIMEOUT_SECONDS"] = "3600"
     with serve(args, current, args.rows, {**server_settings(args), **streams}) as served:
         token = served.wrk_env["WATCHER_TOKEN" if args.subscribers_as == "other" else "TOKEN"]
         print(f"subscribers: {args.database}, {args.rows:,} pets, {args.subscribers:,} {args.held} as "
