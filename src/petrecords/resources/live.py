@@ -233,9 +233,9 @@ class ChangeHub:
         return encoded
 
     def keep_alive_interval(self) -> float:
-        """How long a quiet stream waits before its next comment: at most the configured interval, at least
-        three quarters of it, drawn for each wait so that streams opened together (a client reconnecting its
-        thousand streams) do not all send at once ever after."""
+        """A quiet stream's wait for its next comment before `comment_due` brings it onto the grid: at most the
+        configured interval, at least three quarters of it, drawn for each wait so that streams opened together
+        (a client reconnecting its thousand streams) do not all send at once ever after."""
         return self._keep_alive_seconds * random.uniform(KEEP_ALIVE_SPREAD, 1.0)  # noqa: S311 - spreads timers, not a secret
 
     def comment_due(self, now: float) -> float:
