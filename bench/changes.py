@@ -60,6 +60,8 @@ HERE = Path(__file__).resolve().parent.parent
 BEFORE_COMMIT = "ba97188"
 """The last commit without the change log (its successor, 8b0e318, keeps every write as a change)."""
 WATCHER = "watcher@example.com"
+HELD = ("streams", "connections")
+"""What the subscribers' phase holds open: live streams, or connections left idle after one request."""
 """Owns nothing: subscribed as this user, a stream receives none of the load's changes, only keep-alives."""
 WRITE_SCENARIOS = ("create", "replace", "delete")
 # Replace and delete last, each phase on its own slice of the seeded records (delete uses them up).
@@ -530,7 +532,7 @@ def arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--held",
-        choices=["streams", "connections"],
+        choices=HELD,
         default="streams",
         help="subscribers: live streams, or as many connections left idle after one request (the HTTP server's "
         "own cost of an open connection, the control)",
@@ -557,7 +559,7 @@ def main() -> None:
         holder.add_argument("--token", required=True)
         holder.add_argument("--probe-token")
         holder.add_argument("--report", type=Path, required=True)
-        holder.add_argument("--held", choices=["streams", "connections"], default="streams")
+        holder.add_argument("--held", choices=HELD, default="streams")
         asyncio.run(_hold_subscribers(holder.parse_args()))
         return
     parser = arguments()

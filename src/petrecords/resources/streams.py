@@ -152,8 +152,7 @@ class StreamSlots:
                     self._keep_count(folder, held)
                 except BaseException:
                     self._count(caller, -1)
-                    with self._guard:
-                        self._unwritten.add((folder, caller))  # the file may hold anything now
+                    self._write_later(folder, caller)  # the file may hold anything now
                     raise
         finally:
             self._write_given_back()
@@ -171,8 +170,7 @@ class StreamSlots:
 
     def _give_back_shared(self, folder: Path, caller: str) -> None:
         self._count(caller, -1)
-        with self._guard:
-            self._unwritten.add((folder, caller))
+        self._write_later(folder, caller)
         # The collector may give back a slot dropped unread at any allocation, this thread holding a folder's lock:
         # waiting there for a second lock could wait for good (its own folder's, or another worker's that waits
         # for this one), so the count is written once the lock held is let go.
@@ -192,9 +190,12 @@ class StreamSlots:
             except OSError:
                 # The directory gone, no descriptors left: the next slot taken here tries again. The caller's
                 # slot is given back in any case.
-                with self._guard:
-                    self._unwritten.add((folder, caller))
+                self._write_later(folder, caller)
                 return
+
+    def _write_later(self, folder: Path, caller: str) -> None:
+        with self._guard:
+            self._unwritten.add((folder, caller))
 
     @property
     def _locking(self) -> bool:
