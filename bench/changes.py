@@ -52,6 +52,7 @@ from run import (
     run_wrk,
     server_env,
     server_settings,
+    settle_postgresql,
     wait_until_answering,
     worker_rss_mb,
 )
@@ -425,6 +426,9 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
         for round_index in range(args.rounds):
             for measured, attached in phase_order(round_index, args.subscribers):
                 phase: dict[str, Any] = {"round": round_index + 1, "subscribers": attached, "measured": measured}
+                if report["phases"] and args.database == "postgresql":
+                    # The last phase's writes vacuumed and checkpointed now, not during this phase's reads.
+                    settle_postgresql(served.env["PETRECORDS_DATABASE_URL"])
                 with contextlib.ExitStack() as stack:
                     if attached:
                         stack.enter_context(subscribers(served, attached, token, holder_report, held=args.held))

@@ -117,6 +117,9 @@ LONG_READS_P99_TARGET = 2.0
 UNREACHED_RATE_LIMIT = 10**12
 """Requests a minute per caller: the limiter runs, and never refuses."""
 WRITE_P99_TARGET_MS = 100
+WRITING = frozenset({"ceiling_create", "ceiling_insert", "changes", "create", "vaccine_create", "replace"})
+WRITING |= {"mixed_80_20", "delete"}
+"""Scenarios and ceilings that write: on PostgreSQL, the database is settled after them (seed.settle_postgresql)."""
 
 
 class Ceiling:
@@ -384,6 +387,20 @@ def settle(args: argparse.Namespace, figures: dict[str, Any]) -> None:
         time.sleep(min(slowest / 1000, args.timeout))
 
 
+def settle_database(args: argparse.Namespace, url: str, measured: list[str]) -> None:
+    """On PostgreSQL, after scenarios or ceilings that wrote, what its background work would do with their writes
+    (seed.settle_postgresql), so that it does not land in the next measurement."""
+    if args.database == "postgresql" and WRITING.intersection(measured):
+        settle_postgresql(url)
+
+
+def settle_postgresql(url: str) -> None:
+    """seed.settle_postgresql on the database at `url`."""
+    import seed  # it imports the service: loaded only when wanted, not at the top
+
+    asyncio.run(seed.settle_postgresql(url))
+
+
 def run_scenario(args: argparse.Namespace, base: str, name: str, wrk_env: dict[str, str], url: str) -> dict[str, Any]:
     """One scenario's figures; with load alongside, those of the scenario's own connections, with the other
     load's under "alongside" and the events the live streams received under "events_per_subscriber". A scenario
@@ -609,6 +626,7 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 and args.database in ceiling.databases
             ]
             results.update(run_ceilings(args, ceilings, url, env, wrk_env, work_dir / "ceiling.log"))
+            settle_database(args, url, ceilings)
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
@@ -629,6 +647,7 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                     results[name] = figures
                     print_line(name, figures)
                     settle(args, figures)
+                    settle_database(args, url, [name])
                     if name in BESIDE_A_NEIGHBOUR:
                         print_line("  + bench/neighbour.py", figures["alongside"])
                     elif "alongside" in figures:

@@ -206,6 +206,24 @@ class Seeded:
         self.vaccination_seconds = 0.0
 
 
+async def settle_postgresql(database_url: str) -> None:
+    """What PostgreSQL's background work does after a bulk load or a burst of writes, done at once, between
+    measurements rather than during one: autovacuum's planner statistics and visibility map (which lets counts read
+    only the index), and the checkpoint that the writes' WAL sets off, which spreads its writes over the next half
+    minute or more (one of 29 s ran through a run at 1M whose get by id's p99 beside long searches came out 16 ×
+    its p99 alone). Autovacuum wakes once a minute: after a scenario's writes, it would do its part during the next
+    scenario's measurement, at a moment of its own."""
+    connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        await connection.execute("VACUUM ANALYZE")
+        try:
+            await connection.execute("CHECKPOINT")
+        except asyncpg.InsufficientPrivilegeError:
+            print("not a superuser: no CHECKPOINT after the writes, whose pages may be written during a measurement")
+    finally:
+        await connection.close()
+
+
 async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccinations: int, catalogue: bool) -> Seeded:
     """`rows` pets of `owner`, created one millisecond apart and ending now, and `vaccinations` doses spread over
     a random subset of them (about one pet in four per million doses over a million pets). Returns `sample` of the
@@ -267,19 +285,7 @@ async def seed(settings: Settings, *, rows: int, owner: str, sample: int, vaccin
     finally:
         await store.close()
     if not is_sqlite(settings.resolved_database_url):
-        # What autovacuum would do after a bulk load: planner statistics and the visibility map, which lets
-        # counts read only the index.
-        connection = await asyncpg.connect(settings.resolved_database_url.replace("+asyncpg", ""))
-        try:
-            await connection.execute("VACUUM ANALYZE pets, vaccines, pet_vaccinations, record_counts, changes")
-            # The load's pages written out now, at once: a checkpoint that the load's WAL set off spreads its
-            # writes over the next half minute or more, into the measurements (one of 29 s ran through a run
-            # at 1M whose get by id's p99 beside long searches came out 16 × its p99 alone).
-            await connection.execute("CHECKPOINT")
-        except asyncpg.InsufficientPrivilegeError:
-            print("not a superuser: no CHECKPOINT after the load, whose writes may overlap the measurements")
-        finally:
-            await connection.close()
+        await settle_postgresql(settings.resolved_database_url)
     rng.shuffle(kept)
     seeded.pet_lines = [f"{pet['id']} {etag_of(PETS, pet)}\n" for pet in kept]
     seeded.vaccinated_pets = [f"{pet_id}\n" for pet_id in rng.sample(vaccinated, min(sample, len(vaccinated)))]

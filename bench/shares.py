@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import msgspec
 import sqlalchemy as sa
@@ -73,7 +72,7 @@ from run import (
     sqlite_url,
     wait_until_answering,
 )
-from seed import BATCH, MAX_DOSES_PER_PET, _doses, _uuid7, keep_created, pet_row, seed
+from seed import BATCH, MAX_DOSES_PER_PET, _doses, _uuid7, keep_created, pet_row, seed, settle_postgresql
 
 VET = "vet@clinic.example"
 CLINIC_GROUP = "clinic-42"
@@ -201,14 +200,7 @@ async def seed_shared(
     finally:
         await store.close()
     if not is_sqlite(settings.resolved_database_url):
-        # What autovacuum would do after a bulk load, as bench/seed.py does.
-        connection = await asyncpg.connect(settings.resolved_database_url.replace("+asyncpg", ""))
-        try:
-            await connection.execute(
-                "VACUUM ANALYZE pets, pet_shares, share_windows, vaccines, pet_vaccinations, record_counts, changes"
-            )
-        finally:
-            await connection.close()
+        await settle_postgresql(settings.resolved_database_url)
     figures.seconds = round(time.perf_counter() - started, 1)
     return figures
 
