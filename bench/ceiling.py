@@ -439,6 +439,10 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
         await send({"type": "http.response.body", "body": body})
 
     owner = os.environ.get("CEILING_OWNER", "bench@example.com")
+    # A create's whole work, for an owner of its own: the caller's records stay the ones seeded, which the
+    # scenarios after the ceilings read (the 20,000 to 45,000 pets the ceilings created as the caller made a search
+    # of 10,000 read three to five and a half times as many).
+    writer = f"ceiling-writer.{owner}"
 
     async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -470,7 +474,7 @@ def create_app() -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
         data = msgspec.json.decode(body)
         now = int(time.time() * 1000)
         pet_id = uuid.uuid4()
-        values = (pet_id, now, owner, now, owner, owner, data["name"], data["petType"], 1)
+        values = (pet_id, now, writer, now, writer, writer, data["name"], data["petType"], 1)
         created = encode(dict(zip(FIELDS, values, strict=True)))
         if scope["path"] == "/pets/insert" and isinstance(backend, PostgresBackend):
             await backend.insert(values)
