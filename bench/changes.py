@@ -485,8 +485,9 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
             # A phase whose slice of seeded records ran out (deletes of records already deleted) measured 404s.
             failed = sum(p[name]["non_2xx"] for pair in pairs for p in pair)
             warning = f"   NOT COMPARABLE: {failed} non-2xx answers (more --rows)" if failed else ""
+            shown = math.floor(pooled * 1000) / 1000  # cut, not rounded: 0.947 is not 0.95
             print(
-                f"  {name:<12} {pooled:.2f} ({', '.join(f'{r:.2f}' for r in rounds)})   p99 ms {', '.join(p99)}   "
+                f"  {name:<12} {shown:.3f} ({', '.join(f'{r:.2f}' for r in rounds)})   p99 ms {', '.join(p99)}   "
                 f"worker CPU ms per request {', '.join(cpu_ms)}{warning}",
                 flush=True,
             )

@@ -11,7 +11,7 @@ figure is printed with its ratio to its ceiling, and the list figures with their
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
        [--json results.json] [--setting PETRECORDS_NAME=VALUE …] [--serve-through-port PGBOUNCER_PORT]
-       [--p99-rounds 3] [--subscriber-rounds 4 (every scenario), 0 (--scenarios)] [--subscriber-rows 200000]
+       [--p99-rounds 3] [--subscriber-rounds 8 (every scenario), 0 (--scenarios)] [--subscriber-rows 200000]
 """
 
 from __future__ import annotations
@@ -533,6 +533,7 @@ def run_ceilings(
                 results[name] = figures
                 print_line(name, figures)
                 settle(args, figures)
+                settle_database(args, url, [name])
     return results
 
 
@@ -626,7 +627,6 @@ def bench_dataset(args: argparse.Namespace, rows: int, scenarios: tuple[str, ...
                 and args.database in ceiling.databases
             ]
             results.update(run_ceilings(args, ceilings, url, env, wrk_env, work_dir / "ceiling.log"))
-            settle_database(args, url, ceilings)
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             serve = [BIN / "petrecords", "serve", "--port", str(port), "--workers", str(args.workers)]
@@ -766,8 +766,9 @@ def write_latencies(by_rows: dict[int, dict[str, Any]]) -> list[str]:
 
 IDLE_SUBSCRIBERS = 1000
 SUBSCRIBER_ROUNDS = 8
-"""On this machine a 5 s phase now and then runs 25-60 % slower, the CPU of each request with it, whichever side it
-falls on (results/2026-11-29-quiet-runs.md): in 4 rounds one such phase moved the ratio by up to 0.2."""
+"""On this machine a 5 s phase now and then answers 20-40 % fewer requests, each with a third to two thirds more CPU,
+whichever side it falls on (results/2026-11-29-quiet-runs.md): in 4 rounds one such phase took about 0.1 off the
+ratio."""
 SUBSCRIBER_TARGETS = {"get_by_id": 0.95, "create": 0.9, "replace": 0.9, "delete": 0.9}
 """Each scenario's req/s with the idle streams ÷ without, at least (the mixed load is printed, held to none)."""
 STREAM_P99_TARGET_MS = 250
@@ -798,9 +799,10 @@ def subscriber_lines(subscribed: dict[str, Any] | None) -> list[str]:
         target = SUBSCRIBER_TARGETS.get(name)
         held = "no target" if target is None else f"target ≥ {target}" + ("" if ratio >= target else ", missed")
         each = ", ".join(f"{value:.2f}" for value in subscribed["ratios"][name])
-        # Three places: 0.947 is not 0.95, as two would print it.
+        # Three places, cut rather than rounded: 0.947 is not 0.95, as two would print it, nor 0.9496 0.950.
+        shown = math.floor(ratio * 1000) / 1000
         lines.append(
-            f"  {name} with {IDLE_SUBSCRIBERS:,} idle subscribers ÷ none: {ratio:.3f} × ({held}); rounds {each}"
+            f"  {name} with {IDLE_SUBSCRIBERS:,} idle subscribers ÷ none: {shown:.3f} × ({held}); rounds {each}"
         )
     latency = subscribed["latency"]
     lines.append(

@@ -70,13 +70,20 @@ def test_the_ratio_over_all_rounds_sums_the_requests_rather_than_averaging_the_r
 
 def test_make_bench_states_each_ratio_against_its_target_and_the_way_to_a_stream() -> None:
     subscribed = {
-        "pooled": {"get_by_id": 0.9473, "create": 0.95, "mixed_80_20": 0.91},
-        "ratios": {"get_by_id": [0.95, 0.91], "create": [0.97, 0.93], "mixed_80_20": [0.96, 0.86]},
+        "pooled": {"get_by_id": 0.9473, "create": 0.95, "delete": 0.8996, "mixed_80_20": 0.91},
+        "ratios": {
+            "get_by_id": [0.95, 0.91],
+            "create": [0.97, 0.93],
+            "delete": [0.9, 0.9],
+            "mixed_80_20": [0.96, 0.86],
+        },
         "latency": {"p99_ms": 198.4, "missing": 0},
     }
     assert sys.modules["run"].subscriber_lines(subscribed) == [
         "  get_by_id with 1,000 idle subscribers ÷ none: 0.947 × (target ≥ 0.95, missed); rounds 0.95, 0.91",
         "  create with 1,000 idle subscribers ÷ none: 0.950 × (target ≥ 0.9); rounds 0.97, 0.93",
+        # Cut, not rounded: a miss never prints as its target.
+        "  delete with 1,000 idle subscribers ÷ none: 0.899 × (target ≥ 0.9, missed); rounds 0.90, 0.90",
         "  mixed_80_20 with 1,000 idle subscribers ÷ none: 0.910 × (no target); rounds 0.96, 0.86",
         "  a create's change at a stream: p99 198 ms (target ≤ 250 ms), missing 0",
     ]
