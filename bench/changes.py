@@ -44,6 +44,7 @@ import httpx
 from run import (
     OWNER,
     SERVICE_SCENARIOS,
+    cut_to_thousandths,
     database,
     free_port,
     in_turn,
@@ -61,9 +62,9 @@ HERE = Path(__file__).resolve().parent.parent
 BEFORE_COMMIT = "ba97188"
 """The last commit without the change log (its successor, 8b0e318, keeps every write as a change)."""
 WATCHER = "watcher@example.com"
+"""Owns nothing: subscribed as this user, a stream receives none of the load's changes, only keep-alives."""
 HELD = ("streams", "connections")
 """What the subscribers' phase holds open: live streams, or connections left idle after one request."""
-"""Owns nothing: subscribed as this user, a stream receives none of the load's changes, only keep-alives."""
 WRITE_SCENARIOS = ("create", "replace", "delete")
 # Replace and delete last, each phase on its own slice of the seeded records (delete uses them up).
 READ_WRITE_SCENARIOS = ("get_by_id", "create", "mixed_80_20", "replace", "delete")
@@ -485,9 +486,9 @@ def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
             # A phase whose slice of seeded records ran out (deletes of records already deleted) measured 404s.
             failed = sum(p[name]["non_2xx"] for pair in pairs for p in pair)
             warning = f"   NOT COMPARABLE: {failed} non-2xx answers (more --rows)" if failed else ""
-            shown = math.floor(pooled * 1000) / 1000  # cut, not rounded: 0.947 is not 0.95
             print(
-                f"  {name:<12} {shown:.3f} ({', '.join(f'{r:.2f}' for r in rounds)})   p99 ms {', '.join(p99)}   "
+                f"  {name:<12} {cut_to_thousandths(pooled):.3f} ({', '.join(f'{r:.2f}' for r in rounds)})   "
+                f"p99 ms {', '.join(p99)}   "
                 f"worker CPU ms per request {', '.join(cpu_ms)}{warning}",
                 flush=True,
             )
