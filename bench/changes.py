@@ -69,6 +69,10 @@ WRITE_SCENARIOS = ("create", "replace", "delete")
 # Replace and delete last, each phase on its own slice of the seeded records (delete uses them up).
 READ_WRITE_SCENARIOS = ("get_by_id", "create", "mixed_80_20", "replace", "delete")
 SLICED_SCENARIOS = ("replace", "delete")
+MOST_DELETES_PER_SECOND = 5_000
+"""Twice what a phase of the idle subscribers' rounds deletes on this machine (about 2,500 a second on SQLite): each
+phase's slice of the seeded records holds this many seconds of deletes, so that delete never runs out of them and
+measures 404s instead."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -196,6 +200,12 @@ def ids_for_round(served: Served, round_index: int, rounds: int) -> dict[str, st
     path = served.work_dir / f"ids-{round_index}.txt"
     path.write_text("\n".join(served.ids[round_index * size : (round_index + 1) * size]) + "\n")
     return {**served.wrk_env, "IDS_FILE": str(path)}
+
+
+def rows_for_subscriber_rounds(rounds: int, duration: int) -> int:
+    """The fewest pets the subscribers' mode seeds for `rounds`: a slice for each of a round's two phases that holds
+    `duration` seconds of deletes at MOST_DELETES_PER_SECOND (the reads share the last phase's slice)."""
+    return 2 * rounds * MOST_DELETES_PER_SECOND * duration
 
 
 def summary(figures: list[dict[str, float]]) -> dict[str, float]:
@@ -412,6 +422,9 @@ def pooled_ratio(pairs: list[tuple[dict[str, Any], dict[str, Any]]], name: str) 
 
 
 def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
+    if args.rows < (fewest := rows_for_subscriber_rounds(args.rounds, args.duration)):
+        raise SystemExit(f"subscribers: {args.rounds} rounds of {args.duration} s delete up to {fewest:,} pets; "
+                         f"--rows {args.rows:,} is too few")  # fmt: skip
     current = Checkout("current", HERE)
     report: dict[str, Any] = {"phases": []}
     # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.

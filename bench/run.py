@@ -11,7 +11,7 @@ figure is printed with its ratio to its ceiling, and the list figures with their
 Usage: .venv/bin/python bench/run.py [--database sqlite|postgresql] [--rows 10000,1000000]
        [--scenarios get_by_id,…] [--vaccinations auto|N] [--duration 10] [--connections 64] [--workers 2]
        [--json results.json] [--setting PETRECORDS_NAME=VALUE …] [--serve-through-port PGBOUNCER_PORT]
-       [--p99-rounds 3] [--subscriber-rounds 8 (every scenario), 0 (--scenarios)] [--subscriber-rows 200000]
+       [--p99-rounds 3] [--subscriber-rounds 8 (every scenario), 0 (--scenarios)] [--subscriber-rows N]
 """
 
 from __future__ import annotations
@@ -881,8 +881,9 @@ def main() -> None:
     parser.add_argument(
         "--subscriber-rows",
         type=int,
-        default=200_000,
-        help="pets seeded for the idle subscribers' rounds: replace and delete take a slice of them in each phase",
+        help="pets seeded for the idle subscribers' rounds: replace and delete take a slice of them in each phase; "
+        "default: enough for the rounds' deletes (bench/changes.py's rows_for_subscriber_rounds: 400,000 for 8 "
+        "rounds of 5 s)",
     )
     parser.add_argument(
         "--configs",
@@ -906,6 +907,10 @@ def main() -> None:
         parser.error("--subscriber-rounds: their server connects directly, not through --serve-through-port")
     if args.subscriber_rounds < 0:
         parser.error("--subscriber-rounds: 0 or more")
+    if args.subscriber_rows is None:
+        import changes  # it imports this module: loaded only when wanted, not at the top
+
+        args.subscriber_rows = changes.rows_for_subscriber_rounds(args.subscriber_rounds, args.duration)
     sizes = sorted(int(size) for size in args.rows.split(","))
     chosen = tuple(name for name in args.scenarios.split(",") if name)
     if args.configs:

@@ -109,3 +109,18 @@ def test_make_bench_gives_the_subscribers_rounds_every_option_of_changes_py(monk
     )  # fmt: skip
     assert (options.subscribers, options.subscribers_as, options.setting) == (1000, "other", settings)
     assert options.subscriber_scenarios == changes.READ_WRITE_SCENARIOS
+
+
+def test_each_phase_of_the_subscribers_rounds_has_seconds_of_deletes_of_its_own() -> None:
+    """8 rounds of 5 s once took 200,000 pets, 12,500 a phase: deletes at 2,500 a second used a slice up and the
+    rest answered 404. The rows now follow from the rounds and the phases' length."""
+    rows = changes.rows_for_subscriber_rounds(8, 5)
+    assert rows == 400_000
+    assert rows // (2 * 8) >= 2 * 2_500 * 5
+    assert changes.rows_for_subscriber_rounds(4, 10) == rows
+
+
+def test_the_subscribers_mode_refuses_too_few_rows_before_it_seeds_anything() -> None:
+    options = changes.arguments().parse_args(["--mode", "subscribers", "--rows", "200000", "--rounds", "8"])
+    with pytest.raises(SystemExit, match="8 rounds of 5 s delete up to 400,000 pets; --rows 200,000 is too few"):
+        changes.measure_subscribers(options)
