@@ -70,9 +70,11 @@ WRITE_SCENARIOS = ("create", "replace", "delete")
 READ_WRITE_SCENARIOS = ("get_by_id", "create", "mixed_80_20", "replace", "delete")
 SLICED_SCENARIOS = ("replace", "delete")
 MOST_DELETES_PER_SECOND = 5_000
-"""Twice what a phase of the idle subscribers' rounds deletes on this machine (about 2,500 a second on SQLite): each
-phase's slice of the seeded records holds this many seconds of deletes, so that delete never runs out of them and
-measures 404s instead."""
+"""Twice the deletes a second of a phase of the idle subscribers' rounds on this machine (about 2,500 on SQLite): each
+phase's slice of the seeded records holds its `duration` seconds of deletes at this rate, so that delete never runs
+out of records rather than measuring 404s."""
+ROWS = 100_000
+"""Pets seeded by default: in the subscribers' mode, more when its rounds delete more (rows_for_subscriber_rounds)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -202,10 +204,21 @@ def ids_for_round(served: Served, round_index: int, rounds: int) -> dict[str, st
     return {**served.wrk_env, "IDS_FILE": str(path)}
 
 
-def rows_for_subscriber_rounds(rounds: int, duration: int) -> int:
-    """The fewest pets the subscribers' mode seeds for `rounds`: a slice for each of a round's two phases that holds
-    `duration` seconds of deletes at MOST_DELETES_PER_SECOND (the reads share the last phase's slice)."""
-    return 2 * rounds * MOST_DELETES_PER_SECOND * duration
+def rows_for_subscriber_rounds(rounds: int, duration: int, scenarios: tuple[str, ...] = READ_WRITE_SCENARIOS) -> int:
+    """The fewest pets the subscribers' mode seeds for `rounds` of `scenarios`: when they delete, a slice for each of a
+    round's two phases that holds `duration` seconds of deletes at MOST_DELETES_PER_SECOND (the reads share the last
+    phase's slice); else none (replace wraps around its slice, keeping the ETags it is given)."""
+    return 2 * rounds * MOST_DELETES_PER_SECOND * duration if "delete" in scenarios else 0
+
+
+def too_few_rows(
+    rows: int, rounds: int, duration: int, scenarios: tuple[str, ...] = READ_WRITE_SCENARIOS
+) -> str | None:
+    """Why `rows` seeded pets cannot serve the subscribers' rounds, if they cannot: said before anything is seeded."""
+    fewest = rows_for_subscriber_rounds(rounds, duration, scenarios)
+    if rows >= fewest:
+        return None
+    return f"{rounds} rounds of {duration} s delete up to {fewest:,} pets; {rows:,} are too few"
 
 
 def summary(figures: list[dict[str, float]]) -> dict[str, float]:
@@ -422,9 +435,6 @@ def pooled_ratio(pairs: list[tuple[dict[str, Any], dict[str, Any]]], name: str) 
 
 
 def measure_subscribers(args: argparse.Namespace) -> dict[str, Any]:
-    if args.rows < (fewest := rows_for_subscriber_rounds(args.rounds, args.duration)):
-        raise SystemExit(f"subscribers: {args.rounds} rounds of {args.duration} s delete up to {fewest:,} pets; "
-                         f"--rows {args.rows:,} is too few")  # fmt: skip
     current = Checkout("current", HERE)
     report: dict[str, Any] = {"phases": []}
     # The streams are one caller's: the limit of streams per caller (10 by default) would refuse all but ten.
@@ -520,7 +530,12 @@ def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="writes,subscribers", help="writes, subscribers, or both")
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument(
+        "--rows",
+        type=int,
+        help=f"pets seeded for each server; default {ROWS:,}, or in the subscribers' mode enough for its rounds' "
+        "deletes if that is more (2 × rounds × 5,000 × duration)",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -589,11 +604,17 @@ def main() -> None:
     args.subscriber_scenarios = tuple(name for name in READ_WRITE_SCENARIOS if name in args.subscriber_scenarios)
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    modes = args.mode.split(",")
+    subscribed = "subscribers" in modes
+    if args.rows is None:
+        fewest = rows_for_subscriber_rounds(args.rounds, args.duration, args.subscriber_scenarios) if subscribed else 0
+        args.rows = max(ROWS, fewest)
+    elif subscribed and (refusal := too_few_rows(args.rows, args.rounds, args.duration, args.subscriber_scenarios)):
+        parser.error(f"--rows: {refusal}")
     if args.before is None:
         args.before = Path(tempfile.gettempdir()) / f"pr-{args.before_commit}"
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
-    modes = args.mode.split(",")
     report: dict[str, Any] = {"database": args.database, "rows": args.rows, "duration": args.duration}
     if "writes" in modes:
         report["writes"] = measure_writes(args)

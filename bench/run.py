@@ -882,8 +882,8 @@ def main() -> None:
         "--subscriber-rows",
         type=int,
         help="pets seeded for the idle subscribers' rounds: replace and delete take a slice of them in each phase; "
-        "default: enough for the rounds' deletes (bench/changes.py's rows_for_subscriber_rounds: 400,000 for 8 "
-        "rounds of 5 s)",
+        "default and least: enough for the rounds' deletes, 2 × rounds × 5,000 × --duration (800,000 for 8 rounds "
+        "of 10 s, 400,000 of 5 s)",
     )
     parser.add_argument(
         "--configs",
@@ -907,10 +907,14 @@ def main() -> None:
         parser.error("--subscriber-rounds: their server connects directly, not through --serve-through-port")
     if args.subscriber_rounds < 0:
         parser.error("--subscriber-rounds: 0 or more")
-    if args.subscriber_rows is None:
+    if args.subscriber_rounds:
         import changes  # it imports this module: loaded only when wanted, not at the top
 
-        args.subscriber_rows = changes.rows_for_subscriber_rounds(args.subscriber_rounds, args.duration)
+        if args.subscriber_rows is None:
+            args.subscriber_rows = changes.rows_for_subscriber_rounds(args.subscriber_rounds, args.duration)
+        elif refusal := changes.too_few_rows(args.subscriber_rows, args.subscriber_rounds, args.duration):
+            # Refused now, not after the datasets' hour.
+            parser.error(f"--subscriber-rows: {refusal}")
     sizes = sorted(int(size) for size in args.rows.split(","))
     chosen = tuple(name for name in args.scenarios.split(",") if name)
     if args.configs:

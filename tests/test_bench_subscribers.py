@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,29 +99,82 @@ def test_make_bench_gives_the_subscribers_rounds_every_option_of_changes_py(monk
     monkeypatch.setattr(changes, "measure_subscribers", lambda options: given.append(options) or {})
     settings = ["PETRECORDS_DB_POOLER=transaction"]
     args = run.argparse.Namespace(
-        database="postgresql", subscriber_rows=200_000, subscriber_rounds=4, duration=10, connections=64, workers=2,
+        database="postgresql", subscriber_rows=400_000, subscriber_rounds=4, duration=10, connections=64, workers=2,
         threads=2, setting=settings,
     )  # fmt: skip
     run.idle_subscribers(args)
     (options,) = given
     assert set(vars(changes.arguments().parse_args([]))) <= set(vars(options))
     assert (options.mode, options.database, options.rows, options.rounds, options.duration) == (
-        "subscribers", "postgresql", 200_000, 4, 10,
+        "subscribers", "postgresql", 400_000, 4, 10,
     )  # fmt: skip
     assert (options.subscribers, options.subscribers_as, options.setting) == (1000, "other", settings)
     assert options.subscriber_scenarios == changes.READ_WRITE_SCENARIOS
 
 
-def test_each_phase_of_the_subscribers_rounds_has_seconds_of_deletes_of_its_own() -> None:
+def test_each_phase_of_the_subscribers_rounds_has_its_seconds_of_deletes_in_its_slice(tmp_path: Path) -> None:
     """8 rounds of 5 s once took 200,000 pets, 12,500 a phase: deletes at 2,500 a second used a slice up and the
     rest answered 404. The rows now follow from the rounds and the phases' length."""
-    rows = changes.rows_for_subscriber_rounds(8, 5)
-    assert rows == 400_000
-    assert rows // (2 * 8) >= 2 * 2_500 * 5
-    assert changes.rows_for_subscriber_rounds(4, 10) == rows
+    assert changes.rows_for_subscriber_rounds(8, 5) == 400_000
+    for rounds, duration in ((1, 1), (3, 8), (8, 5)):
+        rows = changes.rows_for_subscriber_rounds(rounds, duration)
+        served = changes.Served(
+            changes.Checkout("current", tmp_path), "", 0, [f'{i} "e"' for i in range(rows)], {}, tmp_path, {}
+        )
+        phases = 2 * rounds
+        sliced = [
+            Path(changes.ids_for_round(served, index, phases)["IDS_FILE"]).read_text().splitlines()
+            for index in range(phases)
+        ]
+        assert all(len(ids) >= changes.MOST_DELETES_PER_SECOND * duration for ids in sliced)
+        assert len({line for ids in sliced for line in ids}) == len([line for ids in sliced for line in ids])
 
 
-def test_the_subscribers_mode_refuses_too_few_rows_before_it_seeds_anything() -> None:
-    options = changes.arguments().parse_args(["--mode", "subscribers", "--rows", "200000", "--rounds", "8"])
-    with pytest.raises(SystemExit, match="8 rounds of 5 s delete up to 400,000 pets; --rows 200,000 is too few"):
-        changes.measure_subscribers(options)
+def test_rounds_that_delete_nothing_need_no_slices() -> None:
+    assert changes.rows_for_subscriber_rounds(12, 5, ("get_by_id",)) == 0
+    assert changes.rows_for_subscriber_rounds(12, 5, ("get_by_id", "replace")) == 0
+    assert changes.too_few_rows(1, 12, 5, ("get_by_id",)) is None
+
+
+def _command_line(monkeypatch: pytest.MonkeyPatch, module: Any, *arguments: str) -> list[Any]:
+    """The options `module.main()` measures with, from `arguments`: nothing is seeded, served or measured."""
+    measured: list[Any] = []
+    monkeypatch.setattr(sys, "argv", [f"{module.__name__}.py", *arguments])
+    monkeypatch.setattr(module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    for name in ("measure_writes", "measure_subscribers", "compare_configurations"):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, lambda *options: measured.append(options[0]) or {})
+    module.main()
+    return measured
+
+
+def test_the_subscribers_mode_seeds_enough_for_its_deletes_and_refuses_fewer(monkeypatch: pytest.MonkeyPatch) -> None:
+    (options,) = _command_line(monkeypatch, changes, "--mode", "subscribers", "--rounds", "8", "--duration", "5")
+    assert options.rows == 400_000
+    (options,) = _command_line(monkeypatch, changes, "--mode", "subscribers", "--rounds", "2", "--duration", "5")
+    assert options.rows == changes.ROWS
+    (options,) = _command_line(
+        monkeypatch, changes, "--mode", "subscribers", "--rounds", "12", "--subscriber-scenarios", "get_by_id"
+    )
+    assert options.rows == changes.ROWS
+    assert _command_line(monkeypatch, changes, "--mode", "subscribers", "--rounds", "8", "--duration", "5",
+                         "--rows", "400000")  # fmt: skip
+    with pytest.raises(SystemExit) as refused:
+        _command_line(monkeypatch, changes, "--rounds", "8", "--duration", "5", "--rows", "399999")
+    assert refused.value.code == 2
+
+
+def test_make_bench_seeds_the_subscribers_rounds_enough_for_their_deletes_and_refuses_fewer_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before the datasets are measured, not after them."""
+    run = sys.modules["run"]
+    monkeypatch.setitem(sys.modules, "changes", changes)
+    (options,) = _command_line(monkeypatch, run, "--configs", "1x1", "--duration", "5")
+    assert (options.subscriber_rounds, options.subscriber_rows) == (8, 400_000)
+    (options,) = _command_line(monkeypatch, run, "--configs", "1x1", "--subscriber-rounds", "2")
+    assert options.subscriber_rows == 2 * 2 * 5_000 * 10
+    with pytest.raises(SystemExit) as refused:
+        _command_line(monkeypatch, run, "--configs", "1x1", "--duration", "5", "--subscriber-rows", "399999")
+    assert refused.value.code == 2
+    assert "8 rounds of 5 s delete up to 400,000 pets; 399,999 are too few" in capsys.readouterr().err
