@@ -123,11 +123,20 @@ def test_a_poll_wakes_the_streams_that_may_see_its_changes_and_no_stranger(
         hub = ChangeHub(lambda: None, keep_alive_seconds=0.05)
         hub._start_buffer((0, 0))
         readers: tuple[str | None, ...] = (*OWNERS, None, stranger)
-        soon = asyncio.get_running_loop().time() + 0.05
-        waits = [asyncio.create_task(hub._wait_for_more((0, 0), _viewer(reader), soon)) for reader in readers]
+        # Far off: only the poll may end a wait here. A deadline 50 ms away ended some waits on a busy machine
+        # before the poll came, and the test took them for streams the poll had not woken.
+        later = asyncio.get_running_loop().time() + 60
+        waits = {reader: asyncio.create_task(hub._wait_for_more((0, 0), _viewer(reader), later)) for reader in readers}
         await asyncio.sleep(0)
         hub._keep(found)
-        return dict(zip(readers, await asyncio.gather(*waits), strict=True))
+        # A woken wait ends within the loop's next turns; one the poll did not wake is still waiting after them.
+        for _ in range(5):
+            await asyncio.sleep(0)
+        ended = {reader: wait.done() and wait.result() for reader, wait in waits.items()}
+        for wait in waits.values():
+            wait.cancel()
+        await asyncio.gather(*waits.values(), return_exceptions=True)
+        return ended
 
     result = asyncio.run(woken())
     for reader, was_woken in result.items():
