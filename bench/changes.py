@@ -534,7 +534,7 @@ def arguments() -> argparse.ArgumentParser:
         "--rows",
         type=int,
         help=f"pets seeded for each server; default {ROWS:,}, or in the subscribers' mode enough for its rounds' "
-        "deletes if that is more (2 × rounds × 5,000 × duration)",
+        f"deletes if that is more (2 × rounds × {MOST_DELETES_PER_SECOND:,} × duration)",
     )
     parser.add_argument(
         "--rounds",
