@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from petrecords.store.base import (
     Collection,
@@ -30,6 +32,35 @@ from petrecords.tables import (
     period_of,
     record_counts,
 )
+
+
+class Unseen(sa.ColumnElement[Any]):
+    """A parameter of a kept count whose value PostgreSQL's planner does not see: `(SELECT CAST($n AS type))` there.
+
+    A prepared statement is planned for its values five times, then kept with a plan for any value when that plan
+    is expected to cost no more than theirs. Seen, the values made the plans of a count's periods look cheaper
+    than the plan for any value (the same scans of the same indexes), and PostgreSQL planned every run again:
+    most of the database's work for a count. Unseen, every plan expects the same rows, and the one kept
+    is used. Only for statements whose plan does not depend on their values. Elsewhere, a plain parameter."""
+
+    inherit_cache = True
+    # Read from the class by SQLAlchemy to key its cache of compiled statements; never changed.
+    _traverse_internals = [("parameter", InternalTraversal.dp_clauseelement)]  # noqa: RUF012
+
+    def __init__(self, name: str, type_: sa.types.TypeEngine[Any]) -> None:
+        self.parameter = sa.bindparam(name, type_=type_)
+        self.type = type_
+
+
+@compiles(Unseen)
+def _seen(element: Unseen, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.parameter, **kw))
+
+
+@compiles(Unseen, "postgresql")
+def _unseen(element: Unseen, compiler: Any, **kw: Any) -> str:
+    # Typed here: a subquery's bare parameter would be text.
+    return f"(SELECT {compiler.process(sa.cast(element.parameter, element.type), **kw)})"
 
 
 def count_upsert(
@@ -120,9 +151,10 @@ def summed(table: sa.Table, *conditions: sa.ColumnElement[bool]) -> sa.Select[An
 
 @functools.lru_cache(maxsize=256)
 def kept_count_select(partitions: int | None) -> sa.Select[Any]:
-    conditions = [record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope == sa.bindparam("scope")]
+    resource, scope, partition = record_counts.c.resource, record_counts.c.scope, record_counts.c.partition
+    conditions = [resource == Unseen("resource", resource.type), scope == Unseen("scope", scope.type)]
     if partitions is not None:
-        conditions.append(record_counts.c.partition.in_([sa.bindparam(f"partition_{i}") for i in range(partitions)]))
+        conditions.append(partition.in_([Unseen(f"partition_{i}", partition.type) for i in range(partitions)]))
     return summed(record_counts, *conditions)
 
 
@@ -193,18 +225,21 @@ def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.Co
     column = collection.table.c[collection.counted_over or ""]
     same_hour = in_its_hour(column, bound)
     if owned and collection.owner_column is not None:
-        same_hour.append(collection.table.c[collection.owner_column] == sa.bindparam("scope"))
+        owner = collection.table.c[collection.owner_column]
+        same_hour.append(owner == Unseen("scope", owner.type))
     of_its_hour = sa.select(sa.func.count()).select_from(collection.table).where(*same_hour).scalar_subquery()
-    return whole_periods_before(bound, period_counts.c.scope == sa.bindparam("scope")) + of_its_hour
+    scope = period_counts.c.scope
+    return whole_periods_before(bound, scope == Unseen("scope", scope.type)) + of_its_hour
 
 
 def in_its_hour(column: sa.ColumnElement[Any], bound: str) -> list[sa.ColumnElement[bool]]:
     """The records whose time `column` is in the hour of the instant of parameter `bound`, before it: by the range,
     and by the hour's number, which an index serves (tables.hour_indexed)."""
+    hour = hour_of(column)
     return [
-        column >= sa.bindparam(f"{bound}_unit_start"),
-        column < sa.bindparam(f"{bound}_instant"),
-        hour_of(column) == sa.bindparam(f"{bound}_period_0"),
+        column >= Unseen(f"{bound}_unit_start", column.type),
+        column < Unseen(f"{bound}_instant", column.type),
+        hour == Unseen(f"{bound}_period_0", hour.type),
     ]
 
 
@@ -215,14 +250,16 @@ def whole_periods_before(bound: str, scope: sa.ColumnElement[bool]) -> sa.Column
     `before_values`)."""
 
     def periods(size: int) -> sa.ScalarSelect[Any]:
+        resource, period = period_counts.c.resource, period_counts.c.period
         conditions = [
-            period_counts.c.resource == sa.bindparam("resource"),
+            resource == Unseen("resource", resource.type),
             scope,
-            period_counts.c.size == size,
-            period_counts.c.period < sa.bindparam(f"{bound}_period_{size}"),
+            # Written in: a value the plans see alike.
+            period_counts.c.size == sa.literal_column(str(size), period_counts.c.size.type),
+            period < Unseen(f"{bound}_period_{size}", period.type),
         ]
         if size < PERIOD_SIZES - 1:
-            conditions.append(period_counts.c.period >= sa.bindparam(f"{bound}_first_{size}"))
+            conditions.append(period >= Unseen(f"{bound}_first_{size}", period.type))
         return summed(period_counts, *conditions).scalar_subquery()
 
     total: sa.ColumnElement[Any] = periods(PERIOD_SIZES - 1)

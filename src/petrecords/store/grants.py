@@ -28,6 +28,7 @@ from petrecords.store.base import Collection, Condition, Operator, Row, SharedBy
 from petrecords.store.counts import (
     PERIOD_KEY,
     PeriodKey,
+    Unseen,
     before_values,
     in_its_hour,
     periods_of,
@@ -354,20 +355,22 @@ def shared_count_select(
     key, owner = table.c[shared_by.key_column], table.c[collection.owner_column]
     target, grantee = shares.c[shared_by.target_column], shares.c[shared_by.grantee_column]
     expires = shares.c[shared_by.expires_column]
-    now = sa.bindparam("now", type_=sa.BigInteger())
-    names = [sa.bindparam(f"grantee_{index}", type_=grantee.type) for index in range(grantees)]
-    scopes = _scopes(grantees)
+    # Every value unseen by PostgreSQL's planner (counts.Unseen): the statement's best plan is the same for any.
+    now = Unseen("now", sa.BigInteger())
+    caller = Unseen("caller", owner.type)
+    names = [Unseen(f"grantee_{index}", grantee.type) for index in range(grantees)]
+    scopes = [Unseen(f"scope_{index}", record_counts.c.scope.type) for index in range(grantees)]
     in_range: list[sa.ColumnElement[bool]] = []
     if collection.counted_over is not None:
         time = table.c[collection.counted_over]
         if below:
-            in_range.append(time < sa.bindparam("below_instant", type_=sa.BigInteger()))
+            in_range.append(time < Unseen("below_instant", sa.BigInteger()))
         if at_least:
-            in_range.append(time >= sa.bindparam("at_least_instant", type_=sa.BigInteger()))
+            in_range.append(time >= Unseen("at_least_instant", sa.BigInteger()))
 
     # With the caller's own records, their counts are read in the same rows' scans as the grantees', and their
     # records of the bound's hour with the grantees'.
-    read_scopes = [*scopes, sa.bindparam("scope", type_=record_counts.c.scope.type)] if with_own else scopes
+    read_scopes = [*scopes, Unseen("scope", record_counts.c.scope.type)] if with_own else scopes
 
     def kept_before(bound: str) -> sa.ColumnElement[Any]:
         time = table.c[collection.counted_over or ""]
@@ -383,7 +386,7 @@ def shared_count_select(
             .scalar_subquery()
         )
         if with_own:
-            counted_each = counted_each + sa.case((owner == sa.bindparam("caller"), 1), else_=0)
+            counted_each = counted_each + sa.case((owner == caller, 1), else_=0)
         of_its_hour = (
             sa.select(sa.func.coalesce(sa.func.sum(counted_each), 0))
             .select_from(table)
@@ -392,8 +395,9 @@ def shared_count_select(
         )
         return whole_periods_before(bound, period_counts.c.scope.in_(read_scopes)) + of_its_hour
 
+    resource = Unseen("resource", record_counts.c.resource.type)
     everything = summed(
-        record_counts, record_counts.c.resource == sa.bindparam("resource"), record_counts.c.scope.in_(read_scopes)
+        record_counts, record_counts.c.resource == resource, record_counts.c.scope.in_(read_scopes)
     ).scalar_subquery()
     kept: sa.ColumnElement[Any] = kept_before("below") if below else everything
     if at_least:
@@ -417,7 +421,7 @@ def shared_count_select(
         grant_expiries,
         grant_expiries.c.grantee.in_(names),
         grant_expiries.c.expires_at <= now,
-        grant_expiries.c.resource == sa.bindparam("shares"),
+        grant_expiries.c.resource == Unseen("shares", grant_expiries.c.resource.type),
     ).scalar_subquery()
     # The caller's own records, read from theirs: shared with them only through a group they are in.
     granting_each = (
@@ -427,7 +431,7 @@ def shared_count_select(
         .correlate(table)
         .scalar_subquery()
     )
-    own = total(granting_each, table, owner == sa.bindparam("caller"), *in_range).scalar_subquery()
+    own = total(granting_each, table, owner == caller, *in_range).scalar_subquery()
     count = kept - expired - own
     if grantees > 1:
         earlier = shares.alias("earlier")
@@ -446,7 +450,7 @@ def shared_count_select(
             .offset(0)
         )
         repeated = total(
-            records_of(target, owner != sa.bindparam("caller")),
+            records_of(target, owner != caller),
             shares,
             grantee.in_(names[1:]),
             unexpired(expires, now),
