@@ -379,7 +379,8 @@ class PostgresBackend:
         count, page = _vaccination_sql(name, [*casts, f"${len(casts) + 1}", f"${len(casts) + 2}"])
         counted = values
         if name != "pet":
-            placeholders = [f"${n}::BIGINT" for n in range(1, DUE_COUNT_VALUES + 1)]
+            # Unseen by the planner, as the store sends them (its counts.Unseen): the count's plan is then kept.
+            placeholders = [f"(SELECT ${n}::BIGINT)" for n in range(1, DUE_COUNT_VALUES + 1)]
             count, counted = _due_count_sql(placeholders), _due_count_values(values[0])
         # Both statements on one pooled connection and no explicit transaction, as the service's reads.
         async with (await self._pool()).acquire() as connection:
