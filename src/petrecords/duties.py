@@ -199,11 +199,12 @@ class Publisher:
     async def _say_paused(self, exc: BaseException) -> None:
         """Warn that publishing is paused, why, and how many changes wait for it: at once, then every
         WARN_SECONDS while it stays paused. The number is in /metrics too."""
-        now = time.monotonic()
-        if self._warned_at is not None and now - self._warned_at < self.WARN_SECONDS:
+        if self._warned_at is not None and time.monotonic() - self._warned_at < self.WARN_SECONDS:
             return
-        self._warned_at = now
         waiting = await self.unpublished()
+        # Timed when said, after the count: a slow count (the first, which opens a connection) would otherwise
+        # bring the next warning closer than WARN_SECONDS.
+        self._warned_at = time.monotonic()
         if waiting is not None:
             self._metrics.nats_unpublished.set(waiting)
         cause = self._connect_error if isinstance(exc, nats.errors.NoServersError) and self._connect_error else exc
