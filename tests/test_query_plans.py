@@ -609,32 +609,47 @@ async def many_due_dates(database_url: str, request: pytest.FixtureRequest) -> N
     due dates spread over the years the parameter gives (the last after NOW), the pets among its number of owners."""
     years, owners = request.param
     await wipe(database_url)
-    statements = [
-        # Pets (parameter 2), and one vaccine for them all.
-        "INSERT INTO pets (id, created_at, created_by, modified_at, modified_by, owner_id, name, name_key, pet_type, "
-        "revision) SELECT gen_random_uuid(), $1, o, $1, o, o, 'rex ' || n, 'rex ' || n, 'Dog', 1 "
-        "FROM generate_series(1, $2::int) AS g(n), LATERAL (SELECT 'owner' || n % $3::int || '@example.com' AS o) x",
-        "INSERT INTO vaccines (id, created_at, created_by, modified_at, modified_by, name, name_key, pet_type, "
-        "duration, revision) VALUES (gen_random_uuid(), $1, 'admin@example.com', $1, 'admin@example.com', 'Rabies', "
-        "'rabies', 'Dog', 365, 1)",
+    # Each statement with its arguments; $1 is always NOW.
+    statements: list[tuple[str, list[Any]]] = [
+        # Pets (parameter 2) among owners (parameter 3).
+        (
+            "INSERT INTO pets (id, created_at, created_by, modified_at, modified_by, owner_id, name, name_key, "
+            "pet_type, revision) SELECT gen_random_uuid(), $1, o, $1, o, o, 'rex ' || n, 'rex ' || n, 'Dog', 1 "
+            "FROM generate_series(1, $2::int) AS g(n), "
+            "LATERAL (SELECT 'owner' || n % $3::int || '@example.com' AS o) x",
+            [NOW, PLANNED_PETS, owners],
+        ),
+        # One vaccine for them all.
+        (
+            "INSERT INTO vaccines (id, created_at, created_by, modified_at, modified_by, name, name_key, pet_type, "
+            "duration, revision) VALUES (gen_random_uuid(), $1, 'admin@example.com', $1, 'admin@example.com', "
+            "'Rabies', 'rabies', 'Dog', 365, 1)",
+            [NOW],
+        ),
         # Every other pet shared: with the clinic's group, or with one of 1,000 users.
-        "INSERT INTO pet_shares (id, created_at, created_by, modified_at, modified_by, owner_id, pet_id, grantee, "
-        "access, expires_at, revision) SELECT gen_random_uuid(), $1, owner_id, $1, owner_id, owner_id, id, "
-        "CASE WHEN random() < 0.5 THEN 'group:clinic-42' ELSE 'user' || (random() * 1000)::int || '@example.com' END, "
-        "'read', NULL, 1 FROM pets WHERE random() < 0.5",
-        # Five vaccinations a pet, due in hours spread over the twenty years before the instant and the year after.
-        "INSERT INTO pet_vaccinations (id, created_at, created_by, modified_at, modified_by, owner_id, pet_id, "
-        "vaccine_id, applied_at, due_at, notes, revision) SELECT gen_random_uuid(), $1, owner_id, $1, owner_id, "
-        "owner_id, pet_id, vaccine_id, due - 86400000, due, NULL, 1 FROM (SELECT p.owner_id, p.id AS pet_id, "
-        "v.id AS vaccine_id, $1 + 365 * 86400000::bigint - (random() * $2::int * 365 * 24)::bigint * 3600000 "
-        "- (random() * 3600000)::bigint AS due FROM pets p, generate_series(1, 5), vaccines v) AS doses",
+        (
+            "INSERT INTO pet_shares (id, created_at, created_by, modified_at, modified_by, owner_id, pet_id, grantee, "
+            "access, expires_at, revision) SELECT gen_random_uuid(), $1, owner_id, $1, owner_id, owner_id, id, "
+            "CASE WHEN random() < 0.5 THEN 'group:clinic-42' ELSE 'user' || (random() * 1000)::int || "
+            "'@example.com' END, 'read', NULL, 1 FROM pets WHERE random() < 0.5",
+            [NOW],
+        ),
+        # Five vaccinations a pet, due in hours spread over the years (parameter 2) before the instant and the year
+        # after.
+        (
+            "INSERT INTO pet_vaccinations (id, created_at, created_by, modified_at, modified_by, owner_id, pet_id, "
+            "vaccine_id, applied_at, due_at, notes, revision) SELECT gen_random_uuid(), $1, owner_id, $1, owner_id, "
+            "owner_id, pet_id, vaccine_id, due - 86400000, due, NULL, 1 FROM (SELECT p.owner_id, p.id AS pet_id, "
+            "v.id AS vaccine_id, $1 + 365 * 86400000::bigint - (random() * $2::int * 365 * 24)::bigint * 3600000 "
+            "- (random() * 3600000)::bigint AS due FROM pets p, generate_series(1, 5), vaccines v) AS doses",
+            [NOW, years],
+        ),
     ]
     counts = [*period_count_inserts(VACCINATIONS), *grants.grant_count_inserts(PET_SHARES.collection, now=NOW)]
     connection = await asyncpg.connect(database_url)
     try:
-        for statement in statements:
-            arguments = {"$3": [NOW, PLANNED_PETS, owners], "$2": [NOW, years]}
-            await connection.execute(statement, *next((a for p, a in arguments.items() if p in statement), [NOW]))
+        for statement, arguments in statements:
+            await connection.execute(statement, *arguments)
         for insert in counts:
             sql, names, fixed = _compiled(insert)
             await connection.execute(sql, *(fixed[name] for name in names))
