@@ -107,7 +107,9 @@ class Settings(BaseSettings):
         "more wait their turn up to the statement timeout",
     )
     long_read_share: float = Field(
-        default=0.5,
+        # A quarter, not half: at half, a get by id's p99 beside two one-letter searches of a million pets was over
+        # twice its p99 alone in 8 of 10 rounds; at a quarter, in 4 (bench/results/2026-12-02-long-reads-quarter.md).
+        default=0.25,
         gt=0,
         le=1,
         description="PostgreSQL: the share of a database core that the long reads of each turn may take; a count "
