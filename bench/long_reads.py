@@ -125,13 +125,14 @@ def measure(
                     }
                 alone, with_searches = pair[False], pair[True]
                 ratio = with_searches["p99_ms"] / alone["p99_ms"]
+                searched = with_searches["searches_ms"]
                 results.append({"round": round_index + 1, "variant": name, "ratio": ratio, "alone": alone,
                                 "beside": with_searches})  # fmt: skip
                 print(f"round {round_index + 1} {name}: {ratio:.2f} ×; get by id p99 alone {alone['p99_ms']:.1f} ms "
                       f"(server {alone['server_p99_ms']:.1f}), beside {with_searches['p99_ms']:.1f} ms (server "
                       f"{with_searches['server_p99_ms']:.1f}, slowest {with_searches['server_max_ms']:.0f}); "
-                      f"{alone['rps']:.0f} → {with_searches['rps']:.0f} req/s; searches (ms) "
-                      f"{with_searches['searches_ms']}", flush=True)  # fmt: skip
+                      f"{alone['rps']:.0f} → {with_searches['rps']:.0f} req/s; {len(searched)} searches, "
+                      f"{min(searched, default=0)}–{max(searched, default=0)} ms", flush=True)  # fmt: skip
 
 
 def main() -> None:
