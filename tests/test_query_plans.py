@@ -30,8 +30,17 @@ from petrecords.store import grants
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey, Viewer
 from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.counts import period_count_inserts
-from petrecords.store.postgres import _DIALECT, PostgresTransaction, _changes_page, _compiled
-from petrecords.store.queries import TrigramSearch, count_statement, list_statement
+from petrecords.store.postgres import (
+    _DIALECT,
+    PostgresTransaction,
+    _arguments,
+    _changes_page,
+    _compiled,
+    _counted_in_blocks,
+    _reads_whole_table,
+    _scope_reads_whole_table,
+)
+from petrecords.store.queries import TrigramSearch, count_statement, list_statement, matching_rows_statement
 from petrecords.store.records import Statement
 from petrecords.store.sqlite import SqliteTransaction
 from petrecords.text import match_key
@@ -540,6 +549,48 @@ async def test_a_shorter_search_leaves_the_trigram_index_alone(database_url: str
     )
     assert "pets_search" not in plan, plan
     assert "ix_pets_owner_id" in plan, plan
+
+
+@pytest.mark.only_on("postgresql")
+@pytest.mark.usefixtures("many_pets")
+@pytest.mark.parametrize("pattern", ["%r%", "%zq%"])
+async def test_a_long_reads_slice_of_the_whole_table_reads_its_range_of_blocks_alone(
+    database_url: str, pattern: str
+) -> None:
+    """Where the records a long read's count checks are nearly the whole table (an owner with nearly every record,
+    searching what no index serves), each of its slices reads one range of the table's blocks (a TID range scan),
+    not the table again. Where an index narrows them (an owner with few of the records), the count does not read
+    the table by ranges of blocks, which would read all of it."""
+    conditions = (OWNED, _searched(pattern))
+    statement, values = matching_rows_statement(PET_RECORDS, conditions, search=TrigramSearch.GIN)
+    assert isinstance(statement, sa.Select)
+    in_blocks = _counted_in_blocks(statement, PET_RECORDS.table)
+    few = (Condition(("owner_id",), Operator.EQUAL, ("bob@example.com",)), _searched(pattern))
+    connection = await asyncpg.connect(database_url)
+    try:
+        assert await _scope_reads_whole_table(connection, PET_RECORDS, conditions)
+        assert not await _scope_reads_whole_table(connection, PET_RECORDS, few)
+        arguments = _arguments(in_blocks, values | {"first_row": (8, 0), "past_row": (16, 0)})
+        sliced = " | ".join(row[0] for row in await connection.fetch(f"EXPLAIN {in_blocks[0]}", *arguments))
+    finally:
+        await connection.close()
+    assert "Tid Range Scan on pets" in sliced, sliced
+    assert "Seq Scan" not in sliced, sliced
+
+
+def test_a_plan_reads_a_table_whole_where_a_sequential_scan_of_it_is_among_its_nodes() -> None:
+    def scan(node: str, relation: str, *children: dict[str, Any]) -> dict[str, Any]:
+        return {"Node Type": node, "Relation Name": relation, "Plans": list(children)}
+
+    parallel = [
+        {"Plan": {"Node Type": "Aggregate", "Plans": [{"Node Type": "Gather", "Plans": [scan("Seq Scan", "pets")]}]}}
+    ]
+    assert _reads_whole_table(parallel, "pets")
+    assert not _reads_whole_table(parallel, "vaccines")
+    bitmap = [{"Plan": scan("Bitmap Heap Scan", "pets", {"Node Type": "Bitmap Index Scan"})}]
+    assert not _reads_whole_table(bitmap, "pets")
+    joined = [{"Plan": {"Node Type": "Hash Join", "Plans": [scan("Index Scan", "pets"), scan("Seq Scan", "shares")]}}]
+    assert not _reads_whole_table(joined, "pets")
 
 
 EACH_FORMS = {Operator.SHARED: Operator.SHARED_EACH, Operator.OWNED_OR_SHARED: Operator.OWNED_OR_SHARED_EACH}

@@ -113,7 +113,8 @@ class Settings(BaseSettings):
         gt=0,
         le=1,
         description="PostgreSQL: the share of a database core that the long reads of each turn may take; a count "
-        "moves over 20,000 records at a time and rests between slices in proportion, and a long read's turn rests "
+        "reads 512 of the table's blocks (or 20,000 matching records, where an index narrows its scope) at a time and "
+        "rests between slices in proportion, and a long read's turn rests "
         "after it for the rest of its time (1: a count in one statement, no rests)",
     )
     db_pooler: Literal["none", "session", "transaction"] = Field(

@@ -186,8 +186,9 @@ async def _blocked_statements_end(servers: list[Server], database_url: str, pet_
 
 async def _long_search_is_exact(servers: list[Server], database_url: str, data_dir: Path) -> None:
     """LONG_READ_SLICE + 1 more pets of the user's, stored directly, whose names hold a "g" as no other does: a
-    one-letter search for it through each instance is a long read, whose count moves over its matches through a
-    cursor in two slices with a rest between them, in one transaction through the pooler, and counts them exactly."""
+    one-letter search for it through each instance is a long read, whose count runs in slices (of the table's
+    blocks, or of its matches through a cursor) with rests between them, in one transaction through the pooler,
+    and counts them exactly."""
     names = [f"Long {number}" for number in range(LONG_READ_SLICE + 1)]
     await store_pets(database_url, data_dir, (USER, names))
     stored = [row["name"] for row in await fetch_sql(database_url, "SELECT name FROM pets")]

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import re
 import time
@@ -63,7 +64,7 @@ from petrecords.store.counts import WRITES_VERSION, count_upsert
 from petrecords.store.faults import DATABASE_ERRORS, TIMEOUT, PoolTimeout, raise_translated, unavailable
 from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
-from petrecords.store.queries import TrigramSearch, matching_rows_statement
+from petrecords.store.queries import TrigramSearch, matching_rows_statement, unindexed_patterns
 from petrecords.store.records import Statement
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
@@ -296,8 +297,87 @@ def _cut_short(exc: BaseException) -> bool:
 
 
 LONG_READ_SLICE = 20_000
-"""The records a long read's count moves over before it rests: a few milliseconds of one core."""
+"""The matching records a long read's count moves over before it rests, where an index narrows the records it
+reads: a few milliseconds of one core."""
+LONG_READ_BLOCKS = 512
+"""The table's blocks (of 8 KiB) a long read's count reads before it rests, where it reads the whole table: 4 MiB,
+some 25,000 pets, a few milliseconds of one core however few of them match."""
 _LONG_READ_CURSOR = "long_read"
+
+
+def _reads_whole_table(plan: Any, table: str) -> bool:
+    """Whether a plan (EXPLAIN's, as JSON) reads `table` from end to end."""
+    if isinstance(plan, list):
+        return any(_reads_whole_table(node, table) for node in plan)
+    if not isinstance(plan, dict):
+        return False
+    if plan.get("Node Type") == "Seq Scan" and plan.get("Relation Name") == table:
+        return True
+    return any(_reads_whole_table(node, table) for node in (plan.get("Plan"), *plan.get("Plans", ())))
+
+
+async def _scope_reads_whole_table(connection: Any, collection: Collection, conditions: tuple[Condition, ...]) -> bool:
+    """Whether PostgreSQL reads the whole table for the records a long read's patterns are checked on: those the
+    other conditions let through. (Its plan for the count itself may read a trigram index from end to end instead,
+    for a pattern too short to hold a trigram, and then the whole table's worth of records all the same.)"""
+    unindexed = unindexed_patterns(collection, conditions)
+    scope = tuple(condition for index, condition in enumerate(conditions) if index not in unindexed)
+    statement, values = matching_rows_statement(collection, scope)
+    compiled = _compiled(statement)
+    plan = await connection.fetchval(f"EXPLAIN (FORMAT JSON) {compiled[0]}", *_arguments(compiled, values))
+    return _reads_whole_table(json.loads(plan), collection.table.name)
+
+
+@functools.lru_cache(maxsize=64)
+def _counted_in_blocks(matching: sa.Select[Any], table: sa.Table) -> Compiled:
+    """How many of `matching`'s records are stored in the blocks of `table` from the one of `first_row` to the one
+    before `past_row` (row ids, as (block, 0)): PostgreSQL reads those blocks alone (a TID range scan)."""
+    row_id = f"{_DIALECT.identifier_preparer.format_table(table)}.ctid"
+    in_range = sa.text(f"{row_id} >= CAST(:first_row AS tid) AND {row_id} < CAST(:past_row AS tid)")
+    in_blocks = matching.where(in_range).subquery()
+    return _compiled(sa.select(sa.func.count()).select_from(in_blocks))
+
+
+class _BlockSlices:
+    """A count's slices as ranges of LONG_READ_BLOCKS of the table's blocks, up to its size in the count's
+    snapshot. (A record the snapshot sees was stored before it was taken, in a block the table had then; and
+    the count's lock on the table keeps VACUUM from cutting blocks off its end.)"""
+
+    def __init__(self, connection: Any, counted: Compiled, values: dict[str, Any], table: sa.Table) -> None:
+        self._connection, self._counted, self._values, self._table = connection, counted, values, table
+        self._blocks = 0
+        self._next_block = 0
+
+    async def start(self) -> None:
+        name = _DIALECT.identifier_preparer.format_table(self._table)
+        self._blocks = int(
+            await self._connection.fetchval(
+                "SELECT pg_relation_size(CAST($1 AS regclass)) / current_setting('block_size')::bigint", name
+            )
+        )
+
+    async def next(self) -> tuple[int, bool]:
+        first = self._next_block
+        self._next_block = first + LONG_READ_BLOCKS
+        values = self._values | {"first_row": (first, 0), "past_row": (self._next_block, 0)}
+        counted = await self._connection.fetchval(self._counted[0], *_arguments(self._counted, values))
+        return int(counted), self._next_block >= self._blocks
+
+
+class _MatchSlices:
+    """A count's slices as LONG_READ_SLICE matching records each, through a cursor."""
+
+    def __init__(self, connection: Any, matching: Compiled, values: dict[str, Any]) -> None:
+        self._connection, self._compiled, self._values = connection, matching, values
+
+    async def start(self) -> None:
+        sql, arguments = self._compiled[0], _arguments(self._compiled, self._values)
+        await self._connection.execute(f"DECLARE {_LONG_READ_CURSOR} NO SCROLL CURSOR FOR {sql}", *arguments)
+
+    async def next(self) -> tuple[int, bool]:
+        status = await self._connection.execute(f"MOVE FORWARD {LONG_READ_SLICE} IN {_LONG_READ_CURSOR}")
+        moved = int(status.rpartition(" ")[2])
+        return moved, moved < LONG_READ_SLICE
 
 
 class _PastTheDeadline(Exception):
@@ -473,40 +553,47 @@ class PostgresTransaction(SqlTransaction):
     async def count_long_read(
         self, collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
     ) -> int:
-        """In slices of LONG_READ_SLICE records, through a cursor in a transaction of its own (one snapshot for the
-        whole count), resting after each slice in proportion to its time, so that the count takes no more than
-        `long_read_share` of a core: one statement would take a whole one from everyone else's requests, for as
-        long as it runs. The statement timeout bounds the count as a whole, rests included. A replica, or a
-        transaction already open, counts in one statement."""
+        """In slices, in a transaction of its own (one snapshot for the whole count), resting after each slice in
+        proportion to its time, so that the count takes no more than `long_read_share` of a core: one statement
+        would take a whole one from everyone else's requests, for as long as it runs. Where PostgreSQL would read
+        the whole table for the records the count checks, a slice is LONG_READ_BLOCKS of the table's blocks,
+        whatever they hold; else (an index narrows them) LONG_READ_SLICE matching records, through a cursor. The
+        statement timeout bounds the count as a whole, rests included. A replica, or a transaction already open,
+        counts in one statement."""
         share = self._store.long_read_share
         if share >= 1:
             return await self.count_at_once(collection, conditions, search)
         connection = await self._open()
         if self._open_transaction or self._source is not self._store:
             return await self.count_at_once(collection, conditions, search)
-        statement = matching_rows_statement(collection, conditions, search=search)
-        compiled = _compiled(statement[0])
-        arguments = _arguments(compiled, statement[1])
+        matching, values = matching_rows_statement(collection, conditions, search=search)
+        if not isinstance(matching, sa.Select):
+            raise TypeError(f"not a select: {matching!r}")
         deadline = time.monotonic() + self._store.statement_timeout_seconds
         # Whether a statement is under way: a failure then may leave the connection in an unknown state.
         sending = True
         try:
-            # Planned for every row, as a count is, not for the first tenth of them as a cursor would be.
+            # A cursor planned for every row, as a count is, not for the first tenth of them; and each slice of
+            # blocks planned with its values, where a plan for any value checks the pattern through like_escape()
+            # on every record (7.4 ms against 2.8 ms for 512 blocks of a million pets).
             await connection.execute(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1"
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1; "
+                "SET LOCAL plan_cache_mode = force_custom_plan"
             )
-            await connection.execute(f"DECLARE {_LONG_READ_CURSOR} NO SCROLL CURSOR FOR {compiled[0]}", *arguments)
+            slices = (
+                _BlockSlices(connection, _counted_in_blocks(matching, collection.table), values, collection.table)
+                if await _scope_reads_whole_table(connection, collection, conditions)
+                else _MatchSlices(connection, _compiled(matching), values)
+            )
+            await slices.start()
             counted = 0
             while True:
                 started = time.monotonic()
                 remaining_ms = max(1, int((deadline - started) * 1000))
-                status = await connection.execute(
-                    f"SET LOCAL statement_timeout = {remaining_ms}; "
-                    f"MOVE FORWARD {LONG_READ_SLICE} IN {_LONG_READ_CURSOR}"
-                )
-                moved = int(status.rpartition(" ")[2])
-                counted += moved
-                if moved < LONG_READ_SLICE:
+                await connection.execute(f"SET LOCAL statement_timeout = {remaining_ms}")
+                counted_now, done = await slices.next()
+                counted += counted_now
+                if done:
                     await connection.execute("COMMIT")
                     return counted
                 sending = False
@@ -521,7 +608,7 @@ class PostgresTransaction(SqlTransaction):
             if sending and _broken(exc):
                 self._after_error(connection, exc)
                 raise_translated(exc)
-            # The connection is sound, within the cursor's transaction (or after it failed): ended here.
+            # The connection is sound, within the count's transaction (or after it failed): ended here.
             try:
                 await connection.execute("ROLLBACK")
             except BaseException as failed:
