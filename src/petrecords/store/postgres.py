@@ -64,7 +64,7 @@ from petrecords.store.counts import WRITES_VERSION, count_upsert
 from petrecords.store.faults import DATABASE_ERRORS, TIMEOUT, PoolTimeout, raise_translated, unavailable
 from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
-from petrecords.store.queries import TrigramSearch, matching_rows_statement, unindexed_patterns
+from petrecords.store.queries import TrigramSearch, checked_by_unindexed_patterns, matching_rows_statement
 from petrecords.store.records import Statement
 from petrecords.store.replicas import ReadReplicas
 from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
@@ -320,9 +320,7 @@ async def _scope_reads_whole_table(connection: Any, collection: Collection, cond
     """Whether PostgreSQL reads the whole table for the records a long read's patterns are checked on: those the
     other conditions let through. (Its plan for the count itself may read a trigram index from end to end instead,
     for a pattern too short to hold a trigram, and then the whole table's worth of records all the same.)"""
-    unindexed = unindexed_patterns(collection, conditions)
-    scope = tuple(condition for index, condition in enumerate(conditions) if index not in unindexed)
-    statement, values = matching_rows_statement(collection, scope)
+    statement, values = matching_rows_statement(collection, checked_by_unindexed_patterns(collection, conditions))
     compiled = _compiled(statement)
     plan = await connection.fetchval(f"EXPLAIN (FORMAT JSON) {compiled[0]}", *_arguments(compiled, values))
     return _reads_whole_table(json.loads(plan), collection.table.name)
@@ -343,8 +341,9 @@ class _BlockSlices:
     snapshot. (A record the snapshot sees was stored before it was taken, in a block the table had then; and
     the count's lock on the table keeps VACUUM from cutting blocks off its end.)"""
 
-    def __init__(self, connection: Any, counted: Compiled, values: dict[str, Any], table: sa.Table) -> None:
-        self._connection, self._counted, self._values, self._table = connection, counted, values, table
+    def __init__(self, connection: Any, matching: sa.Select[Any], values: dict[str, Any], table: sa.Table) -> None:
+        self._connection, self._values, self._table = connection, values, table
+        self._counted = _counted_in_blocks(matching, table)
         self._blocks = 0
         self._next_block = 0
 
@@ -581,7 +580,7 @@ class PostgresTransaction(SqlTransaction):
                 "SET LOCAL plan_cache_mode = force_custom_plan"
             )
             slices = (
-                _BlockSlices(connection, _counted_in_blocks(matching, collection.table), values, collection.table)
+                _BlockSlices(connection, matching, values, collection.table)
                 if await _scope_reads_whole_table(connection, collection, conditions)
                 else _MatchSlices(connection, _compiled(matching), values)
             )

@@ -118,6 +118,13 @@ def unindexed_patterns(collection: Collection, conditions: tuple[Condition, ...]
     )
 
 
+def checked_by_unindexed_patterns(collection: Collection, conditions: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """The conditions but the patterns no trigram index serves: they select the records those patterns are checked
+    on, one by one (all of `conditions` where there is no such pattern)."""
+    unindexed = unindexed_patterns(collection, conditions)
+    return tuple(condition for index, condition in enumerate(conditions) if index not in unindexed)
+
+
 def _trigram_values(
     collection: Collection, conditions: tuple[Condition, ...], search: TrigramSearch | None
 ) -> dict[str, Any]:

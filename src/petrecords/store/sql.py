@@ -85,11 +85,11 @@ from petrecords.store.pages import BLOCK, PageAnchors, SortKeyValues, seek_posit
 from petrecords.store.queries import (
     TrigramSearch,
     bounded_count_statement,
+    checked_by_unindexed_patterns,
     count_statement,
     list_statement,
     sort_directions,
     trigram_pattern,
-    unindexed_patterns,
 )
 from petrecords.store.records import (
     Statement,
@@ -516,11 +516,10 @@ class SqlTransaction(Transaction):
         that no index serves on LONG_READ_SCOPE records or more."""
         if self.long_read_turns is None or self._turn is not None or conditions in self._scoped:
             return
-        unindexed = unindexed_patterns(collection, conditions)
-        if not unindexed:
+        others = checked_by_unindexed_patterns(collection, conditions)
+        if len(others) == len(conditions):
             return
         self._scoped.add(conditions)
-        others = tuple(condition for index, condition in enumerate(conditions) if index not in unindexed)
         if await self._count_up_to(collection, others, LONG_READ_SCOPE, search=None) >= LONG_READ_SCOPE:
             self._turn = await self.long_read_turns.take()
 
