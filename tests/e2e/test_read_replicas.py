@@ -81,6 +81,7 @@ def _auth(user: str, *, admin: bool = False) -> dict[str, str]:
 
 _PET_ON_REPLICA = "SELECT count(*) FROM pets WHERE id = $1"
 _SHARE_ON_REPLICA = "SELECT count(*) FROM pet_shares WHERE id = $1"
+_UNCHANGED_ON_REPLICA = "SELECT count(*) FROM pet_shares WHERE id = $1 AND expires_at IS NULL"
 
 
 async def _on_replica(clusters: Clusters, record_id: str, *, query: str = _PET_ON_REPLICA) -> bool:
@@ -203,6 +204,13 @@ async def test_a_grantee_reads_every_share_as_its_last_write_left_it(migrated: C
         while not await _on_replica(migrated, shares[("shortened", f"group:{group}")], query=_SHARE_ON_REPLICA):
             assert time.monotonic() < deadline, "the replica never applied the shares"
             await asyncio.sleep(0.2)
+        expires_at = time.time() + 1
+        for grantee in grantees:
+            soon = {"expiresAt": format_timestamp(int(expires_at * 1000))}
+            shortened = await first.patch(
+                f"/v1/pet-shares/{shares[('shortened', grantee)]}", json=soon, headers=_auth(owner)
+            )
+            assert shortened.status_code == 200, shortened.text
         for grantee in grantees:
             deleted = await first.delete(f"/v1/pet-shares/{shares[('revoked', grantee)]}", headers=_auth(owner))
             assert deleted.status_code == 200, deleted.text
@@ -213,13 +221,6 @@ async def test_a_grantee_reads_every_share_as_its_last_write_left_it(migrated: C
             f"/v1/pets/{pets['transferred']}", json=transfer, headers=_auth(admin, admin=True)
         )
         assert transferred.status_code == 200, transferred.text
-        expires_at = time.time() + 1
-        for grantee in grantees:
-            soon = {"expiresAt": format_timestamp(int(expires_at * 1000))}
-            shortened = await first.patch(
-                f"/v1/pet-shares/{shares[('shortened', grantee)]}", json=soon, headers=_auth(owner)
-            )
-            assert shortened.status_code == 200, shortened.text
         await asyncio.sleep(max(0.0, expires_at + 0.1 - time.time()))
 
         for grantee, headers in grantees.items():
@@ -230,8 +231,10 @@ async def test_a_grantee_reads_every_share_as_its_last_write_left_it(migrated: C
                     assert got.status_code == 404, got.text
                 listed = await client.get("/v1/pet-shares?pageSize=100", headers=headers)
                 assert [item["id"] for item in listed.json()["items"]] == [shares[("shortened", grantee)]]
-        # All the while the replica granted what had ended: every answer above is one it could not have given.
-        assert await _on_replica(migrated, shares[("revoked", f"group:{group}")], query=_SHARE_ON_REPLICA), (
+        # All the while the replica granted what had ended (it has not even applied the first of those writes):
+        # every answer above is one it could not have given.
+        first_write = shares[("shortened", vet)]
+        assert await _on_replica(migrated, first_write, query=_UNCHANGED_ON_REPLICA), (
             "the replica applied the revocations before the grantees' reads: too slow a run to tell"
         )
 
