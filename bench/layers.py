@@ -127,7 +127,7 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
     import ceiling
     import seed
     from petrecords.app import create_app
-    from petrecords.auth import issue_local_token, load_or_create_secret
+    from petrecords.auth import Caller, issue_local_token, load_or_create_secret
     from petrecords.config import Settings
     from petrecords.db import migrate
     from petrecords.http import ServiceEdge, admit
@@ -252,16 +252,17 @@ async def measure(args: argparse.Namespace, work_dir: Path) -> list[tuple[str, f
 
     store = services.store
     parsed_ids = [uuid.UUID(record_id) for record_id in ids]
+    owner = Caller(email=OWNER, is_admin=False)
 
     async def transaction(index: int) -> None:
-        async with store.transaction(write=False, single=True, caller=OWNER) as tx:
+        async with store.transaction(write=False, single=True, caller=owner) as tx:
             await tx.get(PETS.collection, parsed_ids[index])
 
     figures.append(("read transaction + lookup (store)", await best_of(repeat, count, transaction)))
     if hasattr(store, "read"):
 
         async def read(index: int) -> None:
-            await store.read(PETS.collection, parsed_ids[index], OWNER)
+            await store.read(PETS.collection, parsed_ids[index], owner)
 
         figures.append(("  or the same lookup by Store.read", await best_of(repeat, count, read)))
     connection = ceiling.SqliteBackend(str(work_dir / "pets.sqlite3")).connection

@@ -69,7 +69,7 @@ class ResourceOperations:
             max_page_size=settings.max_page_size,
         )
         caller = _caller(call)
-        async with self.services.store.transaction(write=False, caller=caller.email) as tx:
+        async with self.services.store.transaction(write=False, caller=caller) as tx:
             page = await service.list_records(tx=tx, caller=caller, resource=self.resource, request=request)
         return Answer(200, msgspec.json.encode(page.wire()))
 
@@ -84,7 +84,7 @@ class ResourceOperations:
             caller=caller,
             resource=self.resource,
             record_id=self._record_id(call),
-            reader=None if if_none_match is not None else caller.email,
+            reader=None if if_none_match is not None else caller,
         )
         etag = etag_of(self.resource, row)
         if tags is not None and tags.match_weak(etag):
@@ -95,7 +95,7 @@ class ResourceOperations:
         body = read_body(self.resource, decode_json(call.body), context=self.services.context())
         caller = _caller(call)
         # Answered once the transaction has ended: a 201 is sent only for a create that committed.
-        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+        async with self.services.store.transaction(write=True, caller=caller) as tx:
             return await self._create_in(tx, caller, body, call.header(b"idempotency-key"))
 
     async def _create_in(self, tx: Transaction, caller: Caller, body: Body, raw_key: str | None) -> Answer:
@@ -138,7 +138,7 @@ class ResourceOperations:
         body = read_body(self.resource, decode_json(call.body), context=self.services.context(), path_id=record_id)
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
-        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+        async with self.services.store.transaction(write=True, caller=caller) as tx:
             row = await service.replace_record(
                 tx=tx,
                 caller=caller,
@@ -158,7 +158,7 @@ class ResourceOperations:
         caller = _caller(call)
         for attempt in range(_UPDATE_ATTEMPTS):
             try:
-                async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+                async with self.services.store.transaction(write=True, caller=caller) as tx:
                     row = await service.update_record(
                         tx=tx,
                         caller=caller,
@@ -180,7 +180,7 @@ class ResourceOperations:
     async def delete(self, call: Call) -> Answer:
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
-        async with self.services.store.transaction(write=True, caller=caller.email) as tx:
+        async with self.services.store.transaction(write=True, caller=caller) as tx:
             row = await service.delete_record(
                 tx=tx,
                 caller=caller,
@@ -199,7 +199,7 @@ class ResourceOperations:
             max_page_size=settings.max_page_size,
         )
         caller = _caller(call)
-        async with self.services.store.transaction(write=False, caller=caller.email) as tx:
+        async with self.services.store.transaction(write=False, caller=caller) as tx:
             page = await history_page(
                 tx=tx,
                 caller=caller,

@@ -61,7 +61,9 @@ async def load_seen(*, tx: Transaction, caller: Caller, resource: Resource, reco
     return seen(caller, resource, row, await permission(tx, caller, resource, row, asked=parsed))
 
 
-async def read_visible(*, store: Store, caller: Caller, resource: Resource, record_id: str, reader: str | None) -> Row:
+async def read_visible(
+    *, store: Store, caller: Caller, resource: Resource, record_id: str, reader: Caller | None
+) -> Row:
     """The record the caller may see, read on its own (see Store.read; `reader` as its `caller`), and, when it is
     not theirs, its shares looked at in a read of their own."""
     parsed = parse_record_id(record_id)

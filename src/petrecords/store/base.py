@@ -8,7 +8,7 @@ import enum
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import sqlalchemy as sa
@@ -173,6 +173,17 @@ class ShareWindow(msgspec.Struct, frozen=True, kw_only=True):
     shared_key: uuid.UUID
     expires_at: int | None
     opens: bool
+
+
+class Principal(Protocol):
+    """Whose request a transaction serves (an authenticated caller is one): their e-mail address, and every
+    grantee a share may name to grant to them (that address, and `group:NAME` for each of their groups)."""
+
+    @property
+    def email(self) -> str: ...
+
+    @property
+    def grantees(self) -> tuple[str, ...]: ...
 
 
 class Viewer(msgspec.Struct, frozen=True):
@@ -373,14 +384,15 @@ class Store(abc.ABC):
     dialect: str
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> Transaction:
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> Transaction:
         """A transaction that reads, or (with `write`) writes. `single`: a read of one statement, which needs no
         BEGIN and COMMIT around it where a statement alone sees one state of the data. With `caller`, it serves
         that caller's request: a read may then be answered by a read replica that has every write that caller
-        was answered for, and a write tells the replicas' readers where that caller's reads must start. Without
-        it a read is answered by the primary."""
+        was answered for and every write of a share naming one of their grantees, and a write tells the replicas'
+        readers where that caller's reads must start. Without it a read is answered by the primary. (Whoever
+        writes shares, the write tells where their grantees' reads must start.)"""
 
-    async def read(self, collection: Collection, record_id: uuid.UUID, caller: str | None) -> Row | None:
+    async def read(self, collection: Collection, record_id: uuid.UUID, caller: Principal | None) -> Row | None:
         """One record by id, in a read of that one statement (`caller` as for `transaction`)."""
         async with self.transaction(write=False, single=True, caller=caller) as tx:
             return await tx.get(collection, record_id)

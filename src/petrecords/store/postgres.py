@@ -47,7 +47,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
-from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Viewer
+from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer
 from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
@@ -435,7 +435,7 @@ class PostgresTransaction(SqlTransaction):
     def readers_value(readers: Sequence[str]) -> Any:
         return list(readers)
 
-    def __init__(self, store: PostgresStore, *, write: bool, caller: str | None = None) -> None:
+    def __init__(self, store: PostgresStore, *, write: bool, caller: Principal | None = None) -> None:
         super().__init__(write=write)
         self._store = store
         self._caller = caller
@@ -471,7 +471,7 @@ class PostgresTransaction(SqlTransaction):
         with the statements of `then` (which take no parameters) in the same round trip."""
         replicas = self._store.replicas
         if self._replica_allowed and self._caller is not None and replicas is not None:
-            chosen = await replicas.acquire(self._caller)
+            chosen = await replicas.acquire(self._caller.grantees)
             if chosen is not None:
                 self._source, self._connection = chosen
                 return
@@ -491,10 +491,19 @@ class PostgresTransaction(SqlTransaction):
             self._open_transaction = True
         self._connection = connection
 
+    def _concerned(self) -> tuple[str, ...]:
+        """Whose reads must see what this transaction wrote, once it has committed, on a replica: its caller's,
+        and those of the grantees of the shares it wrote (see store/replicas.py)."""
+        names = set(self.regranted)
+        if self._caller is not None:
+            names.add(self._caller.email)
+        return tuple(names)
+
     async def _end(self, *, commit: bool) -> None:
         connection, in_transaction = self._connection, self._open_transaction
         self._connection, self._open_transaction = None, False
         replicas, committed, position = self._store.replicas, False, None
+        concerned = self._concerned()
         try:
             if not in_transaction or self._recover:
                 pass
@@ -503,7 +512,7 @@ class PostgresTransaction(SqlTransaction):
                 if await connection.execute("COMMIT") != "COMMIT":
                     raise RuntimeError("a write transaction was rolled back at its commit")
                 committed = True
-                if self._caller is not None and replicas is not None:
+                if concerned and replicas is not None:
                     position = await replicas.position_after_commit(connection)
             elif _usable(connection):
                 try:
@@ -519,9 +528,9 @@ class PostgresTransaction(SqlTransaction):
         finally:
             recover, self._recover = self._recover, False
             await self._source.give_back(connection, recover=recover)
-        if committed and self._caller is not None and replicas is not None:
+        if committed and concerned and replicas is not None:
             # With the connection back in the pool: this may wait, when Redis does not answer.
-            await replicas.wrote(self._caller, position)
+            await replicas.wrote(concerned, position)
 
     async def _open(self) -> Any:
         if not self.begun:
@@ -665,18 +674,18 @@ class PostgresTransaction(SqlTransaction):
                 raise_translated(exc)
             return
         connection = await self._store.acquire()
-        replicas, position = self._store.replicas, None
+        replicas, position, concerned = self._store.replicas, None, self._concerned()
         try:
             await self._send(connection, batches[0])
-            if self._caller is not None and replicas is not None:
+            if concerned and replicas is not None:
                 position = await replicas.position_after_commit(connection)
         except DATABASE_ERRORS as exc:
             raise_translated(exc)
         finally:
             recover, self._recover = self._recover, False
             await self._store.give_back(connection, recover=recover)
-        if self._caller is not None and replicas is not None:
-            await replicas.wrote(self._caller, position)
+        if concerned and replicas is not None:
+            await replicas.wrote(concerned, position)
 
     async def lock(self, locks: Sequence[Lock]) -> None:
         if not locks:
@@ -761,7 +770,7 @@ class PostgresStore(SqlStore):
     def read_connections(self) -> int:
         return self._size
 
-    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> PostgresTransaction:
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> PostgresTransaction:
         # Reads run without BEGIN and COMMIT anyway (see the module's docstring).
         return PostgresTransaction(self, write=write, caller=caller)
 

@@ -1,14 +1,19 @@
-"""Reads answered by PostgreSQL streaming replicas, never staler than what their caller has written.
+"""Reads answered by PostgreSQL streaming replicas, never staler than what their caller has written, nor than
+the shares that name them.
 
-Read-your-writes across instances. A caller's next request may reach any instance, and existing clients
-send nothing but their token, so where a caller's reads must start is kept where every instance sees it:
-in Redis (PETRECORDS_REDIS_URL), under the caller, as the primary's WAL position right after that caller's
-last committed write (`pg_current_wal_lsn()`, read after COMMIT returned: at or past the commit record). A
-read for a caller may be answered by a replica only when, on the connection that will run it and before it
-runs, `pg_last_wal_replay_lsn()` is at or past
+Read-your-writes across instances, and every share as its last write left it. A caller's next request may
+reach any instance, and existing clients send nothing but their token, so where a caller's reads must start is
+kept where every instance sees it: in Redis (PETRECORDS_REDIS_URL), under a name, as the primary's WAL position
+right after the last committed write that concerns it (`pg_current_wal_lsn()`, read after COMMIT returned: at
+or past the commit record). A write concerns its caller's name, and, when it writes shares (makes, changes or
+deletes one, or deletes or transfers what one shares), the name of every grantee of those shares as they were
+and as they are: a user's e-mail address, or `group:NAME`, which every member's token lists. A read for a
+caller may be answered by a replica only when, on the connection that will run it and before it runs,
+`pg_last_wal_replay_lsn()` is at or past
 
-  - the caller's position: the replica has replayed the caller's last write, so the read's snapshot (taken
-    later, on the same server) sees it; and
+  - the greatest position of the caller's names (their e-mail address and their groups): the replica has
+    replayed the caller's last write and the last change of every share naming them, so the read's snapshot
+    (taken later, on the same server) grants what the primary's would; and
   - the floor: the primary's position as this process sampled it at the oldest moment still within the last
     PETRECORDS_DATABASE_READ_MAX_LAG_SECONDS. A replica short of it is more than that far behind and is
     skipped, and so is one that does not answer.
@@ -18,7 +23,12 @@ lies at or before every floor now in use, so a position need only be kept that l
 twice the bound), and when Redis loses its data (a restart without persistence) replicas answer no read
 until the bound has passed on Redis's own clock since it was found empty. When Redis does not answer, reads
 go to the primary; when a write's position cannot be recorded, the write's answer waits (at most the
-bound) until every replica has replayed it, so that no replica can answer that caller stale afterwards.
+bound) until every replica has replayed it, so that no replica can answer that caller, or a grantee of a share
+it wrote, stale afterwards.
+
+A share's expiry needs no position: it is a time in the share, which the replica's snapshot holds, compared with
+this process's clock. A read asks Redis for every name of its caller in one round trip, as it asked for the
+caller's alone, so that a get by id costs what it did; a write records all of its names in one round trip too.
 
 Every duration is measured on one clock (this process's monotonic clock, or Redis's), never compared across
 hosts. Conditional reads and the change feed are never sent here: see PostgresTransaction.
@@ -40,6 +50,7 @@ import sqlalchemy as sa
 
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
+from petrecords.store.base import Principal
 from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.store.sql import SqlTransaction
 
@@ -48,7 +59,7 @@ class PooledStore(Protocol):
     """What the replicas ask of a PostgreSQL store, the primary's or a replica's: transactions, and connections
     of its pool."""
 
-    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqlTransaction: ...
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> SqlTransaction: ...
 
     async def acquire(self) -> Any: ...
 
@@ -75,37 +86,44 @@ _PRIMARY_POSITION = sa.text(PRIMARY_POSITION)
 _REPLAYED_POSITION = sa.text(REPLAYED_POSITION)
 
 _RECORD = """
-local since = redis.call('GET', KEYS[2])
-if not since then redis.call('SET', KEYS[2], redis.call('TIME')[1], 'NX') end
-local kept = redis.call('GET', KEYS[1])
-if not kept or kept < ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) end
+local since = redis.call('GET', KEYS[#KEYS])
+if not since then redis.call('SET', KEYS[#KEYS], redis.call('TIME')[1], 'NX') end
+for index = 1, #KEYS - 1 do
+  local kept = redis.call('GET', KEYS[index])
+  if not kept or kept < ARGV[1] then redis.call('SET', KEYS[index], ARGV[1], 'EX', ARGV[2]) end
+end
 return 1
 """
-"""Keep the greater of the caller's positions (16 hex digits: compared as strings, in number order)."""
+"""Keep, for each name, the greater of its positions (16 hex digits: compared as strings, in number order)."""
 
 _REQUIRED = """
 local now = tonumber(redis.call('TIME')[1])
-local since = redis.call('GET', KEYS[2])
+local since = redis.call('GET', KEYS[#KEYS])
 if not since then
-  redis.call('SET', KEYS[2], now, 'NX')
+  redis.call('SET', KEYS[#KEYS], now, 'NX')
   return -1
 end
 if now - tonumber(since) <= tonumber(ARGV[1]) then return -1 end
-local kept = redis.call('GET', KEYS[1])
-if not kept then return '' end
-return kept
+local most = ''
+for index = 1, #KEYS - 1 do
+  local kept = redis.call('GET', KEYS[index])
+  if kept and kept > most then most = kept end
+end
+return most
 """
-"""The caller's position ('' when it has none), or -1 while Redis may have lost positions still needed."""
+"""The greatest position of the names ('' when none has one), or -1 while Redis may have lost positions still
+needed."""
 
 _SINCE = "petrecords:read-positions:since"
 
 
-def _position_key(caller: str) -> str:
-    return f"petrecords:read-position:{caller}"
+def _position_key(name: str) -> str:
+    # A user's own writes and the shares naming them under one key: the greater is what their reads need.
+    return f"petrecords:read-position:{name}"
 
 
 class ReadPositions:
-    """Each caller's position in Redis, shared by every instance."""
+    """The position of each name (a caller, a grantee) in Redis, shared by every instance."""
 
     def __init__(self, url: str, *, max_lag_seconds: float) -> None:
         # Imported here: a process without Redis does not pay for the client's import (a quarter of a second).
@@ -125,23 +143,24 @@ class ReadPositions:
             log.warning("read positions unavailable in Redis, reading from the primary: %s", type(exc).__name__)
         self._down_until = time.monotonic() + REDIS_RETRY_SECONDS
 
-    async def record(self, caller: str, position: int) -> bool:
-        """Whether the caller's position is now at least `position`."""
+    async def record(self, names: tuple[str, ...], position: int) -> bool:
+        """Whether the position of each of the names is now at least `position`."""
         if time.monotonic() < self._down_until:
             return False
         try:
-            await self._record(keys=[_position_key(caller), _SINCE], args=[f"{position:016x}", self._ttl])
+            keys = [*map(_position_key, names), _SINCE]
+            await self._record(keys=keys, args=[f"{position:016x}", self._ttl])
         except self._outage as exc:
             self._failed(exc)
             return False
         return True
 
-    async def required(self, caller: str) -> int | None:
-        """The caller's position (0 when none is kept), or None when it cannot be known now."""
+    async def required(self, names: tuple[str, ...]) -> int | None:
+        """The greatest position of the names (0 when none is kept), or None when it cannot be known now."""
         if time.monotonic() < self._down_until:
             return None
         try:
-            kept = await self._required(keys=[_position_key(caller), _SINCE], args=[self._guard])
+            kept = await self._required(keys=[*map(_position_key, names), _SINCE], args=[self._guard])
         except self._outage as exc:
             self._failed(exc)
             return None
@@ -217,16 +236,16 @@ class ReadReplicas(Generic[S]):
         since = time.monotonic() - self._max_lag
         return next((position for moment, position in self._samples if moment >= since), None)
 
-    async def acquire(self, caller: str) -> tuple[S, Any] | None:
-        """A replica's store and a connection of it that has replayed everything `caller` must see; None when
-        no replica may answer (the primary does)."""
+    async def acquire(self, names: tuple[str, ...]) -> tuple[S, Any] | None:
+        """A replica's store and a connection of it that has replayed everything a caller known by `names` (their
+        e-mail address and their groups) must see; None when no replica may answer (the primary does)."""
         self._start()
         floor = self._floor()
         if floor is None or not any(
             replica.replayed is not None and replica.replayed >= floor for replica in self._replicas
         ):
             return None  # known to be behind or away, all of them: not worth asking Redis
-        position = await self._positions.required(caller)
+        position = await self._positions.required(names)
         if position is None:
             return None
         needed = max(floor, position)
@@ -269,11 +288,12 @@ class ReadReplicas(Generic[S]):
             connection.terminate()
             return None
 
-    async def wrote(self, caller: str, position: int | None) -> None:
-        """Record that `caller`'s reads must see `position`. When that cannot be recorded, wait until every
-        replica has replayed it, or until the bound has passed, after which every floor is past it."""
+    async def wrote(self, names: tuple[str, ...], position: int | None) -> None:
+        """Record that the reads of the callers known by any of `names` must see `position`. When that cannot be
+        recorded, wait until every replica has replayed it, or until the bound has passed, after which every
+        floor is past it."""
         self._start()
-        if position is not None and await self._positions.record(caller, position):
+        if position is not None and await self._positions.record(names, position):
             return
         deadline = time.monotonic() + self._max_lag + 2 * POLL_SECONDS
         while time.monotonic() < deadline:

@@ -31,6 +31,7 @@ from petrecords.store.base import (
     NewChange,
     Operator,
     PageQuery,
+    Principal,
     Row,
     SharedBy,
     ShareWindow,
@@ -218,6 +219,9 @@ class SqlTransaction(Transaction):
         """Where a long read of this transaction takes its turn; None: it takes none."""
         self._turn: Turn | None = None
         self._scoped: set[tuple[Condition, ...]] = set()
+        self.regranted: set[str] = set()
+        """The grantees of the shares this transaction wrote, as they were and as they are: what they may read
+        changes with its commit (see store/replicas.py)."""
 
     async def __aenter__(self) -> SqlTransaction:
         return self
@@ -350,6 +354,7 @@ class SqlTransaction(Transaction):
     ) -> None:
         """A share's write: its grants out of its grantee's counts as it was, and in as it is while its expiry is in
         the future; its listing in tables.grant_expiries with them."""
+        self.regranted.update(row[granting.grantee_column] for row in (*removed, *added))
         for row in removed:
             listed = row[granting.expires_column] is not None and bool(
                 await self.fetch((IS_LISTED, {"share_id": row["id"]}))
@@ -814,4 +819,4 @@ class SqlStore(Store):
         return bool(rows) and rows[0][0] == self.head
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqlTransaction: ...
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> SqlTransaction: ...

@@ -42,7 +42,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.base import Collection, Row
+from petrecords.store.base import Collection, Principal, Row
 from petrecords.store.changelog import (
     SEEN_BY_SEPARATOR,
     change_insert,
@@ -699,7 +699,7 @@ class SqliteStore(SqlStore):
                 return False
         return await super().schema_is_current()
 
-    async def read(self, collection: Collection, record_id: uuid.UUID, caller: str | None) -> Row | None:
+    async def read(self, collection: Collection, record_id: uuid.UUID, caller: Principal | None) -> Row | None:
         # What a transaction of this one statement does (see SqliteTransaction._begin and get), without making
         # one: on the request clients send most, the transaction's own work cost more than the statement.
         # Its connection is taken and given back with no await between: no other request can meet it in use,
@@ -717,7 +717,7 @@ class SqliteStore(SqlStore):
     def read_connections(self) -> int:
         return _READ_CONNECTIONS
 
-    def transaction(self, *, write: bool, single: bool = False, caller: str | None = None) -> SqliteTransaction:
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> SqliteTransaction:
         return SqliteTransaction(self, write=write, single=single and not write)
 
     def pool_figures(self) -> dict[str, int]:
