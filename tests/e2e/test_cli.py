@@ -7,7 +7,10 @@ import contextlib
 import http.server
 import json
 import os
+import shutil
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -306,3 +309,94 @@ class TestClientRedirects:
         _one_line_failure(away, f"--url {server}", f"redirected to {elsewhere}")
         assert redirected == [("/v1/pets?", "Bearer the-token")]
         assert reached == []
+
+
+NEWER_REVISION = "20991231_9999"
+"""A schema revision that no migration of this version knows: as a newer version leaves a database."""
+
+
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database this version migrated, with one pet and its change, made once: tests copy it."""
+    data_dir = tmp_path_factory.mktemp("migrated") / "data"
+    result = _run("migrate", cwd=data_dir.parent, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+    assert result.returncode == 0, result.stderr
+    database = data_dir / "petrecords.sqlite3"
+    connection = sqlite3.connect(database)
+    try:
+        connection.execute("PRAGMA journal_mode = DELETE")  # one file, to copy
+    finally:
+        connection.close()
+    return database
+
+
+def _copy_of(database: Path, tmp_path: Path, *, revision: str | None = None) -> Path:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    copy = data_dir / "petrecords.sqlite3"
+    shutil.copyfile(database, copy)
+    if revision is not None:
+        connection = sqlite3.connect(copy)
+        try:
+            with connection:
+                connection.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+        finally:
+            connection.close()
+    return copy
+
+
+def _data_env(database: Path) -> dict[str, str]:
+    return {"PETRECORDS_DATA_DIR": str(database.parent)}
+
+
+def _contents(database: Path) -> list[str]:
+    """What the database holds, schema and rows (not its file's header: opening it in WAL mode rewrites that)."""
+    connection = sqlite3.connect(database)
+    try:
+        return list(connection.iterdump())
+    finally:
+        connection.close()
+
+
+class TestDataCommandsOnANewerSchema:
+    """A database whose schema a newer version made: every command that would migrate it says so in one line, exit
+    status 1, and writes nothing."""
+
+    @pytest.mark.parametrize(
+        "arguments",
+        [["migrate"], ["export", "--output", "out.jsonl"], ["backup", "copy.sqlite3"], ["serve", "--port", "0"]],
+        ids=lambda arguments: arguments[0],
+    )
+    def test_each_command_is_one_line_and_writes_nothing(
+        self, tmp_path: Path, migrated_database: Path, arguments: list[str]
+    ) -> None:
+        database = _copy_of(migrated_database, tmp_path, revision=NEWER_REVISION)
+        before = _contents(database)
+
+        result = _run(*arguments, cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, f"petrecords {arguments[0]}: ", f"revision {NEWER_REVISION}", "a newer version")
+        assert result.returncode == 1
+        assert _contents(database) == before
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
+
+    def test_import_is_one_line_and_writes_nothing(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path, revision=NEWER_REVISION)
+        before = _contents(database)
+        export = tmp_path / "export.jsonl"
+        export.write_text('{"format":"petrecords-export","version":1,"exportedAt":"2026-01-01T00:00:00.000Z"}\n')
+
+        result = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, "petrecords import: ", f"revision {NEWER_REVISION}", "a newer version")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+
+class TestOwnerOnlyFiles:
+    def test_a_database_that_migrate_makes_is_owner_only(self, tmp_path: Path) -> None:
+        data_dir = tmp_path / "data"
+        result = _run("migrate", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+
+        assert result.returncode == 0, result.stderr
+        assert stat.S_IMODE((data_dir / "petrecords.sqlite3").stat().st_mode) == 0o600
