@@ -93,7 +93,7 @@ def _export(args: argparse.Namespace, settings: Settings) -> None:
 def _import(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import import_file
 
-    import_file(settings, args.file)
+    print(import_file(settings, args.file))
 
 
 def _import_whoof(args: argparse.Namespace, settings: Settings) -> None:
@@ -108,13 +108,13 @@ def _import_whoof(args: argparse.Namespace, settings: Settings) -> None:
 def _backup(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import backup
 
-    backup(settings, args.file)
+    print(backup(settings, args.file))
 
 
 def _restore(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import restore
 
-    restore(settings, args.file)
+    print(restore(settings, args.file))
 
 
 def _positive(text: str) -> int:

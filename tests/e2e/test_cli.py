@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.servers import PETRECORDS, Server, running_server
+from tests.portability.support import synthetic_export
 
 pytestmark = pytest.mark.slow
 
@@ -332,7 +333,7 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _copy_of(database: Path, tmp_path: Path, *, revision: str | None = None) -> Path:
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
+    data_dir.mkdir(parents=True)
     copy = data_dir / "petrecords.sqlite3"
     shutil.copyfile(database, copy)
     if revision is not None:
@@ -400,3 +401,90 @@ class TestOwnerOnlyFiles:
 
         assert result.returncode == 0, result.stderr
         assert stat.S_IMODE((data_dir / "petrecords.sqlite3").stat().st_mode) == 0o600
+
+
+def _restore(database: Path, backup: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return _run("restore", str(backup), cwd=tmp_path, env=_data_env(database))
+
+
+class TestRestoreRefuses:
+    """What is not a complete Pet Records database of this version or an earlier one: one line, exit status 1, the
+    database as it was."""
+
+    def test_a_backup_a_newer_version_made(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = tmp_path / "newer.sqlite3"
+        shutil.copyfile(_copy_of(migrated_database, tmp_path / "newer", revision=NEWER_REVISION), backup)
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(
+            result, f"petrecords restore: {backup}: ", f"revision {NEWER_REVISION}", "nothing was restored"
+        )
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+    def test_a_database_with_a_table_missing(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = _copy_of(migrated_database, tmp_path / "damaged")
+        connection = sqlite3.connect(backup)
+        try:
+            with connection:
+                connection.execute("DROP TABLE pet_shares")
+        finally:
+            connection.close()
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(result, "not a complete petrecords database: it has no table pet_shares", "nothing was")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+    @pytest.mark.parametrize("foreign", ["text", "another application's database"])
+    def test_a_foreign_file(self, tmp_path: Path, migrated_database: Path, foreign: str) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = tmp_path / "foreign"
+        if foreign == "text":
+            backup.write_text("not a database\n")
+        else:
+            connection = sqlite3.connect(backup)
+            try:
+                with connection:
+                    connection.execute("CREATE TABLE notes (body TEXT)")
+            finally:
+                connection.close()
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(result, f"petrecords restore: {backup}: not a")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+
+class TestDataCommandsSayWhatTheyDid:
+    """One line of result on standard output, nothing on standard error; every file they make owner-only."""
+
+    def test_import_backup_and_restore(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        export = tmp_path / "three.jsonl"
+        synthetic_export(export, 3)
+
+        imported = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+        backed_up = _run("backup", str(tmp_path / "backup.sqlite3"), cwd=tmp_path, env=_data_env(database))
+        exported = _run("export", "--output", str(tmp_path / "out.jsonl"), cwd=tmp_path, env=_data_env(database))
+        restored = _run("restore", str(tmp_path / "backup.sqlite3"), cwd=tmp_path, env=_data_env(database))
+
+        counts = "3 pets, 0 vaccines, 0 pet-vaccination, 0 pet-shares records"
+        assert (imported.returncode, imported.stderr) == (0, "")
+        assert imported.stdout == f"imported {export}: {counts} and 3 changes\n"
+        assert (backed_up.returncode, backed_up.stderr) == (0, "")
+        size = (tmp_path / "backup.sqlite3").stat().st_size
+        assert backed_up.stdout == f"backed up {database} to {tmp_path / 'backup.sqlite3'} ({size} bytes): {counts}\n"
+        assert (restored.returncode, restored.stderr) == (0, "")
+        assert restored.stdout == f"restored {tmp_path / 'backup.sqlite3'} in place of {database}: {counts}\n"
+        assert (exported.returncode, exported.stdout, exported.stderr) == (0, "", "")
+        for made in (tmp_path / "backup.sqlite3", tmp_path / "out.jsonl", database):
+            assert stat.S_IMODE(made.stat().st_mode) == 0o600, made
