@@ -59,8 +59,10 @@ def import_file(settings: Settings, path: Path) -> str:
     return f"imported {path}: {tally.summary()}"
 
 
-def import_whoof(settings: Settings, url: str, *, system_user: str, orphan_owner: str | None) -> whoof.Report:
-    options = whoof.Options.checked(system_user=system_user, orphan_owner=orphan_owner)
+def import_whoof(
+    settings: Settings, url: str, *, system_user: str, orphan_owner: str | None, keep_mismatched: bool = False
+) -> whoof.Report:
+    options = whoof.Options.checked(system_user=system_user, orphan_owner=orphan_owner, keep_mismatched=keep_mismatched)
     migrate(settings)
     with _failures("import-whoof"):
         return _run(whoof.import_whoof(settings, RESOURCES, url, options, show_progress=_progress_wanted()))
