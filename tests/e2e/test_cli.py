@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -488,3 +489,27 @@ class TestDataCommandsSayWhatTheyDid:
         assert (exported.returncode, exported.stdout, exported.stderr) == (0, "", "")
         for made in (tmp_path / "backup.sqlite3", tmp_path / "out.jsonl", database):
             assert stat.S_IMODE(made.stat().st_mode) == 0o600, made
+
+
+class TestImportRefusesInOneLine:
+    @pytest.mark.parametrize(
+        ("damage", "said"),
+        [
+            (lambda line: line.replace(b'"name":"', b'"name":"\xff\xfe'), "line 2: not UTF-8 text (byte "),
+            (lambda line: line.replace(b'"version":1', b'"version":18446744073709551617'), "line 2: version must be"),
+        ],
+        ids=["not UTF-8", "a version past 64 bits"],
+    )
+    def test_a_damaged_line(self, tmp_path: Path, migrated_database: Path, damage: Any, said: str) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        export = tmp_path / "one.jsonl"
+        synthetic_export(export, 1)
+        header, line, *rest = export.read_bytes().splitlines(keepends=True)
+        export.write_bytes(b"".join([header, damage(line), *rest]))
+        before = _contents(database)
+
+        result = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, f"petrecords import: {export}: {said}")
+        assert result.returncode == 1
+        assert _contents(database) == before
