@@ -338,13 +338,18 @@ def _copy_of(database: Path, tmp_path: Path, *, revision: str | None = None) -> 
     copy = data_dir / "petrecords.sqlite3"
     shutil.copyfile(database, copy)
     if revision is not None:
-        connection = sqlite3.connect(copy)
-        try:
-            with connection:
-                connection.execute("UPDATE alembic_version SET version_num = ?", (revision,))
-        finally:
-            connection.close()
+        _execute(copy, "UPDATE alembic_version SET version_num = ?", revision)
     return copy
+
+
+def _execute(database: Path, statement: str, *parameters: str) -> None:
+    """One statement, committed, in the SQLite database at `database` (made when missing)."""
+    connection = sqlite3.connect(database)
+    try:
+        with connection:
+            connection.execute(statement, parameters)
+    finally:
+        connection.close()
 
 
 def _data_env(database: Path) -> dict[str, str]:
@@ -429,12 +434,7 @@ class TestRestoreRefuses:
     def test_a_database_with_a_table_missing(self, tmp_path: Path, migrated_database: Path) -> None:
         database = _copy_of(migrated_database, tmp_path)
         backup = _copy_of(migrated_database, tmp_path / "damaged")
-        connection = sqlite3.connect(backup)
-        try:
-            with connection:
-                connection.execute("DROP TABLE pet_shares")
-        finally:
-            connection.close()
+        _execute(backup, "DROP TABLE pet_shares")
         before = _contents(database)
 
         result = _restore(database, backup, tmp_path)
@@ -450,12 +450,7 @@ class TestRestoreRefuses:
         if foreign == "text":
             backup.write_text("not a database\n")
         else:
-            connection = sqlite3.connect(backup)
-            try:
-                with connection:
-                    connection.execute("CREATE TABLE notes (body TEXT)")
-            finally:
-                connection.close()
+            _execute(backup, "CREATE TABLE notes (body TEXT)")
         before = _contents(database)
 
         result = _restore(database, backup, tmp_path)

@@ -410,6 +410,16 @@ FORGED = [
 ]
 
 
+def _refusal_into_sqlite(tmp_path: Path, forged: Path) -> str:
+    """Why an import of `forged` into a new SQLite database was refused; it holds nothing after."""
+    url = _sqlite(tmp_path / "target", "target.sqlite3")
+    target = migrated(url, tmp_path)
+    with pytest.raises(CommandFailed) as refused:
+        commands.import_file(target, forged)
+    assert _records_and_changes(url) == (0, 0, 0, 0, 0)
+    return str(refused.value)
+
+
 class TestEveryValueIsChecked:
     """Every value of a file is read by its field's kind, as the API reads a client's: what the API refuses, an
     import refuses too, naming the line and the field, and writes nothing."""
@@ -420,14 +430,8 @@ class TestEveryValueIsChecked:
     ) -> None:
         forged = tmp_path / "forged.jsonl"
         number = _edited(seeded_export, forged, where, edit)
-        url = _sqlite(tmp_path / "target", "target.sqlite3")
-        target = migrated(url, tmp_path)
 
-        with pytest.raises(CommandFailed) as refused:
-            commands.import_file(target, forged)
-
-        assert f"{forged}: line {number}: {said}" in str(refused.value)
-        assert _records_and_changes(url) == (0, 0, 0, 0, 0)
+        assert f"{forged}: line {number}: {said}" in _refusal_into_sqlite(tmp_path, forged)
 
     def test_a_vaccinations_owner_is_its_pets(self, tmp_path: Path, seeded_export: Path, target_url: str) -> None:
         """A derived value is not read: a file whose vaccination names another owner than its pet's is refused (an
@@ -450,14 +454,8 @@ class TestEveryValueIsChecked:
         lines[2] = lines[2].replace(b'"name":"', b'"name":"\xff', 1)
         forged = tmp_path / "forged.jsonl"
         forged.write_bytes(b"".join(lines))
-        url = _sqlite(tmp_path / "target", "target.sqlite3")
-        target = migrated(url, tmp_path)
 
-        with pytest.raises(CommandFailed) as refused:
-            commands.import_file(target, forged)
-
-        assert f"{forged}: line 3: not UTF-8 text (byte " in str(refused.value)
-        assert _records_and_changes(url) == (0, 0, 0, 0, 0)
+        assert f"{forged}: line 3: not UTF-8 text (byte " in _refusal_into_sqlite(tmp_path, forged)
 
     def test_rules_of_the_clock_are_read_at_the_records_own_write(self, tmp_path: Path, seeded_export: Path) -> None:
         """A share that has expired since it was written was in the future when it was: it imports, and exports
