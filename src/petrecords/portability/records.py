@@ -228,6 +228,15 @@ def _stored_column(column: sa.Column[Any], value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=64)
+def _members(resource: Resource, *, versioned: bool) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The members a record of the resource may have, and those it must have."""
+    required = (*AUDIT, *((VERSION,) if versioned else ()))
+    allowed = {*required, STORED, *embedded_fields(resource)}
+    allowed.update(column.field for column in field_columns(resource))
+    return frozenset(allowed), required
+
+
 class Reader:
     """Turns exported records back into rows, against the configured lists of values (the pet types)."""
 
@@ -247,12 +256,11 @@ class Reader:
 
     def row(self, resource: Resource, record: Mapping[str, Any], *, versioned: bool = True) -> Row:
         """The row of a record as the file has it; `versioned`: with its version (a change's record has none)."""
-        allowed = {*AUDIT, STORED, *embedded_fields(resource), *((VERSION,) if versioned else ())}
-        allowed.update(column.field for column in field_columns(resource))
-        unknown = sorted(set(record) - allowed)
-        if unknown:
+        allowed, required = _members(resource, versioned=versioned)
+        if not allowed.issuperset(record):
+            unknown = sorted(set(record) - allowed)
             raise Malformed(f"a {resource.title} record has no member {', '.join(unknown)}")
-        for member in (*AUDIT, *((VERSION,) if versioned else ())):
+        for member in required:
             if member not in record:
                 raise Malformed(f"the record has no {member}")
         row: Row = {
