@@ -93,13 +93,19 @@ def _export(args: argparse.Namespace, settings: Settings) -> None:
 def _import(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import import_file
 
-    import_file(settings, args.file)
+    print(import_file(settings, args.file))
 
 
 def _import_whoof(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import import_whoof
 
-    report = import_whoof(settings, args.url, system_user=args.system_user, orphan_owner=args.orphan_owner)
+    report = import_whoof(
+        settings,
+        args.url,
+        system_user=args.system_user,
+        orphan_owner=args.orphan_owner,
+        keep_mismatched=args.keep_mismatched,
+    )
     for line in report.lines:  # one line for each row that broke a rule, on a terminal or not
         print(line)
     print(report.summary())
@@ -108,13 +114,13 @@ def _import_whoof(args: argparse.Namespace, settings: Settings) -> None:
 def _backup(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import backup
 
-    backup(settings, args.file)
+    print(backup(settings, args.file))
 
 
 def _restore(args: argparse.Namespace, settings: Settings) -> None:
     from petrecords.portability.commands import restore
 
-    restore(settings, args.file)
+    print(restore(settings, args.file))
 
 
 def _positive(text: str) -> int:
@@ -225,6 +231,11 @@ def _add_data_commands(commands: Any) -> None:
         help="who wrote a record whose audit user is not an e-mail address",
     )
     whoof.add_argument("--orphan-owner", metavar="EMAIL", help="the owner of pets that have none (else skipped)")
+    whoof.add_argument(
+        "--keep-mismatched",
+        action="store_true",
+        help="load a vaccination of a vaccine for another pet type, with a note in its notes (else skipped)",
+    )
     whoof.set_defaults(run=_import_whoof)
 
     backup = commands.add_parser(

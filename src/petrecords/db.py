@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import functools
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +93,9 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool, cr
         options = {"creator": functools.partial(sqlite3.connect, uri, uri=True, **connect_args)}
     elif path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Owner-only, like the data directory: it holds every record (SQLite makes its journals with its mode).
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     engine = sa.create_engine(url, module=sqlite3, isolation_level="AUTOCOMMIT" if autocommit else None, **options)
 
     @sa.event.listens_for(engine, "connect")
@@ -204,13 +208,41 @@ def head_revision() -> str:
     return head
 
 
+@functools.lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    """Every schema revision this version's migrations know."""
+    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
+
+
+class SchemaTooNew(Exception):
+    """The database's schema is at a revision this version does not know: a newer version migrated it."""
+
+    def __init__(self, revision: str) -> None:
+        super().__init__(revision)
+        self.revision = revision
+
+    def explained(self) -> str:
+        return (
+            f"its schema is at revision {self.revision}, which this petrecords does not know: a newer version made "
+            "it; use that version (or a newer one) with it"
+        )
+
+
+def check_revision_known(revision: str | None) -> None:
+    """SchemaTooNew when `revision` is no revision of this version's migrations (None: no schema yet)."""
+    if revision is not None and revision not in known_revisions():
+        raise SchemaTooNew(revision)
+
+
 def _current_revision(connection: sa.Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
 def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = False) -> None:
-    """Migrate on `connection` (inside its transaction) and log what changed, if anything."""
+    """Migrate on `connection` (inside its transaction) and log what changed, if anything. A schema newer than
+    this version's is left as it is (SchemaTooNew): Alembic would otherwise fail on a revision it cannot find."""
     before = _current_revision(connection)
+    check_revision_known(before)
     config = alembic_config()
     config.attributes["connection"] = connection
     if downgrade:
@@ -272,11 +304,15 @@ def serving(settings: Settings) -> Iterator[None]:
 def migrate(settings: Settings, revision: str = "head", *, downgrade: bool = False) -> None:
     """Bring the schema to `revision`. Safe when several instances start at once: one migrates, the
     others wait for it and then find nothing left to do. A database that cannot be reached or written, or an
-    SQLite database in a folder that does not exist, is a ConfigurationError that names the setting."""
+    SQLite database in a folder that does not exist, or one whose schema a newer version made, is a
+    ConfigurationError that names the setting."""
     check_database_folder(settings)
     url = settings.resolved_database_url
     try:
         _migrate(settings, url, revision, downgrade=downgrade)
+    except SchemaTooNew as exc:
+        shown = make_url(url).render_as_string(hide_password=True)
+        raise ConfigurationError(f"PETRECORDS_DATABASE_URL {shown}: {exc.explained()}; nothing was changed") from None
     except (OSError, TimeoutError, sa.exc.DBAPIError, sqlite3.Error, asyncpg.PostgresError) as exc:
         cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
         reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__

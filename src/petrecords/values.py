@@ -103,7 +103,8 @@ _day_prefixes: dict[int, str] = {}
 
 
 def format_timestamp(epoch_ms: int) -> str:
-    """RFC 3339, UTC, exactly millisecond precision: 2026-11-21T16:06:29.123Z."""
+    """RFC 3339, UTC, exactly millisecond precision: 2026-11-21T16:06:29.123Z; the year always in four digits
+    (0001-01-01T00:00:00.000Z), from the year 1 to 9999."""
     minute, in_minute = divmod(epoch_ms, _MINUTE_MS)
     prefix = _minute_prefixes.get(minute)
     if prefix is None:
@@ -112,7 +113,10 @@ def format_timestamp(epoch_ms: int) -> str:
         if date is None:
             if len(_day_prefixes) >= _KEPT:
                 _day_prefixes.clear()
-            date = _day_prefixes[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86_400))
+            # Built from the fields: strftime's %Y writes a year before 1000 with fewer than four digits
+            # ("1-01-01", .NET's default date, which moved-in data can hold), which RFC 3339 does not read.
+            civil = time.gmtime(day * 86_400)
+            date = _day_prefixes[day] = f"{civil.tm_year:04d}-{civil.tm_mon:02d}-{civil.tm_mday:02d}T"
         if len(_minute_prefixes) >= _KEPT:
             _minute_prefixes.clear()
         hour, in_hour = divmod(in_day, 60)

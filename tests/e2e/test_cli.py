@@ -7,16 +7,21 @@ import contextlib
 import http.server
 import json
 import os
+import shutil
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.servers import PETRECORDS, Server, running_server
+from tests.portability.support import synthetic_export
 
 pytestmark = pytest.mark.slow
 
@@ -306,3 +311,200 @@ class TestClientRedirects:
         _one_line_failure(away, f"--url {server}", f"redirected to {elsewhere}")
         assert redirected == [("/v1/pets?", "Bearer the-token")]
         assert reached == []
+
+
+NEWER_REVISION = "20991231_9999"
+"""A schema revision that no migration of this version knows: as a newer version leaves a database."""
+
+
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database this version migrated, with one pet and its change, made once: tests copy it."""
+    data_dir = tmp_path_factory.mktemp("migrated") / "data"
+    result = _run("migrate", cwd=data_dir.parent, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+    assert result.returncode == 0, result.stderr
+    database = data_dir / "petrecords.sqlite3"
+    connection = sqlite3.connect(database)
+    try:
+        connection.execute("PRAGMA journal_mode = DELETE")  # one file, to copy
+    finally:
+        connection.close()
+    return database
+
+
+def _copy_of(database: Path, tmp_path: Path, *, revision: str | None = None) -> Path:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(parents=True)
+    copy = data_dir / "petrecords.sqlite3"
+    shutil.copyfile(database, copy)
+    if revision is not None:
+        _execute(copy, "UPDATE alembic_version SET version_num = ?", revision)
+    return copy
+
+
+def _execute(database: Path, statement: str, *parameters: str) -> None:
+    """One statement, committed, in the SQLite database at `database` (made when missing)."""
+    connection = sqlite3.connect(database)
+    try:
+        with connection:
+            connection.execute(statement, parameters)
+    finally:
+        connection.close()
+
+
+def _data_env(database: Path) -> dict[str, str]:
+    return {"PETRECORDS_DATA_DIR": str(database.parent)}
+
+
+def _contents(database: Path) -> list[str]:
+    """What the database holds, schema and rows (not its file's header: opening it in WAL mode rewrites that)."""
+    connection = sqlite3.connect(database)
+    try:
+        return list(connection.iterdump())
+    finally:
+        connection.close()
+
+
+class TestDataCommandsOnANewerSchema:
+    """A database whose schema a newer version made: every command that would migrate it says so in one line, exit
+    status 1, and writes nothing."""
+
+    @pytest.mark.parametrize(
+        "arguments",
+        [["migrate"], ["export", "--output", "out.jsonl"], ["backup", "copy.sqlite3"], ["serve", "--port", "0"]],
+        ids=lambda arguments: arguments[0],
+    )
+    def test_each_command_is_one_line_and_writes_nothing(
+        self, tmp_path: Path, migrated_database: Path, arguments: list[str]
+    ) -> None:
+        database = _copy_of(migrated_database, tmp_path, revision=NEWER_REVISION)
+        before = _contents(database)
+
+        result = _run(*arguments, cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, f"petrecords {arguments[0]}: ", f"revision {NEWER_REVISION}", "a newer version")
+        assert result.returncode == 1
+        assert _contents(database) == before
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
+
+    def test_import_is_one_line_and_writes_nothing(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path, revision=NEWER_REVISION)
+        before = _contents(database)
+        export = tmp_path / "export.jsonl"
+        export.write_text('{"format":"petrecords-export","version":1,"exportedAt":"2026-01-01T00:00:00.000Z"}\n')
+
+        result = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, "petrecords import: ", f"revision {NEWER_REVISION}", "a newer version")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+
+class TestOwnerOnlyFiles:
+    def test_a_database_that_migrate_makes_is_owner_only(self, tmp_path: Path) -> None:
+        data_dir = tmp_path / "data"
+        result = _run("migrate", cwd=tmp_path, env={"PETRECORDS_DATA_DIR": str(data_dir)})
+
+        assert result.returncode == 0, result.stderr
+        assert stat.S_IMODE((data_dir / "petrecords.sqlite3").stat().st_mode) == 0o600
+
+
+def _restore(database: Path, backup: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return _run("restore", str(backup), cwd=tmp_path, env=_data_env(database))
+
+
+class TestRestoreRefuses:
+    """What is not a complete Pet Records database of this version or an earlier one: one line, exit status 1, the
+    database as it was."""
+
+    def test_a_backup_a_newer_version_made(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = tmp_path / "newer.sqlite3"
+        shutil.copyfile(_copy_of(migrated_database, tmp_path / "newer", revision=NEWER_REVISION), backup)
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(
+            result, f"petrecords restore: {backup}: ", f"revision {NEWER_REVISION}", "nothing was restored"
+        )
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+    def test_a_database_with_a_table_missing(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = _copy_of(migrated_database, tmp_path / "damaged")
+        _execute(backup, "DROP TABLE pet_shares")
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(result, "not a complete petrecords database: it has no table pet_shares", "nothing was")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+    @pytest.mark.parametrize("foreign", ["text", "another application's database"])
+    def test_a_foreign_file(self, tmp_path: Path, migrated_database: Path, foreign: str) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        backup = tmp_path / "foreign"
+        if foreign == "text":
+            backup.write_text("not a database\n")
+        else:
+            _execute(backup, "CREATE TABLE notes (body TEXT)")
+        before = _contents(database)
+
+        result = _restore(database, backup, tmp_path)
+
+        _one_line_failure(result, f"petrecords restore: {backup}: not a")
+        assert result.returncode == 1
+        assert _contents(database) == before
+
+
+class TestDataCommandsSayWhatTheyDid:
+    """One line of result on standard output, nothing on standard error; every file they make owner-only."""
+
+    def test_import_backup_and_restore(self, tmp_path: Path, migrated_database: Path) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        export = tmp_path / "three.jsonl"
+        synthetic_export(export, 3)
+
+        imported = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+        backed_up = _run("backup", str(tmp_path / "backup.sqlite3"), cwd=tmp_path, env=_data_env(database))
+        exported = _run("export", "--output", str(tmp_path / "out.jsonl"), cwd=tmp_path, env=_data_env(database))
+        restored = _run("restore", str(tmp_path / "backup.sqlite3"), cwd=tmp_path, env=_data_env(database))
+
+        counts = "3 pets, 0 vaccines, 0 pet-vaccination, 0 pet-shares records"
+        assert (imported.returncode, imported.stderr) == (0, "")
+        assert imported.stdout == f"imported {export}: {counts} and 3 changes\n"
+        assert (backed_up.returncode, backed_up.stderr) == (0, "")
+        size = (tmp_path / "backup.sqlite3").stat().st_size
+        assert backed_up.stdout == f"backed up {database} to {tmp_path / 'backup.sqlite3'} ({size} bytes): {counts}\n"
+        assert (restored.returncode, restored.stderr) == (0, "")
+        assert restored.stdout == f"restored {tmp_path / 'backup.sqlite3'} in place of {database}: {counts}\n"
+        assert (exported.returncode, exported.stdout, exported.stderr) == (0, "", "")
+        for made in (tmp_path / "backup.sqlite3", tmp_path / "out.jsonl", database):
+            assert stat.S_IMODE(made.stat().st_mode) == 0o600, made
+
+
+class TestImportRefusesInOneLine:
+    @pytest.mark.parametrize(
+        ("damage", "said"),
+        [
+            (lambda line: line.replace(b'"name":"', b'"name":"\xff\xfe'), "line 2: not UTF-8 text (byte "),
+            (lambda line: line.replace(b'"version":1', b'"version":18446744073709551617'), "line 2: version must be"),
+        ],
+        ids=["not UTF-8", "a version past 64 bits"],
+    )
+    def test_a_damaged_line(self, tmp_path: Path, migrated_database: Path, damage: Any, said: str) -> None:
+        database = _copy_of(migrated_database, tmp_path)
+        export = tmp_path / "one.jsonl"
+        synthetic_export(export, 1)
+        header, line, *rest = export.read_bytes().splitlines(keepends=True)
+        export.write_bytes(b"".join([header, damage(line), *rest]))
+        before = _contents(database)
+
+        result = _run("import", str(export), cwd=tmp_path, env=_data_env(database))
+
+        _one_line_failure(result, f"petrecords import: {export}: {said}")
+        assert result.returncode == 1
+        assert _contents(database) == before

@@ -170,7 +170,10 @@ class TestRefusals:
             (lambda lines: [lines[0], lines[1].replace(b'"version":', b'"version":-'), *lines[2:]], "line 2: "),
             (lambda lines: [lines[0], lines[1].replace(b'"name":"', b'"name":" '), *lines[2:]], "line 2: name"),
             (lambda lines: [*lines, lines[1]], "the database refused the record"),
-            (lambda lines: [*lines, lines[-1].replace(b'"ownerId"', b'"owner"')], "record has no ownerId"),
+            (
+                lambda lines: [*lines, lines[-1].replace(b'"ownerId"', b'"owner"')],
+                "record: a pet record has no member owner",
+            ),
             (
                 lambda _: [b'{"format": "other", "version": 1, "exportedAt": "2026-01-01T00:00:00.000Z"}\n'],
                 "line 1",
@@ -310,3 +313,169 @@ class TestProgress:
         assert done.returncode == 0
         assert b"export" in shown
         assert b"records" in shown
+
+
+@pytest.fixture(scope="module")
+def seeded_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The export of the seed (every resource, shares and history), made once for the module."""
+    directory = tmp_path_factory.mktemp("seeded")
+    source = migrated(_sqlite(directory, "source.sqlite3"), directory)
+    seed(source)
+    path = directory / "source.jsonl"
+    commands.export(source, output=path)
+    return path
+
+
+def _edited(exported: Path, out: Path, where: Any, edit: Any) -> int:
+    """A copy of the export at `out` with the first line that `where` picks (given the line's JSON) changed by `edit`
+    (in place); that line's number."""
+    lines = exported.read_bytes().splitlines(keepends=True)
+    for number, line in enumerate(lines[1:], start=2):
+        document = msgspec.json.decode(line)
+        if where(document):
+            edit(document)
+            lines[number - 1] = msgspec.json.encode(document) + b"\n"
+            out.write_bytes(b"".join(lines))
+            return number
+    raise AssertionError("no line of the export is one to edit")
+
+
+def _record_of(resource: str, *, having: str | None = None) -> Any:
+    return lambda line: line.get("resource") == resource and (having is None or line["record"].get(having) is not None)
+
+
+def _change_of(resource: str) -> Any:
+    return lambda line: "change" in line and line["change"]["resource"] == resource
+
+
+def _set(member: str, value: Any, *, within: str = "record") -> Any:
+    def edit(line: dict[str, Any]) -> None:
+        line[within][member] = value(line[within][member]) if callable(value) else value
+
+    return edit
+
+
+def _set_in_changed_record(member: str, value: Any) -> Any:
+    def edit(line: dict[str, Any]) -> None:
+        line["change"]["record"][member] = value
+
+    return edit
+
+
+FORGED = [
+    ("an owner that is no e-mail address", _record_of("pets"), _set("ownerId", "alice"), "ownerId must be an e-mail"),
+    ("an owner in capitals", _record_of("pets"), _set("ownerId", str.upper), 'ownerId is "BOB@'),
+    ("a name of 300 characters", _record_of("pets"), _set("name", "x" * 300), "name must be 1 to 100 characters"),
+    ("a malformed microchip", _record_of("pets", having="microchip"), _set("microchip", "12345"), "microchip must be"),
+    ("a pet type not configured", _record_of("pets"), _set("petType", "Dragon"), "petType must be one of Dog"),
+    ("an audit user", _record_of("vaccines"), _set("createdBy", "system"), "createdBy must be a user's e-mail"),
+    ("a duration", _record_of("vaccines"), _set("duration", 0), "duration must be a whole number from 1 to 36500"),
+    (
+        "a grantee",
+        _change_of("pet-shares"),
+        _set_in_changed_record("grantee", "clinic-42"),
+        "record: grantee must be an e-mail address, or",
+    ),
+    (
+        "a due date before the dose",
+        _record_of("pet-vaccination"),
+        _set("dueAt", "1999-01-01T00:00:00.000Z"),
+        "dueAt must be later than appliedAt",
+    ),
+    (
+        "a version past 64 bits",
+        _record_of("pets"),
+        _set("version", 2**64 + 1),
+        "version must be a whole number from 1 to 2147483647",
+    ),
+    ("a change by no user", _change_of("pets"), _set("by", "system", within="change"), "by must be a user's e-mail"),
+    (
+        "a change's version past 64 bits",
+        _change_of("pets"),
+        _set("version", 2**70, within="change"),
+        "version must be a whole number from 1",
+    ),
+    (
+        "a change's record",
+        _change_of("pets"),
+        _set_in_changed_record("name", "x" * 300),
+        "record: name must be 1 to 100 characters",
+    ),
+    (
+        "a change's record's owner",
+        _change_of("pet-vaccination"),
+        _set_in_changed_record("ownerId", "not an address"),
+        "record: ownerId must be an e-mail address",
+    ),
+]
+
+
+def _refusal_into_sqlite(tmp_path: Path, forged: Path) -> str:
+    """Why an import of `forged` into a new SQLite database was refused; it holds nothing after."""
+    url = _sqlite(tmp_path / "target", "target.sqlite3")
+    target = migrated(url, tmp_path)
+    with pytest.raises(CommandFailed) as refused:
+        commands.import_file(target, forged)
+    assert _records_and_changes(url) == (0, 0, 0, 0, 0)
+    return str(refused.value)
+
+
+class TestEveryValueIsChecked:
+    """Every value of a file is read by its field's kind, as the API reads a client's: what the API refuses, an
+    import refuses too, naming the line and the field, and writes nothing."""
+
+    @pytest.mark.parametrize(("where", "edit", "said"), [case[1:] for case in FORGED], ids=[case[0] for case in FORGED])
+    def test_a_value_the_api_refuses_is_refused(
+        self, tmp_path: Path, seeded_export: Path, where: Any, edit: Any, said: str
+    ) -> None:
+        forged = tmp_path / "forged.jsonl"
+        number = _edited(seeded_export, forged, where, edit)
+
+        assert f"{forged}: line {number}: {said}" in _refusal_into_sqlite(tmp_path, forged)
+
+    def test_a_vaccinations_owner_is_its_pets(self, tmp_path: Path, seeded_export: Path, target_url: str) -> None:
+        """A derived value is not read: a file whose vaccination names another owner than its pet's is refused (an
+        export never holds one), on either database, and nothing is written."""
+        forged = tmp_path / "forged.jsonl"
+        number = _edited(seeded_export, forged, _record_of("pet-vaccination"), _set("ownerId", "mallory@example.com"))
+        target = migrated(target_url, tmp_path)
+
+        with pytest.raises(CommandFailed) as refused:
+            commands.import_file(target, forged)
+
+        assert f"{forged}: line {number}: ownerId is mallory@example.com, but its petId " in str(refused.value)
+        assert "a pet vaccination's ownerId is always that of its petId's record; nothing was imported" in str(
+            refused.value
+        )
+        assert _records_and_changes(target_url) == (0, 0, 0, 0, 0)
+
+    def test_a_line_that_is_not_utf8_is_named(self, tmp_path: Path, seeded_export: Path) -> None:
+        lines = seeded_export.read_bytes().splitlines(keepends=True)
+        lines[2] = lines[2].replace(b'"name":"', b'"name":"\xff', 1)
+        forged = tmp_path / "forged.jsonl"
+        forged.write_bytes(b"".join(lines))
+
+        assert f"{forged}: line 3: not UTF-8 text (byte " in _refusal_into_sqlite(tmp_path, forged)
+
+    def test_rules_of_the_clock_are_read_at_the_records_own_write(self, tmp_path: Path, seeded_export: Path) -> None:
+        """A share that has expired since it was written was in the future when it was: it imports, and exports
+        again as it was."""
+        lines = [msgspec.json.decode(line) for line in seeded_export.read_bytes().splitlines()]
+        for line in lines[1:]:
+            record = line["record"] if "record" in line else line["change"]["record"]
+            if record.get("expiresAt") is not None:
+                record.update(
+                    createdAt="2025-01-01T00:00:00.000Z",
+                    modifiedAt="2025-01-01T00:00:00.000Z",
+                    expiresAt="2025-06-01T00:00:00.000Z",
+                )
+        expired = tmp_path / "expired.jsonl"
+        expired.write_bytes(b"".join(msgspec.json.encode(line) + b"\n" for line in lines))
+        url = _sqlite(tmp_path / "target", "target.sqlite3")
+        target = migrated(url, tmp_path)
+
+        commands.import_file(target, expired)
+
+        again = tmp_path / "again.jsonl"
+        commands.export(target, output=again)
+        assert lines_after_first(again) == lines_after_first(expired)

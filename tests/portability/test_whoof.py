@@ -13,7 +13,7 @@ import pytest
 from litestar.testing import TestClient
 
 from petrecords.app import create_app
-from tests.portability.support import command, migrated
+from tests.portability.support import command, lines_after_first, migrated
 from tests.support import ADMIN, auth, throwaway_postgres
 
 pytestmark = pytest.mark.slow
@@ -30,6 +30,9 @@ MIXED_CASE = "00000000-0000-4000-8000-000000000004"
 BLANK_DESCRIPTION = "00000000-0000-4000-8000-000000000005"
 FUTURE_SHOT = "00000000-0000-4000-8000-000000000006"
 ORPHANS_SHOT = "00000000-0000-4000-8000-000000000007"
+DOTNET_DEFAULT = "00000000-0000-4000-8000-000000000008"  # created at 0001-01-01, .NET's default date
+MISMATCHED = ("24a56e0b-7d20-4a5d-ba26-0d34403ce46d", "06c5e411-6a6f-4085-aebb-b3d7a201c97c")
+"""The seed's two vaccinations of a vaccine for another pet type."""
 
 
 async def _build_whoof(url: str) -> None:
@@ -66,8 +69,8 @@ class TestImportWhoof:
         assert 'createdBy and modifiedBy: "system" is not an e-mail address' in _line_of(output, FLUFFY)
         assert "whoof-import@example.invalid" in _line_of(output, FLUFFY)
         # The seed's two vaccinations of a vaccine for another pet type are skipped.
-        assert _line_of(output, "24a56e0b-7d20-4a5d-ba26-0d34403ce46d").endswith("-> skipped")
-        assert _line_of(output, "06c5e411-6a6f-4085-aebb-b3d7a201c97c").endswith("-> skipped")
+        for shot in MISMATCHED:
+            assert "(--keep-mismatched loads it) -> skipped" in _line_of(output, shot)
         assert "the pet has no owner" in _line_of(output, ORPHAN)
         assert _line_of(output, ORPHAN).endswith("-> skipped")
         assert _line_of(output, ORPHANS_SHOT).endswith("-> skipped")  # its pet was not loaded
@@ -78,8 +81,13 @@ class TestImportWhoof:
         assert "is blank (loaded as null)" in _line_of(output, BLANK_DESCRIPTION)
         assert "createdBy" in _line_of(output, MIXED_CASE)
         assert "in the future" in _line_of(output, FUTURE_SHOT)
+        assert _line_of(output, DOTNET_DEFAULT) == (
+            f"Pets {DOTNET_DEFAULT}: createdAt 0001-01-01T00:00:00.000Z is before 1900 (.NET's default for a time "
+            "never set) -> loaded as it is"
+        )
         assert output.splitlines()[-1] == (
-            "loaded 11 pets, 22 vaccines, 4 pet-vaccination records; skipped 6 rows; corrected 37 rows"
+            "loaded 12 pets, 22 vaccines, 4 pet-vaccination records; skipped 6 rows; corrected 37 rows; "
+            "kept 1 rows as they are"
         )
 
         settings = migrated(url, tmp_path)
@@ -99,6 +107,8 @@ class TestImportWhoof:
             assert history[0]["at"] == fluffy["modifiedAt"]
             assert history[0]["by"] == fluffy["modifiedBy"]
             assert history[0]["record"] == fluffy
+            methuselah = client.get(f"/v1/pets/{DOTNET_DEFAULT}", headers=admin).json()
+            assert methuselah["createdAt"] == "0001-01-01T00:00:00.000Z"
             vaccine = client.get(f"/v1/vaccines/{BLANK_DESCRIPTION}", headers=admin).json()
             assert vaccine["description"] is None
             shots = client.get("/v1/pet-vaccination", params={"petId": FLUFFY}, headers=admin).json()["items"]
@@ -107,7 +117,7 @@ class TestImportWhoof:
             buddy = client.get(f"/v1/pets/{BUDDY}", headers=auth("paulo.monezi@icloud.com"))
             assert buddy.status_code == 200
             feed = client.get("/v1/changes", params={"limit": 1000}, headers=admin).json()["items"]
-            assert len(feed) == 11 + 22 + 4
+            assert len(feed) == 12 + 22 + 4
             assert all(change["action"] == "created" for change in feed)
 
     def test_orphan_owner_and_system_user_are_given(self, tmp_path: Path, whoof_url: str) -> None:
@@ -156,3 +166,35 @@ class TestImportWhoof:
         assert (
             done.stderr == "petrecords import-whoof: POSTGRESQL_URL must be a postgresql:// URL of the Whoof database\n"
         )
+
+    def test_keep_mismatched_loads_them_with_a_note(self, tmp_path: Path, whoof_url: str) -> None:
+        url = f"sqlite:///{tmp_path / 'moved-in.sqlite3'}"
+        done = command(url, tmp_path, "import-whoof", whoof_url, "--keep-mismatched")
+        assert done.returncode == 0, done.stderr
+        for shot in MISMATCHED:
+            line = _line_of(done.stdout, shot)
+            assert "is for Dog, its pet" in line or "is for Cat, its pet" in line
+            assert "(kept by --keep-mismatched, with a note in its notes)" in line
+            assert not line.endswith("-> skipped")
+        assert done.stdout.splitlines()[-1].startswith("loaded 12 pets, 22 vaccines, 6 pet-vaccination records;")
+        settings = migrated(url, tmp_path)
+        with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
+            for shot in MISMATCHED:
+                kept = client.get(f"/v1/pet-vaccination/{shot}", headers=auth(ADMIN, admin=True)).json()
+                assert kept["notes"].startswith("Moved in from Whoof as it was recorded there: its vaccine, ")
+                assert f"and this pet is a {'Cat' if kept['vaccine']['petType'] == 'Dog' else 'Dog'}." in kept["notes"]
+
+    def test_what_was_moved_in_exports_and_imports_again(self, tmp_path: Path, whoof_url: str) -> None:
+        """Years before 1000 in four digits, and vaccinations kept though their vaccine is for another pet type:
+        the export imports again, and exports the same lines."""
+        first = f"sqlite:///{tmp_path / 'moved-in.sqlite3'}"
+        assert command(first, tmp_path, "import-whoof", whoof_url, "--keep-mismatched").returncode == 0
+        exported = tmp_path / "moved-in.jsonl"
+        assert command(first, tmp_path, "export", "--output", str(exported)).returncode == 0
+        assert b'"createdAt":"0001-01-01T00:00:00.000Z"' in exported.read_bytes()
+        again = f"sqlite:///{tmp_path / 'again.sqlite3'}"
+        imported = command(again, tmp_path, "import", str(exported))
+        assert imported.returncode == 0, imported.stderr
+        second = tmp_path / "again.jsonl"
+        assert command(again, tmp_path, "export", "--output", str(second)).returncode == 0
+        assert lines_after_first(second) == lines_after_first(exported)

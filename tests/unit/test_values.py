@@ -26,6 +26,7 @@ from petrecords.values import (
 )
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
 CANONICAL = "0190f3c4-5e6a-7b8c-9d0e-1f2a3b4c5d6e"
 
 
@@ -142,15 +143,20 @@ class TestFormatTimestamp:
             (951_782_400_000, "2000-02-29T00:00:00.000Z"),
             (MAX_MS, "9999-12-31T23:59:59.999Z"),
             (253_402_214_400_000, "9999-12-31T00:00:00.000Z"),
+            # .NET's default date, which moved-in data can hold: four digits, as RFC 3339 writes every year.
+            (-62_135_596_800_000, "0001-01-01T00:00:00.000Z"),
+            (-59_011_459_200_001, "0099-12-31T23:59:59.999Z"),
+            (-30_610_224_000_000, "1000-01-01T00:00:00.000Z"),
         ],
     )
     def test_exact_millisecond_form(self, epoch_ms: int, expected: str) -> None:
         assert format_timestamp(epoch_ms) == expected
 
-    @given(st.integers(min_value=0, max_value=MAX_MS))
+    @given(st.integers(min_value=MIN_MS, max_value=MAX_MS))
     def test_matches_datetime(self, epoch_ms: int) -> None:
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms)
-        assert format_timestamp(epoch_ms) == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+        assert format_timestamp(epoch_ms) == moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert parse_datetime_ms(format_timestamp(epoch_ms)) == epoch_ms
 
 
 class TestParseDatetimeMs:

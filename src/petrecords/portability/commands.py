@@ -1,5 +1,6 @@
 """The data commands as the command line runs them: each applies pending migrations to its database first (as
-`serve` does), then does its work; any failure is one CommandFailed line, with the target left as it was."""
+`serve` does), then does its work; any failure is one CommandFailed line, with the target left as it was. Those
+that write a database or a backup return their line of result: what was done, with counts."""
 
 from __future__ import annotations
 
@@ -51,27 +52,30 @@ def export(settings: Settings, *, output: Path | None) -> None:
         _run(transfer.export_to(settings, RESOURCES, out, show_progress=_progress_wanted()))
 
 
-def import_file(settings: Settings, path: Path) -> None:
+def import_file(settings: Settings, path: Path) -> str:
     migrate(settings)
     with _failures("import"):
-        _run(transfer.import_from(settings, RESOURCES, path, show_progress=_progress_wanted()))
+        tally = _run(transfer.import_from(settings, RESOURCES, path, show_progress=_progress_wanted()))
+    return f"imported {path}: {tally.summary()}"
 
 
-def import_whoof(settings: Settings, url: str, *, system_user: str, orphan_owner: str | None) -> whoof.Report:
-    options = whoof.Options.checked(system_user=system_user, orphan_owner=orphan_owner)
+def import_whoof(
+    settings: Settings, url: str, *, system_user: str, orphan_owner: str | None, keep_mismatched: bool = False
+) -> whoof.Report:
+    options = whoof.Options.checked(system_user=system_user, orphan_owner=orphan_owner, keep_mismatched=keep_mismatched)
     migrate(settings)
     with _failures("import-whoof"):
         return _run(whoof.import_whoof(settings, RESOURCES, url, options, show_progress=_progress_wanted()))
 
 
-def backup(settings: Settings, path: Path) -> None:
+def backup(settings: Settings, path: Path) -> str:
     backups.refuse_postgres(settings, "backup")
     migrate(settings)
     with _failures("backup"):
-        backups.backup(settings, path, show_progress=_progress_wanted())
+        return backups.backup(settings, RESOURCES, path, show_progress=_progress_wanted())
 
 
-def restore(settings: Settings, path: Path) -> None:
+def restore(settings: Settings, path: Path) -> str:
     backups.refuse_postgres(settings, "restore")
     with _failures("restore"):
-        backups.restore(settings, path, show_progress=_progress_wanted())
+        return backups.restore(settings, RESOURCES, path, show_progress=_progress_wanted())

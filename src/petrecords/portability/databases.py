@@ -121,6 +121,27 @@ def record_query(resource: Resource) -> tuple[sa.Select[Any], Layout]:
     return statement, layout
 
 
+@functools.lru_cache(maxsize=64)
+def disowned_query(resource: Resource) -> sa.Select[Any] | None:
+    """The first record (by id) whose owner is not that of the record its owner follows (a vaccination's pet's),
+    with both owners and that record's id: None for a resource whose owner follows no owned record."""
+    through, owner_column = resource.ownership.through, resource.ownership.column
+    if through is None or owner_column is None:
+        return None
+    followed = resource.reference_of(through).target
+    if followed.ownership.column is None:
+        return None
+    table, other = resource.table, followed.table.alias("followed")
+    reference = table.c[resource.field_named(through).column]
+    return (
+        sa.select(table.c.id, table.c[owner_column], reference, other.c[followed.ownership.column])
+        .join_from(table, other, other.c.id == reference)
+        .where(table.c[owner_column] != other.c[followed.ownership.column])
+        .order_by(table.c.id)
+        .limit(1)
+    )
+
+
 CHANGES_QUERY = sa.select(*changes.c).order_by(changes.c.xid, changes.c.position)
 CHANGES_LAYOUT = Layout(changes, list(changes.c))
 

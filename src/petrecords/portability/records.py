@@ -3,9 +3,13 @@
 A record is exported as its GET shows it (from `resources.wire.show`, the one place that formats stored
 values), plus `version`, the count of its writes (the revision its ETag derives from), plus `stored`, the
 columns of its table that neither a field nor the layer accounts for, if its table has any. The way back
-needs no rule per resource or kind: each field's stored value is the candidate (the text itself, a parsed id
-or timestamp, or what the field's kind reads) that the kind shows exactly as the file has it; the match keys
-follow from the text as a write makes them.
+needs no rule per resource or kind, and trusts nothing the file says: each field's value is read by the
+field's kind, as the API reads a client's (a field a declaration gains later is checked as it is declared),
+and must be the very text the kind shows of what it read (an export holds nothing else: an untrimmed name, an
+e-mail address in capitals, is not what the service writes); the rules between fields of one record
+(`Resource.check`) hold; the audit users are e-mail addresses. The rules that read the clock read it at the
+record's `modifiedAt`, as the API did when it took the record (a share that has expired since was in the future
+then). The match keys follow from the text as a write makes them.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import datetime as dt
 import functools
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +29,9 @@ from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.fields import Context
 from petrecords.resources.wire import Shown, show
 from petrecords.store.base import Row
-from petrecords.tables import SHARED
+from petrecords.tables import SHARED, changes
 from petrecords.text import match_key
-from petrecords.values import format_timestamp, now_ms, parse_datetime_ms, parse_record_id
+from petrecords.values import format_timestamp, normalize_email, parse_record_id
 
 AUDIT = {"id": "id", "createdAt": "created_at", "createdBy": "created_by", "modifiedAt": "modified_at"}
 AUDIT["modifiedBy"] = "modified_by"
@@ -82,6 +86,12 @@ def hidden_columns(resource: Resource) -> tuple[sa.Column[Any], ...]:
         if column.key_column is not None:
             known.add(column.key_column)
     return tuple(column for column in resource.table.c if column.name not in known)
+
+
+def counted(records: Mapping[str, int]) -> str:
+    """Records by resource, as a command's line of result says them: "11 pets, 22 vaccines, 4 pet-vaccination
+    records"."""
+    return ", ".join(f"{count} {name}" for name, count in records.items()) + " records"
 
 
 def embedded_fields(resource: Resource) -> frozenset[str]:
@@ -151,6 +161,56 @@ def record_id(name: str, value: Any) -> uuid.UUID:
     return parsed
 
 
+def _tail(problem: str) -> str:
+    return problem.removesuffix(".")
+
+
+def _json(value: Any) -> str:
+    text = msgspec.json.encode(value).decode()
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def stored_value(column: Column, value: Any, context: Context) -> Any:
+    """The value the field is stored as: what its kind reads of `value`, which the kind must show exactly as
+    `value` (the form the service writes); Malformed naming the field otherwise."""
+    if value is None:
+        if not column.nullable:
+            raise Malformed(f"{column.field} must not be null")
+        return None
+    try:
+        stored, problem = column.kind.read(value, context)
+    except (TypeError, ValueError):
+        stored, problem = None, f"holds {_json(value)}, which the service cannot read"
+    if problem is not None:
+        raise Malformed(f"{column.field} {_tail(problem)}")
+    shown = None if stored is None else column.kind.show(stored)
+    if shown != value:
+        written = "null" if shown is None else _json(shown)
+        raise Malformed(f"{column.field} is {_json(value)}, which the service writes as {written}")
+    return stored
+
+
+_INTEGER_RANGES = ((sa.SmallInteger, 2**15 - 1), (sa.BigInteger, 2**63 - 1), (sa.Integer, 2**31 - 1))
+
+
+def whole_number(name: str, value: Any, column_type: sa.types.TypeEngine[Any], *, least: int) -> int:
+    """A whole number from `least` that the column can hold."""
+    most = next((most for kind, most in _INTEGER_RANGES if isinstance(column_type, kind)), 2**63 - 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise Malformed(f"{name} must be a whole number from {least} to {most}")
+    return value
+
+
+def user(name: str, value: Any) -> str:
+    """A user who wrote a record or a change: an e-mail address, in lower case as the service keeps them."""
+    email = normalize_email(value) if isinstance(value, str) else None
+    if email is None:
+        raise Malformed(f"{name} must be a user's e-mail address")
+    if email != value:
+        raise Malformed(f"{name} is {_json(value)}, which the service writes as {_json(email)}")
+    return email
+
+
 def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
     try:
         python_type: type = column_type.python_type
@@ -159,66 +219,34 @@ def _python_type(column_type: sa.types.TypeEngine[Any]) -> type | None:
     return python_type
 
 
-def _candidates(column: Column, value: Any, context: Context) -> Iterator[Any]:
-    """What the kind reads the value as, when it takes it (the service's own rules: a name trimmed, an e-mail in
-    lower case); else, for a value that a rule of the moment refuses (a date that must be in the future, a pet
-    type no longer configured), the value as its column holds such values."""
-    try:
-        stored, problem = column.kind.read(value, context)
-    except (TypeError, ValueError):
-        problem = "unreadable"
-    if problem is None:
-        yield stored
-        return
-    python_type = _python_type(column.type)
-    if isinstance(value, str):
-        if python_type is uuid.UUID:
-            yield parse_record_id(value)
-        if python_type is int:
-            moment = parse_datetime_ms(value)
-            if moment is not None and moment.denominator == 1:
-                yield int(moment)
-    yield value
-
-
-def _fits(python_type: type | None, candidate: Any) -> bool:
-    if python_type is None:
-        return True
-    if isinstance(candidate, bool) != (python_type is bool):
-        return False
-    return isinstance(candidate, python_type)
-
-
-def stored_value(column: Column, value: Any, context: Context) -> Any:
-    """The value the field is stored as, the one that its kind shows exactly as `value`."""
-    if value is None:
-        if not column.nullable:
-            raise Malformed(f"{column.field} must not be null")
-        return None
-    python_type = _python_type(column.type)
-    for candidate in _candidates(column, value, context):
-        if candidate is None or not _fits(python_type, candidate):
-            continue
-        try:
-            if column.kind.show(candidate) == value:
-                return candidate
-        except (TypeError, ValueError, AttributeError):
-            continue
-    raise Malformed(f"{column.field} holds {msgspec.json.encode(value).decode()[:80]}, which the service cannot store")
-
-
 def _stored_column(column: sa.Column[Any], value: Any) -> Any:
-    if value is not None and _python_type(column.type) is uuid.UUID:
+    python_type = None if value is None else _python_type(column.type)
+    if python_type is uuid.UUID:
         return record_id(f"{STORED}.{column.name}", value)
+    if python_type is int:
+        return whole_number(f"{STORED}.{column.name}", value, column.type, least=-(2**63))
     return value
 
 
-class Reader:
-    """Turns exported records back into rows, against the configured pet types."""
+@functools.lru_cache(maxsize=64)
+def _members(resource: Resource, *, versioned: bool) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The members a record of the resource may have, and those it must have."""
+    required = (*AUDIT, *((VERSION,) if versioned else ()))
+    allowed = {*required, STORED, *embedded_fields(resource)}
+    allowed.update(column.field for column in field_columns(resource))
+    return frozenset(allowed), required
 
-    def __init__(self, resources: ResourceSet, lists: Mapping[str, tuple[str, ...]]) -> None:
+
+class Reader:
+    """Turns exported records back into rows, against the configured lists of values (the pet types)."""
+
+    def __init__(
+        self, resources: ResourceSet, lists: Mapping[str, tuple[str, ...]], *, now_ms: int | None = None
+    ) -> None:
         self.resources = {resource.name: resource for resource in resources.resources}
-        self._context = Context.configured(lists, now_ms=now_ms())
+        self._choices = Context.configured(lists, now_ms=0).choices
+        self._now_ms = now_ms
+        """The clock the rules read; None: each record's modifiedAt."""
 
     def resource(self, name: Any) -> Resource:
         found = self.resources.get(name) if isinstance(name, str) else None
@@ -226,37 +254,36 @@ class Reader:
             raise Malformed(f"resource {name!r} is none of {', '.join(self.resources)}")
         return found
 
-    def row(self, resource: Resource, record: Mapping[str, Any]) -> Row:
-        allowed = {*AUDIT, VERSION, STORED, *embedded_fields(resource)}
-        allowed.update(column.field for column in field_columns(resource))
-        unknown = sorted(set(record) - allowed)
-        if unknown:
+    def row(self, resource: Resource, record: Mapping[str, Any], *, versioned: bool = True) -> Row:
+        """The row of a record as the file has it; `versioned`: with its version (a change's record has none)."""
+        allowed, required = _members(resource, versioned=versioned)
+        if not allowed.issuperset(record):
+            unknown = sorted(set(record) - allowed)
             raise Malformed(f"a {resource.title} record has no member {', '.join(unknown)}")
-        for member in (*AUDIT, VERSION):
+        for member in required:
             if member not in record:
                 raise Malformed(f"the record has no {member}")
-        version = record[VERSION]
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise Malformed("version must be a whole number from 1")
         row: Row = {
             "id": record_id("id", record["id"]),
             "created_at": timestamp_ms("createdAt", record["createdAt"]),
             "modified_at": timestamp_ms("modifiedAt", record["modifiedAt"]),
-            REVISION: version,
+            "created_by": user("createdBy", record["createdBy"]),
+            "modified_by": user("modifiedBy", record["modifiedBy"]),
         }
-        for member in ("createdBy", "modifiedBy"):
-            if not isinstance(record[member], str) or not record[member]:
-                raise Malformed(f"{member} must be a user's e-mail address")
-            row[AUDIT[member]] = record[member]
+        if versioned:
+            row[REVISION] = whole_number(VERSION, record[VERSION], resource.table.c[REVISION].type, least=1)
+        context = Context(self._choices, row["modified_at"] if self._now_ms is None else self._now_ms)
         for column in field_columns(resource):
             if column.field not in record and not column.nullable:
                 raise Malformed(f"the record has no {column.field}")
-            value = record.get(column.field)
             # An optional field a file does not name (an export made before the field existed) is not set.
-            stored = stored_value(column, value, self._context)
+            stored = stored_value(column, record.get(column.field), context)
             row[column.name] = stored
             if column.key_column is not None:
                 row[column.key_column] = None if stored is None else match_key(stored)
+        if resource.check is not None:
+            for name, problems in resource.check(row).items():
+                raise Malformed(f"{name} {_tail(problems[0])}")
         extra = record.get(STORED, {})
         if not isinstance(extra, dict):
             raise Malformed(f"{STORED} must be an object")
@@ -313,16 +340,21 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
     resource = reader.resource(change.resource)
     if change.action not in ACTIONS:
         raise Malformed(f"action must be one of {', '.join(ACTIONS)}")
-    if change.version < 1:
-        raise Malformed("version must be a whole number from 1")
-    if not change.by:
-        raise Malformed("by must be a user's e-mail address")
+    version = whole_number("version", change.version, changes.c.version.type, least=1)
+    by = user("by", change.by)
     try:
         record = msgspec.json.decode(change.record)
     except msgspec.DecodeError as exc:
         raise Malformed(f"record: {exc}") from None
     if not isinstance(record, dict):
         raise Malformed("record must be an object")
+    # History and the feed serve the record as it is here: every value is checked as a record's is.
+    try:
+        reader.row(resource, record, versioned=False)
+    except Malformed as exc:
+        raise Malformed(f"record: {exc}") from None
+    if record["id"] != change.id:
+        raise Malformed(f"record.id is {record['id']}, not the change's id {change.id}")
     owner = owner_of(resource, record)
     if owner is None:
         raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
@@ -332,9 +364,9 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
         "resource": resource.name,
         "record_id": record_id("id", change.id),
         "action": change.action,
-        "version": change.version,
+        "version": version,
         "at": timestamp_ms("at", change.at),
-        "by": change.by,
+        "by": by,
         "owner_before": owner if shared or change.action != "created" else None,
         "owner_after": owner if shared or change.action != "deleted" else None,
         "record": bytes(change.record),

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +30,7 @@ from petrecords.portability.records import (
     Malformed,
     Reader,
     change_row,
+    counted,
     exported_change,
     exported_record,
     record_id,
@@ -55,8 +56,20 @@ def in_load_order(resources: ResourceSet) -> list[Resource]:
 
 @dataclass
 class Tally:
-    records: int = 0
+    """What a command wrote: records of each resource, and changes."""
+
+    records: dict[str, int]
     changes: int = 0
+
+    @classmethod
+    def of(cls, resources: Sequence[Resource]) -> Tally:
+        return cls({resource.name: 0 for resource in resources})
+
+    def count(self, resource: Resource) -> None:
+        self.records[resource.name] = self.records.get(resource.name, 0) + 1
+
+    def summary(self) -> str:
+        return f"{counted(self.records)} and {self.changes} changes"
 
 
 async def _total(snapshot: Snapshot, resources: list[Resource]) -> int:
@@ -65,8 +78,8 @@ async def _total(snapshot: Snapshot, resources: list[Resource]) -> int:
 
 async def export_to(settings: Settings, resources: ResourceSet, out: IO[bytes], *, show_progress: bool) -> Tally:
     """Write the export of the configured database to `out`."""
-    tally = Tally()
     ordered = in_load_order(resources)
+    tally = Tally.of(ordered)
     encode = msgspec.json.Encoder().encode
     async with databases.snapshot(settings) as snapshot:
         header = {"format": FORMAT, "version": FORMAT_VERSION, "exportedAt": format_timestamp(now_ms())}
@@ -79,7 +92,7 @@ async def export_to(settings: Settings, resources: ResourceSet, out: IO[bytes], 
                     async for values in rows:
                         record = exported_record(resource, layout.row(values))
                         out.write(encode({"resource": resource.name, "record": record}) + b"\n")
-                        tally.records += 1
+                        tally.count(resource)
                         meter.advance(1)
             async with contextlib.aclosing(snapshot.rows(databases.CHANGES_QUERY)) as rows:
                 async for values in rows:
@@ -141,7 +154,9 @@ class Item:
     row: dict[str, Any]
 
 
-def _problem(exc: msgspec.ValidationError | msgspec.DecodeError | Malformed) -> str:
+def _problem(exc: msgspec.ValidationError | msgspec.DecodeError | Malformed | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start + 1} of the line, 0x{exc.object[exc.start]:02x}, {exc.reason})"
     text = str(exc)
     return text[0].lower() + text[1:] if text else "malformed"
 
@@ -182,14 +197,14 @@ class ExportFile:
         for number, text in lines:
             try:
                 yield self._item(number, text, rows=rows)
-            except (msgspec.ValidationError, msgspec.DecodeError, Malformed) as exc:
+            except (msgspec.ValidationError, msgspec.DecodeError, Malformed, UnicodeDecodeError) as exc:
                 raise CommandFailed(f"{self.path}: line {number}: {_problem(exc)}") from None
 
     def _header(self, number: int, text: bytes) -> None:
         try:
             header = _decode_header(text)
             timestamp_ms("exportedAt", header.exportedAt)
-        except (msgspec.ValidationError, msgspec.DecodeError, Malformed) as exc:
+        except (msgspec.ValidationError, msgspec.DecodeError, Malformed, UnicodeDecodeError) as exc:
             raise CommandFailed(
                 f"{self.path}: line {number}: not the format line of a petrecords export ({_problem(exc)})"
             ) from None
@@ -246,8 +261,9 @@ async def _first_held(target: Target, items: Iterator[Item]) -> Item | None:
     return first
 
 
-async def _load(target: Target, items: Iterator[Item], meter: Meter, progress: Callable[[], int]) -> Tally:
-    tally = Tally()
+async def _load(
+    target: Target, items: Iterator[Item], meter: Meter, progress: Callable[[], int], tally: Tally
+) -> Tally:
     xid = await target.change_xid()
     batch: Batch | None = None
     for item in items:
@@ -263,7 +279,7 @@ async def _load(target: Target, items: Iterator[Item], meter: Meter, progress: C
             row["xid"] = xid
             tally.changes += 1
         else:
-            tally.records += 1
+            tally.count(item.resource)
         batch.rows.append(row)
         batch.lines.append(item.line)
     if batch is not None:
@@ -293,6 +309,31 @@ async def import_from(settings: Settings, resources: ResourceSet, path: Path, *,
                 "with no records: nothing was imported"
             )
         with Meter("import", total=source.size if show_progress else None) as meter:
-            tally = await _load(target, source.items(), meter, lambda: source.bytes_read)
+            tally = await _load(target, source.items(), meter, lambda: source.bytes_read, Tally.of(ordered))
+        for resource in ordered:
+            await _check_owners(target, source, resource)
         await target.finish(ordered, published_state=Publisher.LEASE)
     return tally
+
+
+async def _check_owners(target: Target, source: ExportFile, resource: Resource) -> None:
+    """A record's owner that follows another record's (a vaccination's is its pet's) is derived, not read: a file
+    where they differ is refused (it is no export of this service, whose records always agree), naming the line."""
+    query = databases.disowned_query(resource)
+    if query is None:
+        return
+    found = await target.fetch(query)
+    if not found:
+        return
+    columns = query.selected_columns
+    record_id, owner, followed_id, followed_owner = (
+        databases.typed(column.type, value) for column, value in zip(columns, found[0], strict=True)
+    )
+    line = next(
+        item.line for item in source.items(rows=False) if item.resource is resource and item.row["id"] == record_id
+    )
+    field, through = resource.ownership.field, resource.ownership.through
+    raise CommandFailed(
+        f"{source.path}: line {line}: {field} is {owner}, but its {through} {followed_id} is {followed_owner}'s: a "
+        f"{resource.title}'s {field} is always that of its {through}'s record; nothing was imported"
+    )

@@ -27,7 +27,7 @@ from petrecords.portability import databases
 from petrecords.portability.databases import Batch
 from petrecords.portability.errors import CommandFailed
 from petrecords.portability.progress import Meter
-from petrecords.portability.records import VERSION, Malformed, Reader, owner_of
+from petrecords.portability.records import VERSION, Malformed, Reader, counted, owner_of
 from petrecords.portability.transfer import BATCH_ROWS, in_load_order
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.fields import DAY_MS, LATEST_MS
@@ -49,16 +49,18 @@ _MILLISECOND = dt.timedelta(milliseconds=1)
 class Options:
     system_user: str
     orphan_owner: str | None
+    keep_mismatched: bool = False
+    """Load a vaccination of a vaccine for another pet type, with a note in its notes, instead of skipping it."""
 
     @classmethod
-    def checked(cls, *, system_user: str, orphan_owner: str | None) -> Options:
+    def checked(cls, *, system_user: str, orphan_owner: str | None, keep_mismatched: bool = False) -> Options:
         user = normalize_email(system_user)
         if user is None:
             raise CommandFailed(f"--system-user {system_user}: not an e-mail address")
         owner = None if orphan_owner is None else normalize_email(orphan_owner)
         if orphan_owner is not None and owner is None:
             raise CommandFailed(f"--orphan-owner {orphan_owner}: not an e-mail address")
-        return cls(user, owner)
+        return cls(user, owner, keep_mismatched)
 
 
 @dataclass
@@ -67,10 +69,14 @@ class Report:
     loaded: dict[str, int] = field(default_factory=dict)
     skipped: int = 0
     corrected: int = 0
+    kept: int = 0
+    """Rows loaded as they are, though they break a rule (reported, and noted where the record has notes)."""
 
     def summary(self) -> str:
-        loaded = ", ".join(f"{count} {name}" for name, count in self.loaded.items())
-        return f"loaded {loaded} records; skipped {self.skipped} rows; corrected {self.corrected} rows"
+        return (
+            f"loaded {counted(self.loaded)}; skipped {self.skipped} rows; corrected {self.corrected} rows; "
+            f"kept {self.kept} rows as they are"
+        )
 
 
 class Skip(Exception):
@@ -84,12 +90,24 @@ class Finding:
         self.table = table
         self.whoof_id = whoof_id
         self.problems: list[str] = []
+        self.kept: list[str] = []
+        """What is wrong but loaded as it is."""
 
     def corrected(self, problem: str) -> None:
         self.problems.append(problem)
 
+    def keep(self, problem: str) -> None:
+        self.kept.append(problem)
+
     def line(self, outcome: str) -> str:
-        return f"{self.table} {self.whoof_id}: {'; '.join(self.problems)} -> {outcome}"
+        return f"{self.table} {self.whoof_id}: {'; '.join([*self.problems, *self.kept])} -> {outcome}"
+
+    @property
+    def outcome(self) -> str | None:
+        """What was done with a row that loads: None when nothing in it was wrong."""
+        if self.problems:
+            return "loaded corrected"
+        return "loaded as it is" if self.kept else None
 
 
 def _ms(value: dt.datetime) -> int:
@@ -168,14 +186,26 @@ class Mapper:
         else:
             created_by = self.user(row, "createdBy", created_by)
             modified_by = self.user(row, "modifiedBy", modified_by)
+        times = {
+            member: _ms(source[column]) for member, column in (("createdAt", "CreatedAt"), ("modifiedAt", "ModifiedAt"))
+        }
+        for member, moment in times.items():
+            if moment < EARLIEST_MS:
+                # .NET's default (0001-01-01) where Whoof never set the time: the audit fields are kept, as they are.
+                row.keep(f"{member} {format_timestamp(moment)} is before 1900 (.NET's default for a time never set)")
         return {
             "id": str(source["Id"]),
-            "createdAt": format_timestamp(_ms(source["CreatedAt"])),
+            "createdAt": format_timestamp(times["createdAt"]),
             "createdBy": created_by,
-            "modifiedAt": format_timestamp(_ms(source["ModifiedAt"])),
+            "modifiedAt": format_timestamp(times["modifiedAt"]),
             "modifiedBy": modified_by,
             VERSION: 1,
         }
+
+
+def with_note(notes: str | None, note: str) -> str:
+    """Notes with a note appended, after a blank line."""
+    return note if not notes else f"{notes}\n\n{note}"
 
 
 def _has(record: Any, name: str) -> Any:
@@ -207,7 +237,7 @@ async def import_whoof(
     settings: Settings, resources: ResourceSet, url: str, options: Options, *, show_progress: bool
 ) -> Report:
     mapper = Mapper(resources, settings, options)
-    reader = Reader(resources, configured_lists(settings))
+    reader = Reader(resources, configured_lists(settings), now_ms=mapper.now)
     report = Report()
     try:
         connection = await databases.connect_postgres(settings, url)
@@ -244,9 +274,13 @@ async def import_whoof(
             report.lines.append(row.line("skipped"))
             report.skipped += 1
             return None
-        if row.problems:
-            report.lines.append(row.line("loaded corrected"))
-            report.corrected += 1
+        outcome = row.outcome
+        if outcome is not None:
+            report.lines.append(row.line(outcome))
+            if row.problems:
+                report.corrected += 1
+            else:
+                report.kept += 1
         loaded[resource].append(stored)
         return stored
 
@@ -276,10 +310,19 @@ async def import_whoof(
             raise Skip(f"its pet {source_row['PetId']} was not loaded")
         if the_vaccine is None:
             raise Skip(f"its vaccine {source_row['VaccineId']} was not loaded")
+        notes = None
         if the_vaccine["pet_type"] != the_pet["pet_type"]:
-            raise Skip(
+            mismatch = (
                 f"its vaccine {source_row['VaccineId']} is for {the_vaccine['pet_type']}, its pet "
                 f"{source_row['PetId']} is a {the_pet['pet_type']}"
+            )
+            if not mapper.options.keep_mismatched:
+                raise Skip(f"{mismatch} (--keep-mismatched loads it)")
+            row.keep(f"{mismatch} (kept by --keep-mismatched, with a note in its notes)")
+            notes = with_note(
+                None,
+                f"Moved in from Whoof as it was recorded there: its vaccine, {the_vaccine['name']}, is for "
+                f"{the_vaccine['pet_type']}, and this pet is a {the_pet['pet_type']}.",
             )
         applied = _ms(source_row["AppliedAt"])
         if applied > mapper.now:
@@ -296,7 +339,7 @@ async def import_whoof(
             "vaccineId": str(source_row["VaccineId"]),
             "appliedAt": format_timestamp(applied),
             "dueAt": format_timestamp(due),
-            "notes": None,
+            "notes": notes,
         }
 
     for source_row in vaccines_in:
