@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import ipaddress
 import os
 import re
 import urllib.parse
@@ -247,14 +248,43 @@ class Settings(BaseSettings):
         "one NATS each need their own",
     )
 
+    signing_key: SecretStr | None = Field(
+        default=None,
+        description="the PEM private key (Ed25519 or EC P-256) that signs certificates; every instance of a deployment "
+        "needs the same; when unset, an Ed25519 key is made in the data directory (mode 0600) on first start",
+    )
+    signing_previous_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="keys that signed certificates before the current one, comma-separated, each a PEM key (private "
+        "or public) or the path of a file of PEM keys: their public keys stay in /.well-known/jwks.json so that what "
+        "they signed still verifies; drop one once the last certificate it signed has expired (366 days at most)",
+    )
+    public_rate_limit: int = Field(
+        default=60,
+        ge=0,
+        description="requests per minute per client address to /public/… and /.well-known/jwks.json (an IPv6 "
+        "address counts with its /64); 0 turns it off",
+    )
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="addresses and CIDR ranges of the proxies in front of the service, comma-separated: a request "
+        "from one of them is counted against the right-most X-Forwarded-For entry that is not one of them",
+    )
+
     access_log: bool = Field(default=True, description="one JSON line per request on standard output")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="the least severe log lines written"
     )
 
-    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
-        _split_commas
-    )
+    _split_lists = field_validator(
+        "pet_types",
+        "cors_origins",
+        "auth_algorithms",
+        "database_read_urls",
+        "signing_previous_keys",
+        "trusted_proxies",
+        mode="before",
+    )(_split_commas)
 
     @field_validator("database_url")
     @classmethod
@@ -294,6 +324,19 @@ class Settings(BaseSettings):
                 parts = _check_url(url.strip(), schemes=("nats", "tls", "ws", "wss"), form="nats://host:4222")
                 if not parts.hostname:
                     raise ValueError("names no host; expected nats://host:4222")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies_are_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=True)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an address or a CIDR range (10.0.0.0/8, 2001:db8::/32; no host bits past the "
+                    "prefix)"
+                ) from None
         return value
 
     @field_validator("pet_types")
@@ -365,6 +408,10 @@ class Settings(BaseSettings):
     @property
     def secret_file(self) -> Path:
         return self.data_dir / "auth-secret"
+
+    @property
+    def signing_key_file(self) -> Path:
+        return self.data_dir / "signing-key.pem"
 
 
 OTHER_VARIABLES = frozenset(

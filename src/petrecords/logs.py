@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from petrecords.certificates.links import redact_path
+
 _encoder = msgspec.json.Encoder()
 _json_handler: logging.StreamHandler[Any] | None = None
 """The handler `configure_logging` installed, whose stream access lines are written to directly."""
@@ -92,7 +94,18 @@ class AccessLog:
         caller: str | None,
         database_unavailable: str | None,
     ) -> None:
-        noted = (time.time(), request_id, method, route, path, status, seconds, caller, database_unavailable)
+        # A certificate link's token opens the certificate to whoever reads it: the log shows the path without it.
+        noted = (
+            time.time(),
+            request_id,
+            method,
+            route,
+            redact_path(path),
+            status,
+            seconds,
+            caller,
+            database_unavailable,
+        )
         if _json_handler is None:
             self._through_logging(noted)
             return

@@ -5,6 +5,7 @@ Both limiters run GCRA, which keeps one number per caller: the time at which its
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -23,14 +24,20 @@ class RateLimiter(Protocol):
 
 
 class LocalRateLimiter:
-    """The limit of one process."""
+    """The limit of one process, over at most `max_entries` callers at once.
 
-    _PRUNE_AT = 10_000
+    A caller whose bucket is full again is forgotten. Past `max_entries` callers with a spent bucket (a flood from
+    made-up addresses, on the public paths), the ones first seen longest ago are forgotten too, down to three
+    quarters of it, so that memory stays bounded and the pruning's cost spread over the requests that caused it.
+    """
 
-    def __init__(self, per_minute: int) -> None:
+    MAX_ENTRIES = 100_000
+
+    def __init__(self, per_minute: int, *, max_entries: int = MAX_ENTRIES) -> None:
         # Whole nanoseconds, rounded down: sums stay exact, so a full burst of `per_minute` always fits.
         self._interval_ns = _WINDOW_NS // per_minute
         self._full_at: dict[str, int] = {}
+        self._max_entries = max_entries
 
     async def hit(self, caller: str) -> int | None:
         now = time.monotonic_ns()
@@ -38,9 +45,20 @@ class LocalRateLimiter:
         if new_full_at - now > _WINDOW_NS:
             return max(1, math.ceil((new_full_at - now - _WINDOW_NS) / 1e9))
         self._full_at[caller] = new_full_at
-        if len(self._full_at) > self._PRUNE_AT:
-            self._full_at = {name: at for name, at in self._full_at.items() if at > now}
+        if len(self._full_at) > self._max_entries:
+            self._prune(now)
         return None
+
+    def _prune(self, now: int) -> None:
+        kept = {name: at for name, at in self._full_at.items() if at > now}
+        excess = len(kept) - self._max_entries * 3 // 4
+        if excess > 0:
+            kept = dict(itertools.islice(kept.items(), excess, None))
+        self._full_at = kept
+
+    def __len__(self) -> int:
+        """How many callers it keeps a bucket for."""
+        return len(self._full_at)
 
 
 # Times in microseconds of the Redis server's clock, so that instances with skewed clocks agree.
@@ -69,7 +87,7 @@ class RedisRateLimiter:
 
     _RETRY_AFTER_OUTAGE_SECONDS = 5.0
 
-    def __init__(self, url: str, per_minute: int, *, timeout_seconds: float = 0.25) -> None:
+    def __init__(self, url: str, per_minute: int, *, timeout_seconds: float = 0.25, key_prefix: str = "") -> None:
         # Imported here: a process without Redis does not pay for the client's import (a quarter of a second).
         import redis.asyncio
         import redis.exceptions
@@ -83,13 +101,14 @@ class RedisRateLimiter:
         self._window_us = WINDOW_SECONDS * 1_000_000
         self._fallback = LocalRateLimiter(per_minute)
         self._redis_down_until = 0.0
+        self._key_prefix = f"petrecords:rate:{key_prefix}"
 
     async def hit(self, caller: str) -> int | None:
         if time.monotonic() < self._redis_down_until:
             return await self._fallback.hit(caller)
         try:
             wait_us = int(
-                await self._script(keys=[f"petrecords:rate:{caller}"], args=[self._interval_us, self._window_us])
+                await self._script(keys=[self._key_prefix + caller], args=[self._interval_us, self._window_us])
             )
         except self._outage as exc:
             logger.warning("rate limit store unavailable, counting in this process for now: %s", type(exc).__name__)
@@ -101,9 +120,11 @@ class RedisRateLimiter:
         await self._client.aclose()
 
 
-def create_rate_limiter(*, per_minute: int, redis_url: str | None) -> RateLimiter | None:
+def create_rate_limiter(*, per_minute: int, redis_url: str | None, key_prefix: str = "") -> RateLimiter | None:
+    """A limit of `per_minute` requests per key, in Redis when it is configured; `key_prefix` keeps the keys of
+    one limit apart from another's there."""
     if per_minute <= 0:
         return None
     if redis_url:
-        return RedisRateLimiter(redis_url, per_minute)
+        return RedisRateLimiter(redis_url, per_minute, key_prefix=key_prefix)
     return LocalRateLimiter(per_minute)

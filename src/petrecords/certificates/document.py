@@ -1,0 +1,392 @@
+"""A certificate as a PDF: one A4 page in landscape (more only when the doses need them), laid out as a border
+officer expects one: the title, the certificate's id and dates, the pet with its chip, and a table of the doses.
+
+Made with fpdf2 and fonts shipped in the package (`fonts/`, their licences beside them), so that a name in any
+script prints: Noto Sans for Latin, Greek and Cyrillic, Noto Sans Arabic, Hebrew and Devanagari, and Droid Sans
+Fallback for Chinese, Japanese and Korean. A document embeds only the fonts its text needs, each cut down to the
+glyphs it uses; right-to-left and Devanagari text is shaped with HarfBuzz, which the other text does without.
+
+Parsing a font costs far more than a page: each thread parses each font once, and every document it makes after
+that takes a copy of what was parsed (see `_Fonts`).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fpdf import FPDF
+from fpdf.enums import Align, PDFResourceType
+from fpdf.fonts import SubsetMap, TTFFont
+from fpdf.output import CIDSystemInfo, OutputProducer, PDFFont, PDFFontStream, _cid_font_widths
+from fpdf.syntax import Name, PDFArray, PDFContentStream
+
+from petrecords.certificates.facts import CertificateFacts
+from petrecords.certificates.fontfile import GlyphCutter
+from petrecords.certificates.labels import (
+    DOSE_COLUMNS,
+    TITLE,
+    VERIFY_NOTE,
+    dose_facts,
+    every_text,
+    pet_facts,
+    validity,
+)
+
+FONTS = Path(__file__).resolve().parent / "fonts"
+FAMILY = "NotoSans"
+FALLBACKS = (
+    ("NotoSansArabic", "NotoSansArabic-Regular.ttf"),
+    ("NotoSansHebrew", "NotoSansHebrew-Regular.ttf"),
+    ("NotoSansDevanagari", "NotoSansDevanagari-Regular.ttf"),
+    ("DroidSansFallback", "DroidSansFallback.ttf"),
+)
+"""The fonts that print what Noto Sans has no glyph for, tried in this order."""
+_SHAPED_SCRIPTS = ("ARABIC", "HEBREW", "DEVANAGARI")
+"""Scripts whose letters change with their neighbours or run right to left: text in them needs shaping."""
+# Millimetres of A4 landscape; the columns' widths in DOSE_COLUMNS' order (277 in all, the page less its margins).
+_MARGIN = 10
+_COLUMN_WIDTHS = (30, 24, 18, 16, 22, 22, 13, 26, 18, 52, 19, 17)
+_CELL_PADDING = 1.0
+_POINT_MM = 25.4 / 72
+
+
+class _Fonts:
+    """What a thread parsed of each font, once: every document takes a copy with its own record of the glyphs it
+    uses, and writes the font cut down to them (see `fontfile`)."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, TTFFont] = {}
+        self.cutters: dict[str, GlyphCutter] = {}
+
+    def add(self, pdf: FPDF, family: str, style: str, file_name: str) -> TTFFont:
+        fontkey = f"{family.lower()}{style}"
+        parsed = self._parsed.get(fontkey)
+        if parsed is None:
+            parsed = self._parsed[fontkey] = TTFFont(pdf, FONTS / file_name, fontkey, style)
+            self.cutters[fontkey] = GlyphCutter((FONTS / file_name).read_bytes())
+        font = TTFFont.__new__(TTFFont)
+        for name in TTFFont.__slots__:
+            if hasattr(parsed, name):
+                object.__setattr__(font, name, getattr(parsed, name))
+        font.i = len(pdf.fonts) + 1
+        font.missing_glyphs = []
+        font.biggest_size_pt = 0
+        font.subset = SubsetMap(font)
+        pdf.fonts[fontkey] = font
+        return font
+
+
+class _CutFonts(OutputProducer):
+    """fpdf2's output, but for the fonts: each is embedded cut down by `GlyphCutter`, with the same objects as fpdf2
+    writes for a TrueType font (a Type0 font over a CIDFontType2 whose codes map to the font's own glyph ids)."""
+
+    def _add_fonts(self, *resources: Any) -> dict[int, Any]:
+        fonts = _fonts()
+        added: dict[int, Any] = {}
+        for font in sorted(self.fpdf.fonts.values(), key=lambda font: font.i):
+            if not isinstance(font, TTFFont):
+                raise TypeError(f"{font!r} is not one of the certificate's fonts")
+            added[font.i] = self._add_font(font, fonts.cutters[font.fontkey])
+        return added
+
+    def _add_font(self, font: TTFFont, cutter: GlyphCutter) -> PDFFont:
+        name = f"MPDFAA+{font.name}"
+        used = [(glyph, code) for glyph, code in font.subset.items() if glyph is not None]
+        composite = PDFFont(subtype="Type0", base_font=name, encoding="Identity-H")
+        self._add_pdf_obj(composite, "fonts")
+        widths = _cid_font_widths({code: glyph.glyph_width for glyph, code in used})
+        cid_font = PDFFont(subtype="CIDFontType2", base_font=name, d_w=font.desc.missing_width, w=widths)
+        self._add_pdf_obj(cid_font, "fonts")
+        composite.descendant_fonts = PDFArray([cid_font])
+        composite.to_unicode = PDFContentStream(_to_unicode(used).encode("latin-1"))
+        self._add_pdf_obj(composite.to_unicode, "fonts")
+        cid_font.c_i_d_system_info = CIDSystemInfo()
+        self._add_pdf_obj(cid_font.c_i_d_system_info, "fonts")
+        descriptor = copy.copy(font.desc)  # the parsed font's is shared by every document
+        descriptor.font_name = Name(name)
+        self._add_pdf_obj(descriptor, "fonts")
+        cid_font.font_descriptor = descriptor
+        code_to_glyph = bytearray(2 * (max((code for _, code in used), default=0) + 1))
+        for glyph, code in used:
+            code_to_glyph[2 * code : 2 * code + 2] = glyph.glyph_id.to_bytes(2, "big")
+        cid_font.c_i_d_to_g_i_d_map = PDFContentStream(contents=bytes(code_to_glyph), compress=True)
+        self._add_pdf_obj(cid_font.c_i_d_to_g_i_d_map, "fonts")
+        file = PDFFontStream(contents=cutter.cut(glyph.glyph_id for glyph, _ in used))
+        self._add_pdf_obj(file, "fonts")
+        descriptor.font_file2 = file  # type: ignore[attr-defined]
+        return composite
+
+
+def _to_unicode(used: list[tuple[Any, int]]) -> str:
+    """The CMap that gives each code its text, so that the PDF's text can be searched and copied."""
+    entries = []
+    for glyph, code in used:
+        if isinstance(glyph.unicode, tuple) and glyph.unicode:
+            text = "".join(chr(point) for point in glyph.unicode).encode("utf-16-be").hex().upper()
+            entries.append(f"<{code:04X}> <{text}>\n")
+    blocks = "".join(
+        f"{len(entries[start : start + 100])} beginbfchar\n{''.join(entries[start : start + 100])}endbfchar\n"
+        for start in range(0, len(entries), 100)
+    )
+    return (
+        "/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n"
+        "/CIDSystemInfo\n<</Registry (Adobe)\n/Ordering (UCS)\n/Supplement 0\n>> def\n"
+        "/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n1 begincodespacerange\n<0000> <FFFF>\n"
+        f"endcodespacerange\n{blocks}endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend"
+    )
+
+
+_per_thread = threading.local()
+
+
+def _fonts() -> _Fonts:
+    fonts: _Fonts | None = getattr(_per_thread, "fonts", None)
+    if fonts is None:
+        fonts = _per_thread.fonts = _Fonts()
+    return fonts
+
+
+def render_pdf(facts: CertificateFacts) -> bytes:
+    """The PDF of a certificate."""
+    texts = list(every_text(facts))
+    pdf, writer = _new_document(texts)
+    pdf.add_page()
+    writer.line(TITLE, size=18, bold=True, height=9)
+    writer.line("    ".join(f"{label}: {value}" for label, value in validity(facts)), size=9, height=5)
+    pdf.ln(2)
+    writer.line(facts.pet.name, size=14, bold=True, height=7)
+    _pet(writer, facts)
+    pdf.ln(3)
+    writer.line(f"Vaccinations ({len(facts.vaccinations)})", size=11, bold=True, height=6)
+    if facts.vaccinations:
+        _doses(pdf, writer, facts)
+    else:
+        writer.line("No vaccination of the certified groups is recorded.", size=9, height=5)
+    pdf.ln(3)
+    for line in writer.wrap(VERIFY_NOTE, pdf.epw, size=7):
+        writer.line(line, size=7, height=3.5)
+    return bytes(pdf.output(output_producer_class=_CutFonts))
+
+
+def _new_document(texts: Iterable[str]) -> tuple[FPDF, _Writer]:
+    pdf = FPDF(orientation="L", format="A4")
+    pdf.set_margins(_MARGIN, _MARGIN, _MARGIN)
+    pdf.set_auto_page_break(auto=False)
+    pdf.set_creator("Pet Records")
+    pdf.set_title(TITLE)
+    fonts = _fonts()
+    regular = fonts.add(pdf, FAMILY, "", "NotoSans-Regular.ttf")
+    bold = fonts.add(pdf, FAMILY, "B", "NotoSans-Bold.ttf")
+    missing = {
+        char
+        for text in texts
+        if not text.isascii()
+        for char in text
+        if ord(char) not in regular.cmap and not char.isspace()
+    }
+    fallbacks: list[TTFFont] = []
+    for family, file_name in FALLBACKS:
+        if not missing:
+            break
+        font = fonts.add(pdf, family, "", file_name)
+        covered = {char for char in missing if ord(char) in font.cmap}
+        if covered:
+            fallbacks.append(font)
+            missing -= covered
+        else:
+            del pdf.fonts[font.fontkey]
+    if fallbacks:
+        pdf.set_fallback_fonts([font.fontkey for font in fallbacks], exact_match=False)
+    if any(_Writer.needs_shaping(text) for text in texts):
+        pdf.set_text_shaping(use_shaping_engine=True)
+    return pdf, _Writer(pdf, regular=regular, bold=bold, fallbacks=fallbacks)
+
+
+def _shaped(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(_SHAPED_SCRIPTS)
+
+
+class _Writer:
+    """Text on the page, at the cost of the text alone.
+
+    fpdf2's cells and tables measure and lay out every line through several layers (a thousand cells took a
+    second); here a line is measured from the widths the font was parsed with, wrapped at spaces (or anywhere, for
+    a word wider than its column), and written with one text operator per run of a font, a row's runs in one text
+    object. Text in a script that needs shaping (Arabic, Hebrew, Devanagari) goes through fpdf2's own cells, which
+    shape it with HarfBuzz and order it right to left where it runs so: slower, and only where it is needed."""
+
+    def __init__(self, pdf: FPDF, *, regular: TTFFont, bold: TTFFont, fallbacks: list[TTFFont]) -> None:
+        self._pdf = pdf
+        self._regular = regular
+        self._bold = bold
+        self._fallbacks = fallbacks
+        self._pending: list[str] = []
+        self._boxes: list[str] = []
+        self._encoded: dict[tuple[int, str], str] = {}
+        """Each run's text operator, by font and text: a certificate repeats its words (dates, names, states)."""
+
+    def font_of(self, char: str, primary: TTFFont) -> TTFFont:
+        code = ord(char)
+        if code in primary.cmap or char.isspace():
+            return primary
+        return next((font for font in self._fallbacks if code in font.cmap), primary)
+
+    def width(self, text: str, *, size: float, bold: bool = False) -> float:
+        primary = self._bold if bold else self._regular
+        if text.isascii():
+            widths = primary.cw
+            return sum([widths[ord(char)] for char in text]) * size / 1000 * _POINT_MM
+        units = 0.0
+        for char in text:
+            units += self.font_of(char, primary).cw[ord(char)]
+        return units * size / 1000 * _POINT_MM
+
+    def wrap(self, text: str, width: float, *, size: float, bold: bool = False) -> list[str]:
+        """`text` in lines no wider than `width` (mm)."""
+        if self.needs_shaping(text):
+            self._use(self._bold if bold else self._regular, size)
+            shaped = self._pdf.multi_cell(width, 1, text, dry_run=True, output="LINES", padding=0)
+            return [str(line) for line in shaped] or [""] if isinstance(shaped, list) else [text]
+        if self.width(text, size=size, bold=bold) <= width:
+            return [text]
+        lines: list[str] = []
+        current = ""
+        for word in text.split(" "):
+            candidate = f"{current} {word}" if current else word
+            if self.width(candidate, size=size, bold=bold) <= width:
+                current = candidate
+                continue
+            if current:
+                lines.append(current)
+            current = ""
+            for char in word:  # a word wider than the column is cut where it must be
+                if current and self.width(current + char, size=size, bold=bold) > width:
+                    lines.append(current)
+                    current = ""
+                current += char
+        lines.append(current)
+        return lines
+
+    @staticmethod
+    def needs_shaping(text: str) -> bool:
+        return not text.isascii() and any(_shaped(char) for char in text if ord(char) > 0x2FF)
+
+    def text(self, x: float, y: float, text: str, *, size: float, bold: bool = False, width: float = 0) -> None:
+        """`text` on one line whose top left corner is (x, y), in mm; written by the next `flush`."""
+        pdf = self._pdf
+        primary = self._bold if bold else self._regular
+        if self.needs_shaping(text):
+            self.flush()
+            self._use(primary, size)
+            pdf.set_xy(x, y)
+            pdf.cell(width or pdf.epw, size * _POINT_MM * 1.2, text, align=Align.L)
+            return
+        scale = pdf.k
+        baseline = (pdf.h - y - size * _POINT_MM * 0.95) * scale
+        start = 0
+        while start < len(text):
+            font = self.font_of(text[start], primary)
+            end = start + 1
+            while end < len(text) and self.font_of(text[end], primary) is font:
+                end += 1
+            run = text[start:end]
+            pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
+            self._pending.append(f"/F{font.i} {size:.2f} Tf 1 0 0 1 {x * scale:.2f} {baseline:.2f} Tm")
+            encoded = self._encoded.get((font.i, run))
+            if encoded is None:
+                encoded = self._encoded[font.i, run] = font.encode_text(run)
+            self._pending.append(encoded)
+            x += sum([font.cw[ord(char)] for char in run]) * size / 1000 * _POINT_MM
+            start = end
+
+    def box(self, x: float, y: float, width: float, height: float, *, filled: bool) -> None:
+        """A cell's border (and its fill, in the fill colour), written by the next `flush` under its text."""
+        pdf = self._pdf
+        scale = pdf.k
+        corner = f"{x * scale:.2f} {(pdf.h - y) * scale:.2f}"
+        self._boxes.append(f"{corner} {width * scale:.2f} {-height * scale:.2f} re {'B' if filled else 'S'}")
+
+    def flush(self) -> None:
+        """Write the boxes noted since the last flush, then the text, in black, as one text object."""
+        if self._boxes:
+            self._pdf._out(" ".join(self._boxes))
+            self._boxes.clear()
+        if self._pending:
+            self._pdf._out(f"q 0 g BT {' '.join(self._pending)} ET Q")
+            self._pending.clear()
+
+    def line(self, text: str, *, size: float, height: float, bold: bool = False) -> None:
+        """A line of its own at the left margin, then down by `height`."""
+        pdf = self._pdf
+        self.text(pdf.l_margin, pdf.y, text, size=size, bold=bold)
+        self.flush()
+        pdf.set_xy(pdf.l_margin, pdf.y + height)
+
+    def _use(self, font: TTFFont, size: float) -> None:
+        # A font's key is its family in lower case, then its style; only Noto Sans has a bold one here.
+        if font is self._bold:
+            self._pdf.set_font(FAMILY, "B", size)
+        else:
+            self._pdf.set_font(font.fontkey, "", size)
+
+
+def _pet(writer: _Writer, facts: CertificateFacts) -> None:
+    pdf = writer._pdf
+    pairs = pet_facts(facts.pet)
+    column_width = pdf.epw / 3
+    label_width = 27
+    top = pdf.y
+    rows = -(-len(pairs) // 3)
+    for index, (label, value) in enumerate(pairs):
+        x = pdf.l_margin + (index // rows) * column_width
+        y = top + (index % rows) * 4.6
+        value_width = column_width - label_width - 2
+        writer.text(x, y, label, size=8)
+        writer.text(x + label_width, y, writer.wrap(value, value_width, size=8, bold=True)[0], size=8, bold=True)
+    writer.flush()
+    pdf.set_xy(pdf.l_margin, top + rows * 4.6)
+
+
+_LINE = 3.2  # mm, a line of 7 pt text in the table
+_TABLE_SIZE = 7
+
+
+def _doses(pdf: FPDF, writer: _Writer, facts: CertificateFacts) -> None:
+    bottom = pdf.h - pdf.b_margin
+
+    def row(values: list[str], *, heading: bool) -> None:
+        wrapped = [
+            writer.wrap(value, width - 2 * _CELL_PADDING, size=_TABLE_SIZE, bold=heading)
+            for value, width in zip(values, _COLUMN_WIDTHS, strict=True)
+        ]
+        height = max(len(lines) for lines in wrapped) * _LINE + 2 * _CELL_PADDING
+        if pdf.y + height > bottom:
+            pdf.add_page()
+            row(list(DOSE_COLUMNS), heading=True)
+        x, y = pdf.l_margin, pdf.y
+        for lines, width in zip(wrapped, _COLUMN_WIDTHS, strict=True):
+            writer.box(x, y, width, height, filled=heading)
+            for number, line in enumerate(lines):
+                writer.text(
+                    x + _CELL_PADDING,
+                    y + _CELL_PADDING + number * _LINE,
+                    line,
+                    size=_TABLE_SIZE,
+                    bold=heading,
+                    width=width - 2 * _CELL_PADDING,
+                )
+            x += width
+        writer.flush()
+        pdf.set_xy(pdf.l_margin, y + height)
+
+    pdf.set_draw_color(160, 167, 175)
+    pdf.set_fill_color(234, 238, 242)
+    pdf.set_line_width(0.2)
+    row(list(DOSE_COLUMNS), heading=True)
+    for dose in facts.vaccinations:
+        row(dose_facts(dose), heading=False)
