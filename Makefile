@@ -16,7 +16,7 @@ export NO_MKDOCS_2_WARNING := 1
 PYTEST_WORKERS ?= 3
 LONG_TEST_WORKERS ?= 3
 
-.PHONY: install compile run test test-long bench lint typecheck docs check clean
+.PHONY: install compile run test test-long bench lint typecheck docs reference check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,11 @@ typecheck: install
 # The documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or a warning fails.
 docs: install
 	$(VENV)/bin/mkdocs build --strict
+
+# The reference pages' generated parts (every setting, command and error) written from the code into
+# docs/reference/*.md, which are committed as written; tests/docs/test_reference.py fails when one differs.
+reference: install
+	$(VENV)/bin/python docs/reference.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
