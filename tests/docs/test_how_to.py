@@ -7,6 +7,8 @@ test gives in the variables the page names. A changed flag or answer fails here.
 
 - The README's walk-through starts after `make run`: the test starts the server `make run` starts, in a directory
   whose `.venv` is the repository's, where the walk-through's `.venv/bin/petrecords` is found.
+- The install page (docs/how-to/install.md) runs in a checkout of the repository (tests/e2e/checkout.py): it builds
+  the wheel there and installs it, with the pinned requirements, into a new virtual environment outside it.
 - The deploy page (docs/how-to/deploy.md) runs on Debian's PgBouncer and HAProxy (installed when missing; under
   CI=true a missing one fails the test), a private PostgreSQL primary with a streaming replica, and the Redis of
   127.0.0.1:6379, in a directory that links to the repository's deploy/. As root, PgBouncer (which refuses root)
@@ -35,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from petrecords.portability import commands
+from tests.e2e.checkout import checkout
 from tests.e2e.debian import hand_to_postgres, program, unavailable
 from tests.e2e.replicas import streaming_replica
 from tests.portability.support import migrated, seed
@@ -104,6 +107,9 @@ def _variables(page: str, directory: Path) -> Iterator[dict[str, str]]:
             given["NEW_POSTGRESQL_URL"] = stack.enter_context(throwaway_postgres())
         if page == "README.md":
             (directory / ".venv").symlink_to(ROOT / ".venv")
+        if page == "how-to/install.md":
+            checkout(directory)
+            given["APP_DIR"] = str(directory.parent / "opt" / "petrecords")
         if page == "how-to/deploy.md":
             given.update(stack.enter_context(_deployment(directory)))
         yield given
