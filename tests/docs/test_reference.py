@@ -4,12 +4,12 @@ command that brings it in step."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support import module_from_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,12 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def reference() -> ModuleType:
     """docs/reference.py, loaded from its file: docs/ is no package."""
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "docs" / "reference.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module: ModuleType = module_from_file(ROOT / "docs" / "reference.py", "docs_reference")
     return module
 
 
