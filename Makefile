@@ -16,7 +16,7 @@ export NO_MKDOCS_2_WARNING := 1
 PYTEST_WORKERS ?= 3
 LONG_TEST_WORKERS ?= 3
 
-.PHONY: install compile run test test-long bench lint typecheck docs check clean
+.PHONY: install compile run dist test test-long bench lint typecheck docs reference check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,14 @@ compile: install
 
 run: install compile
 	$(VENV)/bin/petrecords serve --host $(HOST) --port $(PORT)
+
+# A production install's two files, in dist/ (docs/how-to/install.md): the wheel, whose dependencies are the
+# service's alone (the tools `make install` adds are pyproject.toml's dev group), and requirements.txt, the
+# versions of uv.lock that the tests ran, with their hashes. --locked: a lock behind pyproject.toml is refused.
+dist: $(UV)
+	rm -rf dist
+	$(UV) build --wheel --out-dir dist --quiet
+	$(UV) export --locked --no-dev --no-emit-project --quiet --output-file dist/requirements.txt
 
 # The type check runs beside the tests, on the core they leave idle while their servers start; its output follows
 # theirs. The documentation build is one of the tests (tests/docs/test_site.py, strict). worksteal: a worker that
@@ -70,5 +78,10 @@ typecheck: install
 docs: install
 	$(VENV)/bin/mkdocs build --strict
 
+# The reference pages' generated parts (every setting, command and error) written from the code into
+# docs/reference/*.md, which are committed as written; tests/docs/test_reference.py fails when one differs.
+reference: install
+	$(VENV)/bin/python docs/reference.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site dist

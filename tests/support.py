@@ -46,8 +46,12 @@ POSTGRES_ADMIN_URL = os.environ.get("PETRECORDS_TEST_POSTGRES_URL", "postgresql:
 
 def bench_module(name: str) -> Any:
     """A module of bench/, loaded from its file: bench/ is no package."""
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", bench / f"{name}.py")
+    return module_from_file(Path(__file__).resolve().parents[1] / "bench" / f"{name}.py", f"bench_{name}")
+
+
+def module_from_file(path: Path, name: str) -> Any:
+    """The module of the file at `path`, loaded as `name`: for the scripts of directories that are no package."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)

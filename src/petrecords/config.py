@@ -424,6 +424,8 @@ OTHER_VARIABLES = frozenset(
         READY_FILE_VARIABLE,
         # The load balancer's, in deploy/haproxy.cfg, which a deployment may set beside the service's.
         "PETRECORDS_LB_BIND",
+        "PETRECORDS_LB_CERT",
+        "PETRECORDS_LB_INTERNAL_BIND",
         "PETRECORDS_LB_STATS_SOCKET",
         # The tests' and the benchmarks'.
         "PETRECORDS_FUZZ_SEED",
@@ -432,7 +434,8 @@ OTHER_VARIABLES = frozenset(
 )
 """PETRECORDS_* variables that are not settings, and who reads them."""
 _OTHER_PATTERN = re.compile(r"PETRECORDS_(APP[0-9]+|TEST_[A-Z0-9_]+|BENCH_[A-Z0-9_]+)")
-"""The load balancer's servers (PETRECORDS_APP1…), and the tests' and benchmarks' own (PETRECORDS_TEST_…)."""
+"""The load balancer's servers of 3.0's deploy/haproxy.cfg (PETRECORDS_APP1…, which an environment written for it may
+still hold), and the tests' and benchmarks' own (PETRECORDS_TEST_…)."""
 
 
 def setting_names() -> list[str]:

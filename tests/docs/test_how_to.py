@@ -7,10 +7,14 @@ test gives in the variables the page names. A changed flag or answer fails here.
 
 - The README's walk-through starts after `make run`: the test starts the server `make run` starts, in a directory
   whose `.venv` is the repository's, where the walk-through's `.venv/bin/petrecords` is found.
-- The deploy page (docs/how-to/deploy.md) runs on Debian's PgBouncer and HAProxy (installed when missing; under
-  CI=true a missing one fails the test), a private PostgreSQL primary with a streaming replica, and the Redis of
-  127.0.0.1:6379, in a directory that links to the repository's deploy/. As root, PgBouncer (which refuses root)
-  runs as the postgres user. Its systemd and container steps are ```text blocks: the test machines run neither.
+- The install page (docs/how-to/install.md) runs in a checkout of the repository (tests/e2e/checkout.py): it builds
+  the wheel there and installs it, with the pinned requirements, into a new virtual environment outside it.
+- The deploy page (docs/how-to/deploy.md) runs as root, as on a server, on Debian's PgBouncer and HAProxy
+  (installed when missing; under CI=true a missing one fails the test), a private PostgreSQL primary with a
+  streaming replica that authenticate as Debian's own cluster does (the postgres user on the local socket, a
+  password over TCP), and the Redis of 127.0.0.1:6379, in a directory that links to the repository's deploy/. The
+  page makes the service's role itself, and the test then finds it no superuser, owning the migrated tables. Its
+  systemd steps are ```text blocks: the test machines do not run systemd.
 - Pages that start servers hold a lock while they run, one page at a time: their servers listen on fixed ports.
 """
 
@@ -22,6 +26,7 @@ import fcntl
 import os
 import queue
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -35,7 +40,8 @@ from pathlib import Path
 import pytest
 
 from petrecords.portability import commands
-from tests.e2e.debian import hand_to_postgres, program, unavailable
+from tests.e2e.checkout import checkout
+from tests.e2e.debian import as_postgres, let_through, program, unavailable
 from tests.e2e.replicas import streaming_replica
 from tests.portability.support import migrated, seed
 from tests.portability.test_whoof import _build_whoof
@@ -104,6 +110,9 @@ def _variables(page: str, directory: Path) -> Iterator[dict[str, str]]:
             given["NEW_POSTGRESQL_URL"] = stack.enter_context(throwaway_postgres())
         if page == "README.md":
             (directory / ".venv").symlink_to(ROOT / ".venv")
+        if page == "how-to/install.md":
+            checkout(directory)
+            given["APP_DIR"] = str(directory.parent / "opt" / "petrecords")
         if page == "how-to/deploy.md":
             given.update(stack.enter_context(_deployment(directory)))
         yield given
@@ -111,42 +120,55 @@ def _variables(page: str, directory: Path) -> Iterator[dict[str, str]]:
 
 @contextlib.contextmanager
 def _deployment(directory: Path) -> Iterator[dict[str, str]]:
-    """The deploy page's programs and hosts: PgBouncer and HAProxy on PATH, a primary with its replica, Redis."""
+    """The deploy page's programs and hosts: PgBouncer, HAProxy and OpenSSL on PATH, a primary with its replica,
+    Redis; the name and password of the role the page makes."""
+    if os.geteuid() != 0:
+        unavailable("the deploy page's commands are root's, as on a server (runuser, pgbouncer -u postgres)")
     programs = directory.parent / "programs"
     programs.mkdir()
-    for name in ("pgbouncer", "haproxy"):
-        found = program(name, package=name)
-        if name == "pgbouncer" and os.geteuid() == 0:
-            # PgBouncer refuses to run as root; a reader runs it as themselves, the test as postgres.
-            hand_to_postgres(directory)
-            (programs / name).write_text(f'#!/bin/sh\nexec {found} -u postgres "$@"\n')
-            (programs / name).chmod(0o755)
-        else:
-            (programs / name).symlink_to(found)
+    for name in ("pgbouncer", "haproxy", "openssl"):
+        (programs / name).symlink_to(program(name, package=name))
     if not redis_is_up():
         unavailable(f"Redis at {REDIS_URL} is required by the deploy page")
     (directory / "deploy").symlink_to(ROOT / "deploy")
-    with streaming_replica() as clusters:
+    let_through(directory)  # the postgres user reads PgBouncer's files there
+    role, password = "petrecords", secrets.token_urlsafe(18)
+    with streaming_replica(debian=True) as clusters:
         yield {
             "PATH": f"{programs}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "PRIMARY_HOST": "127.0.0.1",
             "PRIMARY_PORT": str(clusters.primary_port),
-            "DB_USER": "postgres",
-            "DB_PASSWORD": "a-password-the-primary-does-not-ask-for",
-            "REPLICA_URL": f"postgresql://postgres@127.0.0.1:{clusters.replica_port}/petrecords",
+            "DB_USER": role,
+            "DB_PASSWORD": password,
+            "REPLICA_URL": f"postgresql://{role}:{password}@127.0.0.1:{clusters.replica_port}/petrecords",
             "REDIS_URL": REDIS_URL,
         }
+        found = subprocess.run(
+            [*as_postgres(), "psql", "-p", str(clusters.primary_port), "-d", "petrecords", "-Atc", _ROLE_AND_TABLES],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        assert found == ["f|f|f|petrecords"], f"the role and the owner of the pets table: {found}"
+
+
+_ROLE_AND_TABLES = (
+    "SELECT rolsuper, rolcreatedb, rolcreaterole, tableowner FROM pg_roles, pg_tables"
+    " WHERE rolname = 'petrecords' AND tablename = 'pets'"
+)
 
 
 def _ready(block: str, output: Path) -> bool:
+    address = _LISTEN_ADDRESS.search(block)
+    if address:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", int(address.group(1))), timeout=0.5):
+            return True
+        return False
     for name, line in READY_LINES.items():
         if re.search(rf"(^|[\s/]){name}\b", block):
             return line in output.read_text(errors="replace")
-    address = _LISTEN_ADDRESS.search(block)
-    assert address, f"a ```sh serve block that starts nothing the test knows how to wait for:\n{block}"
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", int(address.group(1))), timeout=0.5):
-        return True
-    return False
+    raise AssertionError(f"a ```sh serve block that starts nothing the test knows how to wait for:\n{block}")
 
 
 @contextlib.contextmanager

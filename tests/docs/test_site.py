@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README_LIMIT = 12 * 1024
 BENCH_README_LIMIT = 16 * 1024
 HOW_TO = {
+    "how-to/install.md": "install for production",
     "how-to/deploy.md": "deploy with PgBouncer, replicas and HAProxy",
     "how-to/backup-and-restore.md": "back up and restore",
     "how-to/moving-in.md": "move in from Whoof or JSON Lines",
@@ -31,6 +32,8 @@ HOW_TO = {
     "how-to/browser-application.md": "a browser application",
     "how-to/upgrading.md": "upgrade",
 }
+FROM_DIST = re.compile(r"-r \"?\$?\S*dist\S*/requirements\.txt|dist\S*/petrecords-\*\.whl")
+"""What a `pip install` of the service installs: the pins and the wheel of `make dist`."""
 README_LEADS_TO = ("backup-and-restore.md", "moving-in.md", "share-with-a-clinic.md", "deploy.md")
 """What a newcomer must find from the README alone: how to back up, import, share and deploy."""
 
@@ -105,6 +108,15 @@ def test_the_site_is_organised_by_what_the_reader_wants() -> None:
         assert page in pages, f"no how-to guide to {HOW_TO[page]}"
     for page in ("reference/configuration.md", "reference/http-api.md", "reference/cli.md", "reference/errors.md"):
         assert page in pages
+
+
+def test_no_page_installs_the_service_from_an_index() -> None:
+    """No index has the service: pip installs it from the wheel `make dist` builds, with the pins beside it."""
+    pages = [ROOT / "README.md", ROOT / "Dockerfile", *(ROOT / "docs").rglob("*.md")]
+    for page in pages:
+        for line in page.read_text().splitlines():
+            if re.search(r"\bpip install\b", line):
+                assert FROM_DIST.search(line), (page, line)
 
 
 def test_every_setting_is_on_the_configuration_page(site: Path) -> None:

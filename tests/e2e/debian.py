@@ -94,13 +94,17 @@ def hand_to_postgres(path: Path) -> None:
             os.chown(root, entry.pw_uid, entry.pw_gid)
             for name in files:
                 os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
-        # Its parents (pytest's temporary directories are the owner's alone) must let postgres through.
-        for parent in path.parents:
-            if parent == Path("/"):
-                break
-            mode = parent.stat().st_mode
-            if mode & 0o001 == 0:
-                parent.chmod(mode | 0o001)
+        let_through(path)
+
+
+def let_through(path: Path) -> None:
+    """Let other users through the parents of `path` (pytest's temporary directories are their owner's alone)."""
+    for parent in path.parents:
+        if parent == Path("/"):
+            break
+        mode = parent.stat().st_mode
+        if mode & 0o001 == 0:
+            parent.chmod(mode | 0o001)
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], *, what: str, log: Path, seconds: float = 20) -> None:

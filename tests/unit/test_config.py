@@ -325,6 +325,8 @@ class TestUnknownVariables:
                     "PETRECORDS_FUZZ_SEED",
                     "PETRECORDS_MODEL_EXAMPLES",
                     "PETRECORDS_LB_BIND",
+                    "PETRECORDS_LB_CERT",
+                    "PETRECORDS_LB_INTERNAL_BIND",
                     "PETRECORDS_LB_STATS_SOCKET",
                     "PETRECORDS_APP1",
                     "PETRECORDS_APP12",
