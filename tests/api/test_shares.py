@@ -255,6 +255,103 @@ class TestWhatASharesGrants:
         assert_error(await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB)), 404, 995)
 
 
+class TestMovingAVaccination:
+    """A write is permitted only if the caller may write the record both as it is and as it will be: moving a
+    vaccination to another pet (its petId) needs the right to write the vaccinations of both pets."""
+
+    async def test_a_read_grantee_moves_none_of_their_own_into_the_shared_pet(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        bo = (await create(client, BOB, name="Bo")).json()
+        own = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        location = f"/v1/pet-vaccination/{own['id']}"
+        await share(client, rex, BOB, "read")
+        moved = {"petId": rex["id"], "vaccineId": rabies["id"], "appliedAt": own["appliedAt"]}
+
+        replaced = await client.put(location, json=moved, headers=auth(BOB))
+        patched = await client.patch(location, json={"petId": rex["id"]}, headers=auth(BOB))
+
+        assert_error(replaced, 403, 997)
+        assert_error(patched, 403, 997)
+        assert (await client.get(location, headers=auth(BOB))).json() == own
+        assert (await client.get(f"{location}/history", headers=auth(BOB))).json()["totalCount"] == 1
+        assert (await client.get("/v1/pet-vaccination", headers=auth())).json()["totalCount"] == 0
+
+    async def test_a_read_grantee_moves_none_of_the_owners_out(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        bo = (await create(client, BOB, name="Bo")).json()
+        given = (await vaccinate(client, rex, rabies, auth())).json()
+        await share(client, rex, BOB, "read")
+
+        patched = await client.patch(f"/v1/pet-vaccination/{given['id']}", json={"petId": bo["id"]}, headers=auth(BOB))
+
+        assert_error(patched, 403, 997)
+        assert (await client.get(f"/v1/pet-vaccination/{given['id']}", headers=auth())).json() == given
+
+    async def test_care_on_one_pet_and_read_on_the_other_moves_nothing_between_them(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        cared_for = (await vaccinate(client, rex, rabies, auth())).json()
+        max_ = (await create(client, ALICE, name="Max")).json()
+        only_read = (await vaccinate(client, max_, rabies, auth())).json()
+        await share(client, rex, CLINIC, "care")
+        await share(client, max_, CLINIC, "read")
+
+        into_read = await client.patch(
+            f"/v1/pet-vaccination/{cared_for['id']}", json={"petId": max_["id"]}, headers=as_vet()
+        )
+        out_of_read = await client.patch(
+            f"/v1/pet-vaccination/{only_read['id']}", json={"petId": rex["id"]}, headers=as_vet()
+        )
+
+        assert_error(into_read, 403, 997)
+        assert_error(out_of_read, 403, 997)
+        for before in (cared_for, only_read):
+            assert (await client.get(f"/v1/pet-vaccination/{before['id']}", headers=auth())).json() == before
+
+    async def test_care_and_the_other_pets_ownership_move_both_ways(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        """The contract's rule to the letter: a care grantee who owns the other pet may write the vaccinations of
+        both, so a vaccination moves either way, and its owner is always its pet's."""
+        bo = (await create(client, BOB, name="Bo")).json()
+        bobs = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        alices = (await vaccinate(client, rex, rabies, auth())).json()
+        await share(client, rex, BOB, "care")
+
+        into_rex = await client.patch(f"/v1/pet-vaccination/{bobs['id']}", json={"petId": rex["id"]}, headers=auth(BOB))
+        onto_bo = await client.put(
+            f"/v1/pet-vaccination/{alices['id']}",
+            json={"petId": bo["id"], "vaccineId": rabies["id"], "appliedAt": alices["appliedAt"]},
+            headers=auth(BOB),
+        )
+
+        assert (into_rex.status_code, into_rex.json()["petId"], into_rex.json()["ownerId"]) == (200, rex["id"], ALICE)
+        assert (onto_bo.status_code, onto_bo.json()["petId"], onto_bo.json()["ownerId"]) == (200, bo["id"], BOB)
+        assert_error(await client.get(f"/v1/pet-vaccination/{alices['id']}", headers=auth()), 404, 995)
+
+    async def test_a_pet_the_caller_may_not_see_is_400_before_404_and_403_before_412(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        hidden = (await create(client, ALICE, name="Hidden")).json()
+        bo = (await create(client, BOB, name="Bo")).json()
+        own = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        await share(client, rex, BOB, "read")
+
+        unseen = await client.patch(
+            f"/v1/pet-vaccination/{MISSING_ID}", json={"petId": hidden["id"]}, headers=auth(BOB)
+        )
+        stale = await client.patch(
+            f"/v1/pet-vaccination/{own['id']}",
+            json={"petId": rex["id"]},
+            headers={**auth(BOB), "If-Match": '"stale"'},
+        )
+
+        assert list(assert_error(unseen, 400, 994)["errors"]) == ["petId"]
+        assert_error(stale, 403, 997)
+
+
 class TestWhoWritesAShare:
     async def test_a_grantee_reads_it_and_cannot_change_it(self, client: Client, rex: dict[str, Any]) -> None:
         made = (await share(client, rex, BOB)).json()

@@ -101,6 +101,28 @@ def seen(caller: Caller, resource: Resource, row: Row | None, found: Permission)
     return Seen(row, found, named)
 
 
+async def permission_as_written(
+    tx: Transaction, caller: Caller, resource: Resource, held: Seen, written: Row
+) -> Permission:
+    """What the caller may do with a record as a write leaves it (`written`, the record `held` replaced): the same
+    as with it now while what decides that stays (its owner, whom it names, the record it is shared through),
+    else looked at anew, as a new record's is. A vaccination moved to another pet is written there."""
+    if all(written[column] == held.row[column] for column in _deciding_columns(resource)):
+        return held.permission
+    return await permission(tx, caller, resource, written)
+
+
+def _deciding_columns(resource: Resource) -> tuple[str, ...]:
+    """The columns whose values decide what a caller may do with a record (see `permission`)."""
+    grants, sharing = resource.grants, resource.sharing
+    columns = (
+        resource.ownership.column,
+        None if grants is None else grants.grantee_column,
+        None if sharing is None else sharing.key_column,
+    )
+    return tuple(column for column in columns if column is not None)
+
+
 def permit_write(resource: Resource, caller: Caller, found: Permission) -> None:
     """403 for a caller who may see a record but not write it (after the 404 check)."""
     if resource.ownership.writers is Writers.ADMIN and not caller.is_admin:

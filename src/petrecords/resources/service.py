@@ -18,6 +18,7 @@ from petrecords.resources.access import (
     Seen,
     list_scope,
     permission,
+    permission_as_written,
     permit_write,
     quick_permission,
     seen,
@@ -401,7 +402,6 @@ async def _replace_held(
     permit_write(resource, caller, held.permission)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
-    _check_if_match(resource, if_match, current)
     values = _writable_values(resource, body, creating=False)
     timestamp = max(now_ms(), current["modified_at"])  # never earlier than the last write, whatever the clocks
     replaced: Row = {
@@ -413,6 +413,10 @@ async def _replace_held(
         "modified_by": caller.email,
         "revision": current["revision"] + 1,
     }
+    # Permitted for the record as it will be too, as a new record is: a vaccination moved to another pet needs the
+    # right to write that pet's vaccinations as well as this one's (403, before If-Match's 412).
+    permit_write(resource, caller, await permission_as_written(tx, caller, resource, held, replaced))
+    _check_if_match(resource, if_match, current)
     await _check_unique(tx=tx, caller=caller, resource=resource, row=replaced)
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
