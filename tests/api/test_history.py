@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from tests.api.test_shares import WorkDone
 from tests.api.test_vaccines import admin, create_vaccine
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
 
@@ -128,6 +129,23 @@ class TestWhoMayReadAHistory:
             "deleted",
         ]
         assert (await history(client, location, ADMIN))["totalCount"] == 3
+
+    async def test_someone_elses_history_costs_what_a_missing_ones_costs(
+        self, client: Client, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Alive, deleted or never existed: the same statements and locks, so that the time of the 404 tells
+        nothing either (the history of a live record of someone else's skipped a lookup a missing one made)."""
+        live = (await create(client, ALICE)).json()["id"]
+        gone = (await create(client, ALICE)).json()["id"]
+        await client.delete(f"/v1/pets/{gone}", headers=auth(ALICE))
+        work = WorkDone(monkeypatch)
+
+        answers = [await work.of(client.get(f"/v1/pets/{one}/history", headers=auth(BOB))) for one in (live, gone)]
+        missing, missing_work = await work.of(client.get(f"/v1/pets/{MISSING_ID}/history", headers=auth(BOB)))
+
+        for response, done in answers:
+            assert (response.status_code, response.content) == (missing.status_code, missing.content)
+            assert done == missing_work
 
     async def test_someone_elses_vaccination_answers_like_a_missing_one(self, client: Client) -> None:
         pet = (await create(client, ALICE)).json()

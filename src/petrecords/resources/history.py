@@ -24,15 +24,16 @@ async def history_page(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
-    # The same reads whatever the record is (someone else's, deleted, never existed), so that neither the answer
-    # nor its timing tells them apart.
+    # The same reads whatever the record is that the caller may not see now (someone else's, deleted, never
+    # existed), so that neither the answer nor its timing tells them apart: whether they could read it before it
+    # went is looked up for a live record too, though only a deleted one's answer depends on it.
     row = await tx.get(resource.collection, parsed)
     last = await tx.last_change(resource.name, parsed)
     may = await permission(tx, caller, resource, row, asked=parsed)
-    if row is None and not await _could_read_before(tx, caller, last):
-        raise NotFound()
-    if row is not None and may is Permission.NONE:
-        raise NotFound()
+    if may is Permission.NONE:
+        could_read_before = await _could_read_before(tx, caller, last)
+        if row is not None or not could_read_before:
+            raise NotFound()
     total = await tx.count_history(resource.name, parsed)
     offset = (page_index - 1) * page_size
     items: Sequence[Change] = []

@@ -237,11 +237,17 @@ async def create_record(
 ) -> tuple[Row, bytes]:
     """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
     change log keeps."""
+    # A record the caller must own (a share's pet) is looked at before anything is held, and again once held: one
+    # of someone else's is refused holding none of it, nor what is shared through it, with the work done for a
+    # record that does not exist.
+    owned = [reference for reference in resource.references if reference.owned]
+    if owned:
+        await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, only=owned, creating=True)
     await tx.lock(
         [*_reference_locks(resources, resource, body.values), *_value_locks(resources, resource, body.values)]
     )
-    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     values = _writable_values(resource, body, creating=True)
     timestamp = now_ms()
     row: Row = {
