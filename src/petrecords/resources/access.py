@@ -86,6 +86,17 @@ async def granted(tx: Transaction, sharing: Sharing, key: Any, caller: Caller) -
     return [row[grants.access_column] for row in await tx.list(shares.collection, query)]
 
 
+def moves_between(resource: Resource) -> Resource | None:
+    """The resource whose records a record of `resource` is shared through when it is another one, so that the
+    record may move from one of them to another (a vaccination between pets); None otherwise (a pet is shared
+    through itself)."""
+    sharing = resource.sharing
+    if sharing is None:
+        return None
+    through = sharing.shares.reference_of(sharing.grants.reference).target
+    return None if through is resource else through
+
+
 def visible(row: Row | None, found: Permission) -> Row:
     """The record, when the caller may see it; 404 when they may not (or there is none)."""
     if row is None or found is Permission.NONE:

@@ -16,6 +16,7 @@ from petrecords.openapi import (
     json_response,
     parameter,
 )
+from petrecords.resources.access import moves_between
 from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Writers
 from petrecords.resources.fields import MAX_SAFE_INTEGER, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL
@@ -397,11 +398,20 @@ def delete_operation(resource: Resource, resources: ResourceSet, context: Docume
 
 
 def history_operation(resource: Resource, resources: ResourceSet, context: DocumentContext) -> dict[str, Any]:
+    through = moves_between(resource)
+    shown = (
+        ""
+        if through is None
+        else f" A non-admin is shown the versions from while the record belonged to a {through.title} they may see "
+        f"now (or, once it is deleted, the {through.title} they saw it through just before), from before a share "
+        f"too, and those of the writes before or after which it was theirs; never those from while it belonged to "
+        f"a {through.title} they may not see. totalCount counts what is shown."
+    )
     return {
         "description": f"The {resource.title} record's changes (create, replace, update, delete, and each write that "
         "followed another record), oldest first, a page at a time. It stays readable after the record is deleted: "
         "whoever may read the record now may read it, or for a deleted record whoever could read it just before; "
-        "anyone else gets 404, as for a record that never existed.",
+        f"anyone else gets 404, as for a record that never existed.{shown}",
         "parameters": [_record_parameter(resource), *paging_parameters(context)],
         "responses": {
             "200": json_response("A page of the record's changes.", "ChangeHistoryPage", *PRIVATE),
