@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
+from tests.api.test_shares import WorkDone
 from tests.api.test_vaccines import admin, create_vaccine
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
 
 Client = AsyncTestClient[Any]
+CAROL = "carol@example.com"
 WRITTEN_REPLACED_DELETED = [("created", 1), ("replaced", 2), ("deleted", 3)]
 CHANGE_FIELDS = {"cursor", "resource", "id", "action", "version", "at", "by", "record"}
 
@@ -129,6 +131,23 @@ class TestWhoMayReadAHistory:
         ]
         assert (await history(client, location, ADMIN))["totalCount"] == 3
 
+    async def test_someone_elses_history_costs_what_a_missing_ones_costs(
+        self, client: Client, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Alive, deleted or never existed: the same statements and locks, so that the time of the 404 tells
+        nothing either (the history of a live record of someone else's skipped a lookup a missing one made)."""
+        live = (await create(client, ALICE)).json()["id"]
+        gone = (await create(client, ALICE)).json()["id"]
+        await client.delete(f"/v1/pets/{gone}", headers=auth(ALICE))
+        work = WorkDone(monkeypatch)
+
+        answers = [await work.of(client.get(f"/v1/pets/{one}/history", headers=auth(BOB))) for one in (live, gone)]
+        missing, missing_work = await work.of(client.get(f"/v1/pets/{MISSING_ID}/history", headers=auth(BOB)))
+
+        for response, done in answers:
+            assert (response.status_code, response.content) == (missing.status_code, missing.content)
+            assert done == missing_work
+
     async def test_someone_elses_vaccination_answers_like_a_missing_one(self, client: Client) -> None:
         pet = (await create(client, ALICE)).json()
         vaccine = (await create_vaccine(client)).json()
@@ -183,3 +202,38 @@ class TestVaccinationHistory:
         assert (moved["modifiedAt"], moved["modifiedBy"]) == (vaccination.json()["modifiedAt"], ALICE)
         assert items[0]["record"]["vaccine"] == vaccine
         assert_error(await client.get(f"{location}/history", headers=auth(ALICE)), 404, 995)
+
+    async def test_it_shows_a_grantee_only_its_versions_on_pets_they_may_see(self, client: Client) -> None:
+        """Contract section 12: a grantee reads the history of a shared pet's vaccination from before the share
+        too, except the versions from while it belonged to a pet the grantee may not see; its owner likewise reads
+        none from while it was someone else's on a pet they may not see. Paged by what is shown."""
+        rex = (await create(client, ALICE, name="Rex")).json()
+        bo = (await create(client, BOB, name="Bo")).json()
+        vaccine = (await create_vaccine(client)).json()
+        body = {"petId": bo["id"], "vaccineId": vaccine["id"], "appliedAt": "2026-11-20T10:00:00Z"}
+        location = (await client.post("/v1/pet-vaccination", json=body, headers=auth(BOB))).headers["location"]
+        await client.patch(location, json={"notes": "Bo's secret"}, headers=auth(BOB))
+        for grantee, access in ((BOB, "care"), (CAROL, "read")):
+            shared = {"petId": rex["id"], "grantee": grantee, "access": access}
+            assert (await client.post("/v1/pet-shares", json=shared, headers=auth())).status_code == 201
+        moved = await client.patch(location, json={"petId": rex["id"], "notes": None}, headers=auth(BOB))
+        assert moved.status_code == 200, moved.text
+        await client.patch(location, json={"notes": "Rex's"}, headers=auth(ALICE))
+
+        on_rex = [3, 4]
+        for user in (CAROL, ALICE):
+            page = await history(client, location, user)
+            assert [item["version"] for item in page["items"]] == on_rex, user
+            assert page["totalCount"] == len(on_rex)
+            assert bo["id"] not in str(page)
+            assert "secret" not in str(page)
+        assert [item["version"] for item in (await history(client, location, BOB))["items"]] == [1, 2, 3, 4]
+        assert (await history(client, location, ADMIN))["totalCount"] == 4
+        second = await history(client, location, CAROL, pageIndex="2", pageSize="1")
+        assert [item["version"] for item in second["items"]] == [4]
+        assert (second["totalCount"], second["totalPages"], second["hasNextPage"]) == (2, 2, False)
+
+        await client.delete(location, headers=auth(ALICE))
+
+        assert [item["version"] for item in (await history(client, location, CAROL))["items"]] == [3, 4, 5]
+        assert (await history(client, location, BOB))["totalCount"] == 5

@@ -5,16 +5,20 @@ what they never grant, who writes and reads them, and the lists of shared record
 from __future__ import annotations
 
 import asyncio
-import random
-import statistics
-import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords.duties import Duties
+from petrecords.store.base import Lock
+from petrecords.store.postgres import PostgresTransaction
+from petrecords.store.records import Statement
+from petrecords.store.sql import SqlTransaction
+from petrecords.store.sqlite import SqliteTransaction
 from petrecords.values import format_timestamp, now_ms
 from tests.api.test_vaccines import create_vaccine
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, token
@@ -24,12 +28,6 @@ SHARES = "/v1/pet-shares"
 VET = "vet@clinic.example"
 CLINIC = "group:clinic-42"
 CAROL = "carol@example.com"
-TIMING_SAMPLES = 200
-TIMING_TOLERANCE = 0.1
-TIMING_ATTEMPTS = 3
-"""Medians of 200 interleaved samples of one path differ by up to a tenth on a busy machine; one query more (a
-lookup that one answer skips) makes a fifth to a third more."""
-TIMING_SEED = 19
 SHARE_FIELDS = {
     "id",
     "createdAt",
@@ -42,6 +40,57 @@ SHARE_FIELDS = {
     "access",
     "expiresAt",
 }
+
+
+class WorkDone:
+    """What the transactions of requests do, on either database (the background duties' aside): each statement they
+    read or write, by its SQL whatever its values, and each lock they take, by the resource it holds and how; and
+    the ids of the records they locked."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.steps: list[tuple[str, ...]] = []
+        self.locked: set[uuid.UUID] = set()
+        for transaction in (SqliteTransaction, PostgresTransaction):
+            monkeypatch.setattr(transaction, "fetch", self._reading(transaction.fetch))
+            monkeypatch.setattr(transaction, "lock", self._locking(transaction.lock))
+        monkeypatch.setattr(SqlTransaction, "execute", self._writing(SqlTransaction.execute))
+
+    async def of(self, request: Awaitable[httpx.Response]) -> tuple[httpx.Response, list[tuple[str, ...]]]:
+        """A request's answer, and what it did."""
+        self.steps.clear()
+        self.locked.clear()
+        response = await request
+        return response, list(self.steps)
+
+    @staticmethod
+    def _recorded() -> bool:
+        task = asyncio.current_task()
+        return task is None or not task.get_name().startswith(Duties.TASK_NAME)
+
+    def _reading(self, fetch: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def reading(transaction: SqlTransaction, statement: Statement) -> Any:
+            if self._recorded():
+                self.steps.append(("read", str(statement[0])))
+            return await fetch(transaction, statement)
+
+        return reading
+
+    def _writing(self, execute: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        async def writing(transaction: SqlTransaction, statement: Any, rows: Any) -> None:
+            if self._recorded():
+                self.steps.append(("write", str(statement)))
+            await execute(transaction, statement, rows)
+
+        return writing
+
+    def _locking(self, lock: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        async def locking(transaction: SqlTransaction, locks: Sequence[Lock]) -> None:
+            if self._recorded():
+                self.steps.extend(("lock", one.resource, "shared" if one.shared else "exclusive") for one in locks)
+                self.locked.update(one.record_id for one in locks)
+            await lock(transaction, locks)
+
+        return locking
 
 
 def as_vet(groups: tuple[str, ...] = ("clinic-42",)) -> dict[str, str]:
@@ -255,6 +304,103 @@ class TestWhatASharesGrants:
         assert_error(await client.get(f"/v1/pets/{rex['id']}", headers=auth(BOB)), 404, 995)
 
 
+class TestMovingAVaccination:
+    """A write is permitted only if the caller may write the record both as it is and as it will be: moving a
+    vaccination to another pet (its petId) needs the right to write the vaccinations of both pets."""
+
+    async def test_a_read_grantee_moves_none_of_their_own_into_the_shared_pet(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        bo = (await create(client, BOB, name="Bo")).json()
+        own = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        location = f"/v1/pet-vaccination/{own['id']}"
+        await share(client, rex, BOB, "read")
+        moved = {"petId": rex["id"], "vaccineId": rabies["id"], "appliedAt": own["appliedAt"]}
+
+        replaced = await client.put(location, json=moved, headers=auth(BOB))
+        patched = await client.patch(location, json={"petId": rex["id"]}, headers=auth(BOB))
+
+        assert_error(replaced, 403, 997)
+        assert_error(patched, 403, 997)
+        assert (await client.get(location, headers=auth(BOB))).json() == own
+        assert (await client.get(f"{location}/history", headers=auth(BOB))).json()["totalCount"] == 1
+        assert (await client.get("/v1/pet-vaccination", headers=auth())).json()["totalCount"] == 0
+
+    async def test_a_read_grantee_moves_none_of_the_owners_out(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        bo = (await create(client, BOB, name="Bo")).json()
+        given = (await vaccinate(client, rex, rabies, auth())).json()
+        await share(client, rex, BOB, "read")
+
+        patched = await client.patch(f"/v1/pet-vaccination/{given['id']}", json={"petId": bo["id"]}, headers=auth(BOB))
+
+        assert_error(patched, 403, 997)
+        assert (await client.get(f"/v1/pet-vaccination/{given['id']}", headers=auth())).json() == given
+
+    async def test_care_on_one_pet_and_read_on_the_other_moves_nothing_between_them(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        cared_for = (await vaccinate(client, rex, rabies, auth())).json()
+        max_ = (await create(client, ALICE, name="Max")).json()
+        only_read = (await vaccinate(client, max_, rabies, auth())).json()
+        await share(client, rex, CLINIC, "care")
+        await share(client, max_, CLINIC, "read")
+
+        into_read = await client.patch(
+            f"/v1/pet-vaccination/{cared_for['id']}", json={"petId": max_["id"]}, headers=as_vet()
+        )
+        out_of_read = await client.patch(
+            f"/v1/pet-vaccination/{only_read['id']}", json={"petId": rex["id"]}, headers=as_vet()
+        )
+
+        assert_error(into_read, 403, 997)
+        assert_error(out_of_read, 403, 997)
+        for before in (cared_for, only_read):
+            assert (await client.get(f"/v1/pet-vaccination/{before['id']}", headers=auth())).json() == before
+
+    async def test_care_and_the_other_pets_ownership_move_both_ways(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        """The contract's rule to the letter: a care grantee who owns the other pet may write the vaccinations of
+        both, so a vaccination moves either way, and its owner is always its pet's."""
+        bo = (await create(client, BOB, name="Bo")).json()
+        bobs = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        alices = (await vaccinate(client, rex, rabies, auth())).json()
+        await share(client, rex, BOB, "care")
+
+        into_rex = await client.patch(f"/v1/pet-vaccination/{bobs['id']}", json={"petId": rex["id"]}, headers=auth(BOB))
+        onto_bo = await client.put(
+            f"/v1/pet-vaccination/{alices['id']}",
+            json={"petId": bo["id"], "vaccineId": rabies["id"], "appliedAt": alices["appliedAt"]},
+            headers=auth(BOB),
+        )
+
+        assert (into_rex.status_code, into_rex.json()["petId"], into_rex.json()["ownerId"]) == (200, rex["id"], ALICE)
+        assert (onto_bo.status_code, onto_bo.json()["petId"], onto_bo.json()["ownerId"]) == (200, bo["id"], BOB)
+        assert_error(await client.get(f"/v1/pet-vaccination/{alices['id']}", headers=auth()), 404, 995)
+
+    async def test_a_pet_the_caller_may_not_see_is_400_before_404_and_403_before_412(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        hidden = (await create(client, ALICE, name="Hidden")).json()
+        bo = (await create(client, BOB, name="Bo")).json()
+        own = (await vaccinate(client, bo, rabies, auth(BOB))).json()
+        await share(client, rex, BOB, "read")
+
+        unseen = await client.patch(
+            f"/v1/pet-vaccination/{MISSING_ID}", json={"petId": hidden["id"]}, headers=auth(BOB)
+        )
+        stale = await client.patch(
+            f"/v1/pet-vaccination/{own['id']}",
+            json={"petId": rex["id"]},
+            headers={**auth(BOB), "If-Match": '"stale"'},
+        )
+
+        assert list(assert_error(unseen, 400, 994)["errors"]) == ["petId"]
+        assert_error(stale, 403, 997)
+
+
 class TestWhoWritesAShare:
     async def test_a_grantee_reads_it_and_cannot_change_it(self, client: Client, rex: dict[str, Any]) -> None:
         made = (await share(client, rex, BOB)).json()
@@ -381,14 +527,18 @@ class TestNothingElseReachesAnyone:
             }
 
     @pytest.mark.parametrize("shared_with", [BOB, None], ids=["shared with someone else", "shared with no one"])
-    async def test_someone_elses_record_takes_as_long_as_one_that_never_existed(
-        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], shared_with: str | None
+    async def test_someone_elses_record_costs_what_one_that_never_existed_costs(
+        self,
+        client: Client,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        shared_with: str | None,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """Timing that depends on whether a record exists would tell a caller what their answers do not. Each
-        probe is asked of someone else's record (their pet, shared with another or with no one, or its
-        vaccination) and of an id that never existed, interleaved in a random order so that whatever else the
-        machine does falls on both alike; their medians must be within TIMING_TOLERANCE of each other in one of
-        TIMING_ATTEMPTS measurements (a leak is in every one)."""
+        """Work that depends on whether a record exists would tell a caller, by the time an answer takes, what the
+        answer does not. Each probe is asked of someone else's record (their pet, shared with another or with no
+        one, or its vaccination) and of an id that never existed: the statements and locks of the two are the
+        same, whatever their values."""
         if shared_with is not None:
             await share(client, rex, shared_with, "care")
         dose = (await vaccinate(client, rex, rabies, auth())).json()
@@ -408,31 +558,43 @@ class TestNothingElseReachesAnyone:
                     headers=headers,
                 ),
             ),
+            "share": (
+                rex["id"],
+                lambda pet: client.post(SHARES, json={"petId": pet, "grantee": BOB, "access": "read"}, headers=headers),
+            ),
             "list": (rex["id"], lambda pet: client.get("/v1/pet-vaccination", params={"petId": pet}, headers=headers)),
             "vaccination": (dose["id"], lambda one: client.get(f"/v1/pet-vaccination/{one}", headers=headers)),
             "vaccination history": (
                 dose["id"],
                 lambda one: client.get(f"/v1/pet-vaccination/{one}/history", headers=headers),
             ),
+            "move": (
+                dose["id"],
+                lambda one: client.patch(f"/v1/pet-vaccination/{one}", json={"notes": "x"}, headers=headers),
+            ),
         }
-        rng = random.Random(TIMING_SEED)
+        work = WorkDone(monkeypatch)
         for name, (existing, probe) in probes.items():
-            for record_id in (existing, MISSING_ID):  # warm both paths
-                assert (await probe(record_id)).status_code in (400, 404) or name == "list"
-            measured = []
-            for _ in range(TIMING_ATTEMPTS):
-                timings: dict[str, list[float]] = {existing: [], MISSING_ID: []}
-                for _ in range(TIMING_SAMPLES):
-                    for record_id in rng.sample(list(timings), 2):
-                        started = time.perf_counter()
-                        await probe(record_id)
-                        timings[record_id].append(time.perf_counter() - started)
-                shared, missing = (statistics.median(timings[one]) for one in (existing, MISSING_ID))
-                measured.append(round(shared / missing, 3))
-                if abs(shared - missing) <= TIMING_TOLERANCE * missing:
-                    break
-            else:
-                pytest.fail(f"{name}: someone else's / never existed, median times: {measured}")
+            theirs, their_work = await work.of(probe(existing))
+            missing, missing_work = await work.of(probe(MISSING_ID))
+            assert (theirs.status_code, theirs.content) == (missing.status_code, missing.content), name
+            assert their_work == missing_work, name
+
+    async def test_a_share_of_someone_elses_pet_holds_none_of_their_records(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Naming someone else's pet in a share is refused before anything is held: neither the pet nor its
+        vaccinations are read or locked (on PostgreSQL the stranger held them, and the owner's writes waited)."""
+        doses = [(await vaccinate(client, rex, rabies, auth())).json()["id"] for _ in range(3)]
+        work = WorkDone(monkeypatch)
+
+        response, done = await work.of(
+            client.post(SHARES, json={"petId": rex["id"], "grantee": CAROL, "access": "read"}, headers=auth(BOB))
+        )
+
+        assert list(assert_error(response, 400, 994)["errors"]) == ["petId"]
+        assert not [step for step in done if step[0] == "lock"]
+        assert not work.locked & {uuid.UUID(one) for one in (rex["id"], *doses)}
 
     async def test_a_chip_belongs_to_one_animal_whoever_owns_it(self, client: Client) -> None:
         await create(client, ALICE, name="Rex", microchip="982000123456789")

@@ -1,9 +1,11 @@
 """Shared access against a model, driven by hypothesis on each database (contract v3 section 12).
 
-A `RuleBasedStateMachine` makes pets and vaccinations, shares pets with users and groups (read or care), lets
-shares expire, be deleted or left, transfers and deletes pets; after every step it checks that each caller's view
-equals the model's: every get, every list and its count, every history, and the change feed, which holds exactly
-the changes of what a share let the caller see while it granted access, in commit order.
+A `RuleBasedStateMachine` makes pets and vaccinations, moves vaccinations between pets by PUT and PATCH (permitted
+only to a caller who may write the vaccination both as it is and as it will be), shares pets with users and groups
+(read or care), lets shares expire, be deleted or left, transfers and deletes pets; after every step it checks that
+each caller's view equals the model's: every get, every list and its count, every history (a moved vaccination's
+without the versions from while it belonged to a pet the caller may not see), and the change feed, which holds
+exactly the changes of what a share let the caller see while it granted access, in commit order.
 
 A share's expiry is made to pass by moving its `expiresAt` into the past in the database (as time would), with a
 millisecond kept clear on either side so that every change is plainly before or after it.
@@ -18,7 +20,16 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from litestar.testing import TestClient
 
 from tests.conftest import stateful_settings
@@ -72,6 +83,15 @@ class LoggedChange:
     """Its place in the log, in the order the model knows (steps in order)."""
 
 
+@dataclass
+class Version:
+    """A write of a vaccination, as its history keeps it: the pet it left it on, its owner before and after."""
+
+    pet: str
+    before: str | None
+    after: str | None
+
+
 class SharingModel(RuleBasedStateMachine):
     pets = Bundle("pets")
     shares = Bundle("shares")
@@ -89,6 +109,12 @@ class SharingModel(RuleBasedStateMachine):
         self.owner: dict[str, str] = {}
         self.vaccinations: dict[str, str] = {}
         """Vaccination id -> its pet."""
+        self.versions: dict[str, list[Version]] = {}
+        """Every vaccination made, deleted ones too -> its versions."""
+        self.deletions: dict[str, LoggedChange] = {}
+        """A deleted vaccination -> the change of its deletion."""
+        self.moved: set[str] = set()
+        """The vaccinations moved to another pet at least once: their histories are checked after every step."""
         self.all_shares: dict[str, Share] = {}
         self.windows: dict[str, tuple[str, list[Window]]] = {}
         """Each share's pet and windows, kept once it is gone: the feed still holds what it granted."""
@@ -234,6 +260,23 @@ class SharingModel(RuleBasedStateMachine):
         share.expired = True
         share.windows[-1].expired = self.moment
 
+    @initialize(target=pets, grantee=st.sampled_from(GRANTEES), access=st.sampled_from(ACCESS))
+    def alices_shared_pet(self, grantee: str, access: str) -> str:
+        pet = self._vaccinated_pet(ALICE)
+        self.share(pet, grantee, access)
+        return pet
+
+    @initialize(target=pets)
+    def bobs_vaccinated_pet(self) -> str:
+        return self._vaccinated_pet(BOB)
+
+    def _vaccinated_pet(self, owner: str) -> str:
+        """A pet of `owner`'s with a vaccination, to begin with: something to move (between the owners' pets, by a
+        grantee of both) from the first step."""
+        pet = self.create_pet(owner)
+        self.vaccinate(pet, owner)
+        return pet
+
     @rule(pet=pets, caller=st.sampled_from(CALLERS))
     def vaccinate(self, pet: str, caller: str) -> None:
         self._next_step()
@@ -244,11 +287,67 @@ class SharingModel(RuleBasedStateMachine):
             assert response.status_code == 201, response.text
             vaccination: str = response.json()["id"]
             self.vaccinations[vaccination] = pet
+            self.versions[vaccination] = [Version(pet, None, self.owner[pet])]
             self._log("pet-vaccination", vaccination, "created", pet, None, self.owner[pet])
         elif access == "read":
             assert response.status_code == 403, response.text
         else:
             assert response.status_code == 400, response.text
+
+    @precondition(lambda self: bool(self.versions) and bool(self.owner))
+    @rule(data=st.data())
+    def move_by_put(self, data: st.DataObject) -> None:
+        self._move(data, whole=True)
+
+    @precondition(lambda self: bool(self.versions) and bool(self.owner))
+    @rule(data=st.data())
+    def move_by_patch(self, data: st.DataObject) -> None:
+        self._move(data, whole=False)
+
+    def _move(self, data: st.DataObject, *, whole: bool) -> None:
+        """A vaccination (deleted ones too) moved to a pet by PUT (`whole`) or PATCH: 400 when the caller may not
+        see that pet, 404 when they may not see the vaccination, 403 unless they may write the vaccinations of
+        both pets. Half the time (when there is one) by one who may write it, to another pet they may see, where the
+        outcome turns on what they may do with each pet."""
+        self._next_step()
+        vaccination = data.draw(st.sampled_from(sorted(self.versions)), label="vaccination")
+        now = self.vaccinations.get(vaccination)
+        moves = [
+            (caller, pet)
+            for caller in CALLERS
+            if now is not None and self._access(caller, now) in ("own", "care")
+            for pet in sorted(self.owner)
+            if pet != now and self._access(caller, pet) is not None
+        ]
+        if moves and data.draw(st.booleans(), label="by one who may write it, to a pet they may see"):
+            caller, pet = data.draw(st.sampled_from(moves), label="caller and pet")
+        else:
+            caller = data.draw(st.sampled_from(CALLERS), label="caller")
+            pet = data.draw(st.sampled_from(sorted(self.owner)), label="pet")
+        location = f"/v1/pet-vaccination/{vaccination}"
+        if whole:
+            body = {"petId": pet, "vaccineId": self.vaccine, "appliedAt": "2025-01-01T00:00:00Z"}
+            response = self.client.put(location, json=body, headers=self.headers[caller])
+        else:
+            response = self.client.patch(location, json={"petId": pet}, headers=self.headers[caller])
+        target = self._access(caller, pet) if pet in self.owner else None
+        current = self._access(caller, now) if now is not None else None
+        if target is None:
+            assert response.status_code == 400, response.text
+        elif current is None:
+            assert response.status_code == 404, response.text
+        elif "read" in (current, target):
+            assert response.status_code == 403, response.text
+        else:
+            assert response.status_code == 200, response.text
+            assert (response.json()["petId"], response.json()["ownerId"]) == (pet, self.owner[pet])
+            assert now is not None
+            before, after = self.owner[now], self.owner[pet]
+            self.vaccinations[vaccination] = pet
+            self.versions[vaccination].append(Version(pet, before, after))
+            self._log("pet-vaccination", vaccination, "replaced", pet, before, after)
+            if pet != now:
+                self.moved.add(vaccination)
 
     @rule(pet=pets, new_owner=st.sampled_from((ALICE, BOB, CAROL)))
     def transfer(self, pet: str, new_owner: str) -> None:
@@ -268,6 +367,7 @@ class SharingModel(RuleBasedStateMachine):
         self.owner[pet] = new_owner
         for vaccination, of_pet in self.vaccinations.items():
             if of_pet == pet:
+                self.versions[vaccination].append(Version(pet, old, new_owner))
                 self._log("pet-vaccination", vaccination, "replaced", pet, old, new_owner)
 
     @rule(pet=consumes(pets))
@@ -280,7 +380,9 @@ class SharingModel(RuleBasedStateMachine):
             return
         assert response.status_code == 200, response.text
         for vaccination in [one for one, of_pet in self.vaccinations.items() if of_pet == pet]:
+            self.versions[vaccination].append(Version(pet, owner, None))
             self._log("pet-vaccination", vaccination, "deleted", pet, owner, None)
+            self.deletions[vaccination] = self.log[-1]
             del self.vaccinations[vaccination]
         self._log("pets", pet, "deleted", pet, owner, None)
         for share in [share for share in self.all_shares.values() if share.pet == pet]:
@@ -314,7 +416,37 @@ class SharingModel(RuleBasedStateMachine):
                 status = self.client.get(f"/v1/pets/{pet}", headers=self.headers[caller]).status_code
                 history = self.client.get(f"/v1/pets/{pet}/history", headers=self.headers[caller]).status_code
                 assert (status, history) == ((200, 200) if pet in pets else (404, 404)), (caller, pet)
+            for vaccination in sorted(self.moved):
+                self._check_history(caller, vaccination)
             self._check_feed(caller)
+
+    def _check_history(self, caller: str, vaccination: str) -> None:
+        """A vaccination's history shows whoever may read it (or, once deleted, could just before it went) its
+        versions from while it belonged to a pet they may see now (or saw it through just before it went), and
+        those of the writes before or after which it was theirs."""
+        response = self.client.get(
+            f"/v1/pet-vaccination/{vaccination}/history", params={"pageSize": "100"}, headers=self.headers[caller]
+        )
+        now = self.vaccinations.get(vaccination)
+        deletion = self.deletions.get(vaccination)
+        if now is not None:
+            readable = self._access(caller, now) is not None
+        else:
+            readable = deletion is not None and self._sees(caller, deletion)
+        if not readable:
+            assert response.status_code == 404, (caller, vaccination, response.text)
+            return
+        assert response.status_code == 200, response.text
+        versions = self.versions[vaccination]
+        seen = {versions[-1].pet, *(pet for pet in self.owner if self._access(caller, pet) is not None)}
+        expected = [
+            number
+            for number, version in enumerate(versions, start=1)
+            if version.pet in seen or caller in (version.before, version.after)
+        ]
+        body = response.json()
+        assert [item["version"] for item in body["items"]] == expected, (caller, vaccination, versions)
+        assert body["totalCount"] == len(expected)
 
     def _check_feed(self, caller: str) -> None:
         found: list[tuple[str, str, str]] = []

@@ -86,6 +86,17 @@ async def granted(tx: Transaction, sharing: Sharing, key: Any, caller: Caller) -
     return [row[grants.access_column] for row in await tx.list(shares.collection, query)]
 
 
+def moves_between(resource: Resource) -> Resource | None:
+    """The resource whose records a record of `resource` is shared through when it is another one, so that the
+    record may move from one of them to another (a vaccination between pets); None otherwise (a pet is shared
+    through itself)."""
+    sharing = resource.sharing
+    if sharing is None:
+        return None
+    through = sharing.shares.reference_of(sharing.grants.reference).target
+    return None if through is resource else through
+
+
 def visible(row: Row | None, found: Permission) -> Row:
     """The record, when the caller may see it; 404 when they may not (or there is none)."""
     if row is None or found is Permission.NONE:
@@ -99,6 +110,28 @@ def seen(caller: Caller, resource: Resource, row: Row | None, found: Permission)
     grants = resource.grants
     named = grants is not None and row[grants.grantee_column] == caller.email
     return Seen(row, found, named)
+
+
+async def permission_as_written(
+    tx: Transaction, caller: Caller, resource: Resource, held: Seen, written: Row
+) -> Permission:
+    """What the caller may do with a record as a write leaves it (`written`, the record `held` replaced): the same
+    as with it now while what decides that stays (its owner, whom it names, the record it is shared through),
+    else looked at anew, as a new record's is. A vaccination moved to another pet is written there."""
+    if all(written[column] == held.row[column] for column in _deciding_columns(resource)):
+        return held.permission
+    return await permission(tx, caller, resource, written)
+
+
+def _deciding_columns(resource: Resource) -> tuple[str, ...]:
+    """The columns whose values decide what a caller may do with a record (see `permission`)."""
+    grants, sharing = resource.grants, resource.sharing
+    columns = (
+        resource.ownership.column,
+        None if grants is None else grants.grantee_column,
+        None if sharing is None else sharing.key_column,
+    )
+    return tuple(column for column in columns if column is not None)
 
 
 def permit_write(resource: Resource, caller: Caller, found: Permission) -> None:

@@ -16,6 +16,7 @@ from petrecords.openapi import (
     json_response,
     parameter,
 )
+from petrecords.resources.access import moves_between
 from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Writers
 from petrecords.resources.fields import MAX_SAFE_INTEGER, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL
@@ -69,14 +70,36 @@ def _writers(resource: Resource) -> dict[str, Any]:
     return {"security": [{"bearerAuth": ["admin"]}]} if _admin_only(resource) else {}
 
 
-def _forbidden(resource: Resource) -> str:
+def _forbidden(resource: Resource, *, existing: bool = True, written: bool = True) -> str | None:
+    """When a write of the resource is 403 (None: never). `existing`: of a record that exists (not a create);
+    `written`: that sends the record (not a deletion)."""
     if _admin_only(resource):
         return "Only an administrator may do this (answered after the 404 check)."
-    return f"A non-admin naming another user as {resource.ownership.field}."
+    title, through = resource.title, moves_between(resource)
+    cases = []
+    if written and resource.ownership.settable:
+        cases.append(f"a non-admin naming another user as {resource.ownership.field}")
+    if existing and resource.sharing is not None:
+        cases.append(f"a caller who may see the {title} record through a share but not write it")
+    if existing and resource.grants is not None:
+        cases.append(
+            "its grantee, who may read it but not change it"
+            if written
+            else "a member of the group it names, who may read it but not delete it (a user it names may, to leave)"
+        )
+    if written and through is not None:
+        cases.append(
+            f"a write that would leave the record on a {through.title} whose {title} records the caller may not write"
+            + (f" (moving one to another {through.title} needs the right to write those of both)" if existing else "")
+        )
+    if not cases:
+        return None
+    text = "; ".join(cases)
+    return f"{text[:1].upper()}{text[1:]}{' (answered after the 404 check, before 412)' if existing else ''}."
 
 
-def _may_forbid(resource: Resource) -> bool:
-    return _admin_only(resource) or resource.ownership.settable
+def _described(forbidden: str | None) -> dict[type[ServiceError], str]:
+    return {} if forbidden is None else {errors.Forbidden: forbidden}
 
 
 def _links(resource: Resource, *operations: str, with_etag: bool = True) -> dict[str, Any]:
@@ -232,7 +255,8 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
         errors.UnsupportedMediaType,
         errors.IdempotencyKeyReused,
     ]
-    if _may_forbid(resource):
+    forbidden = _forbidden(resource, existing=False)
+    if forbidden is not None:
         failures.append(errors.Forbidden)
     if resource.unique:
         failures.append(errors.Duplicate)
@@ -269,7 +293,7 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
                 *_RECORD_HEADERS,
                 links=_record_links(resource, resources),
             ),
-            **api_errors(*failures, descriptions={errors.Forbidden: _forbidden(resource)}),
+            **api_errors(*failures, descriptions=_described(forbidden)),
         },
     }
 
@@ -304,7 +328,7 @@ def _write_failures(resource: Resource) -> list[type[ServiceError]]:
         errors.PayloadTooLarge,
         errors.UnsupportedMediaType,
     ]
-    if _may_forbid(resource):
+    if _forbidden(resource) is not None:
         failures.append(errors.Forbidden)
     if resource.unique:
         failures.append(errors.Duplicate)
@@ -326,7 +350,7 @@ def replace_operation(resource: Resource, resources: ResourceSet, context: Docum
             "200": json_response(
                 "The replaced record.", resource.schema_name, *_RECORD_HEADERS, links=_record_links(resource, resources)
             ),
-            **api_errors(*_write_failures(resource), descriptions={errors.Forbidden: _forbidden(resource)}),
+            **api_errors(*_write_failures(resource), descriptions=_described(_forbidden(resource))),
         },
     }
 
@@ -353,14 +377,15 @@ def update_operation(resource: Resource, resources: ResourceSet, context: Docume
             "200": json_response(
                 "The updated record.", resource.schema_name, *_RECORD_HEADERS, links=_record_links(resource, resources)
             ),
-            **api_errors(*_write_failures(resource), descriptions={errors.Forbidden: _forbidden(resource)}),
+            **api_errors(*_write_failures(resource), descriptions=_described(_forbidden(resource))),
         },
     }
 
 
 def delete_operation(resource: Resource, resources: ResourceSet, context: DocumentContext) -> dict[str, Any]:
     failures: list[type[ServiceError]] = [errors.NotFound, errors.PreconditionFailed]
-    if _admin_only(resource):
+    forbidden = _forbidden(resource, written=False)
+    if forbidden is not None:
         failures.append(errors.Forbidden)
     dependents = resources.dependents(resource)
     restricted = [d for d in dependents if d.reference.on_delete is OnDelete.RESTRICT]
@@ -391,17 +416,26 @@ def delete_operation(resource: Resource, resources: ResourceSet, context: Docume
                 *_RECORD_HEADERS,
                 links=_links(resource, *_ALL_LINKS, with_etag=False),
             ),
-            **api_errors(*failures, descriptions={errors.Forbidden: _forbidden(resource)}),
+            **api_errors(*failures, descriptions=_described(forbidden)),
         },
     }
 
 
 def history_operation(resource: Resource, resources: ResourceSet, context: DocumentContext) -> dict[str, Any]:
+    through = moves_between(resource)
+    shown = (
+        ""
+        if through is None
+        else f" A non-admin is shown the versions from while the record belonged to a {through.title} they may see "
+        f"now (or, once it is deleted, the {through.title} they saw it through just before), from before a share "
+        f"too, and those of the writes before or after which it was theirs; never those from while it belonged to "
+        f"a {through.title} they may not see. totalCount counts what is shown."
+    )
     return {
         "description": f"The {resource.title} record's changes (create, replace, update, delete, and each write that "
         "followed another record), oldest first, a page at a time. It stays readable after the record is deleted: "
         "whoever may read the record now may read it, or for a deleted record whoever could read it just before; "
-        "anyone else gets 404, as for a record that never existed.",
+        f"anyone else gets 404, as for a record that never existed.{shown}",
         "parameters": [_record_parameter(resource), *paging_parameters(context)],
         "responses": {
             "200": json_response("A page of the record's changes.", "ChangeHistoryPage", *PRIVATE),

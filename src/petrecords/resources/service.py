@@ -18,6 +18,7 @@ from petrecords.resources.access import (
     Seen,
     list_scope,
     permission,
+    permission_as_written,
     permit_write,
     quick_permission,
     seen,
@@ -236,11 +237,17 @@ async def create_record(
 ) -> tuple[Row, bytes]:
     """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
     change log keeps."""
+    # A record the caller must own (a share's pet) is looked at before anything is held, and again once held: one
+    # of someone else's is refused holding none of it, nor what is shared through it, with the work done for a
+    # record that does not exist.
+    owned = [reference for reference in resource.references if reference.owned]
+    if owned:
+        await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, only=owned, creating=True)
     await tx.lock(
         [*_reference_locks(resources, resource, body.values), *_value_locks(resources, resource, body.values)]
     )
-    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
+    await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     values = _writable_values(resource, body, creating=True)
     timestamp = now_ms()
     row: Row = {
@@ -401,7 +408,6 @@ async def _replace_held(
     permit_write(resource, caller, held.permission)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
-    _check_if_match(resource, if_match, current)
     values = _writable_values(resource, body, creating=False)
     timestamp = max(now_ms(), current["modified_at"])  # never earlier than the last write, whatever the clocks
     replaced: Row = {
@@ -413,6 +419,10 @@ async def _replace_held(
         "modified_by": caller.email,
         "revision": current["revision"] + 1,
     }
+    # Permitted for the record as it will be too, as a new record is: a vaccination moved to another pet needs the
+    # right to write that pet's vaccinations as well as this one's (403, before If-Match's 412).
+    permit_write(resource, caller, await permission_as_written(tx, caller, resource, held, replaced))
+    _check_if_match(resource, if_match, current)
     await _check_unique(tx=tx, caller=caller, resource=resource, row=replaced)
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:

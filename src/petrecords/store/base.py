@@ -164,6 +164,20 @@ class Change(NewChange, frozen=True, kw_only=True):
     """The grantees that a share let see it when it committed, as far as the read that found it looked."""
 
 
+class Versions(msgspec.Struct, frozen=True):
+    """Which of a record's changes its history shows a reader: those of the writes before or after which the record
+    was `owner`'s, and those that left it shared through one of `keys` (the records, pets, through which it may be
+    seen: a vaccination moves between pets)."""
+
+    owner: str
+    keys: tuple[uuid.UUID, ...]
+
+
+HISTORY_KEYS = 100
+"""The most records shared through which a history tells a record's versions apart (its latest ones): a record moved
+between more has the versions of the others shown only to whoever owned it then."""
+
+
 class ShareWindow(msgspec.Struct, frozen=True, kw_only=True):
     """A share's write, as it moves the window in which the share grants access: the window open until now
     closes with the write's change, and, unless the share is deleted, another opens with it."""
@@ -272,11 +286,18 @@ class Transaction(abc.ABC):
         through `shared_key`."""
 
     @abc.abstractmethod
-    async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
-        """A record's changes, oldest first."""
+    async def history(
+        self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int, versions: Versions | None = None
+    ) -> Sequence[Change]:
+        """A record's changes, oldest first: every one, or those `versions` says."""
 
     @abc.abstractmethod
-    async def count_history(self, resource: str, record_id: uuid.UUID) -> int: ...
+    async def count_history(self, resource: str, record_id: uuid.UUID, *, versions: Versions | None = None) -> int: ...
+
+    @abc.abstractmethod
+    async def history_keys(self, resource: str, record_id: uuid.UUID) -> Sequence[uuid.UUID]:
+        """The records through which a record was shared at its changes (a vaccination's pets), the latest first, at
+        most HISTORY_KEYS of them."""
 
     @abc.abstractmethod
     async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None: ...

@@ -4,6 +4,7 @@ order (up to the horizon of the transactions still in flight), and the service s
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,8 +13,10 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 
 from petrecords.store.base import (
+    HISTORY_KEYS,
     Change,
     Cursor,
+    Versions,
     Viewer,
 )
 from petrecords.store.records import stored_uuid, values_of
@@ -63,14 +66,68 @@ AFTER_CURSOR = _change_cursor > sa.tuple_(AFTER_XID, AFTER_POSITION)
 _OF_RECORD = (changes.c.resource == sa.bindparam("resource")) & (
     changes.c.record_id == sa.bindparam("record_id", type_=changes.c.record_id.type)
 )
-SELECT_HISTORY = (
-    sa.select(*CHANGE_COLUMNS)
-    .where(_OF_RECORD)
-    .order_by(changes.c.version)
-    .limit(sa.bindparam("limit"))
-    .offset(sa.bindparam("offset"))
+SELECT_HISTORY_KEYS = (
+    sa.select(changes.c.shared_key)
+    .where(_OF_RECORD, changes.c.shared_key.is_not(None))
+    .group_by(changes.c.shared_key)
+    .order_by(sa.func.max(changes.c.version).desc())
+    .limit(HISTORY_KEYS)
 )
-COUNT_HISTORY = sa.select(sa.func.count()).select_from(changes).where(_OF_RECORD)
+
+
+def _shown(keys: int) -> sa.ColumnElement[bool]:
+    """The changes of a record that a history shows (see Versions): those of the writes before or after which it
+    was the owner's, and those that kept it shared through one of the keys."""
+    owner = sa.bindparam("owner", type_=changes.c.owner_after.type)
+    return sa.or_(
+        changes.c.owner_before == owner,
+        changes.c.owner_after == owner,
+        changes.c.shared_key.in_([sa.bindparam(f"key_{i}", type_=changes.c.shared_key.type) for i in range(keys)]),
+    )
+
+
+@functools.lru_cache(maxsize=HISTORY_KEYS + 1)
+def _history_select(keys: int | None) -> sa.Select[Any]:
+    where = [_OF_RECORD] if keys is None else [_OF_RECORD, _shown(keys)]
+    return (
+        sa.select(*CHANGE_COLUMNS)
+        .where(*where)
+        .order_by(changes.c.version)
+        .limit(sa.bindparam("limit"))
+        .offset(sa.bindparam("offset"))
+    )
+
+
+@functools.lru_cache(maxsize=HISTORY_KEYS + 1)
+def _count_history_select(keys: int | None) -> sa.Select[Any]:
+    where = [_OF_RECORD] if keys is None else [_OF_RECORD, _shown(keys)]
+    return sa.select(sa.func.count()).select_from(changes).where(*where)
+
+
+def _history_values(resource: str, record_id: uuid.UUID, versions: Versions | None) -> dict[str, Any]:
+    values: dict[str, Any] = {"resource": resource, "record_id": record_id}
+    if versions is not None:
+        values["owner"] = versions.owner
+        values.update({f"key_{i}": key for i, key in enumerate(versions.keys)})
+    return values
+
+
+def history_statement(
+    resource: str, record_id: uuid.UUID, versions: Versions | None, *, limit: int, offset: int
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """A page of a record's changes (those `versions` says, or every one), oldest first."""
+    statement = _history_select(None if versions is None else len(versions.keys))
+    return statement, {**_history_values(resource, record_id, versions), "limit": limit, "offset": offset}
+
+
+def count_history_statement(
+    resource: str, record_id: uuid.UUID, versions: Versions | None
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """How many changes of a record `versions` says (every one, when None)."""
+    statement = _count_history_select(None if versions is None else len(versions.keys))
+    return statement, _history_values(resource, record_id, versions)
+
+
 SELECT_LAST_CHANGE = sa.select(*CHANGE_COLUMNS).where(_OF_RECORD).order_by(changes.c.version.desc()).limit(1)
 _STATE_IS = service_state.c.name == sa.bindparam("name")
 SELECT_STATE_CURSOR = sa.select(service_state.c.xid, service_state.c.position).where(_STATE_IS)

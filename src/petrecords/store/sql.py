@@ -38,15 +38,15 @@ from petrecords.store.base import (
     Store,
     StoredResponse,
     Transaction,
+    Versions,
     Viewer,
 )
 from petrecords.store.changelog import (
-    COUNT_HISTORY,
     PURGE_CHANGES,
     PURGED,
     SEEN_BY_SEPARATOR,
     SELECT_CHANGE_AT,
-    SELECT_HISTORY,
+    SELECT_HISTORY_KEYS,
     SELECT_LAST_CHANGE,
     SELECT_STATE_CURSOR,
     SET_LEASED_CURSOR,
@@ -56,7 +56,9 @@ from petrecords.store.changelog import (
     changes_values,
     committed_after_select,
     count_after_select,
+    count_history_statement,
     head_select,
+    history_statement,
     oldest_changes_select,
 )
 from petrecords.store.counts import PERIOD_KEY, PeriodKey, count_changes, period_changes
@@ -650,12 +652,18 @@ class SqlTransaction(Transaction):
         }
         return bool(await self.fetch((self.shared_at_statement, values)))
 
-    async def history(self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int) -> Sequence[Change]:
-        values = {"resource": resource, "record_id": record_id, "limit": limit, "offset": offset}
-        return [change_of(row) for row in await self.fetch((SELECT_HISTORY, values))]
+    async def history(
+        self, resource: str, record_id: uuid.UUID, *, limit: int, offset: int, versions: Versions | None = None
+    ) -> Sequence[Change]:
+        statement = history_statement(resource, record_id, versions, limit=limit, offset=offset)
+        return [change_of(row) for row in await self.fetch(statement)]
 
-    async def count_history(self, resource: str, record_id: uuid.UUID) -> int:
-        return int((await self.fetch((COUNT_HISTORY, {"resource": resource, "record_id": record_id})))[0][0])
+    async def count_history(self, resource: str, record_id: uuid.UUID, *, versions: Versions | None = None) -> int:
+        return int((await self.fetch(count_history_statement(resource, record_id, versions)))[0][0])
+
+    async def history_keys(self, resource: str, record_id: uuid.UUID) -> Sequence[uuid.UUID]:
+        rows = await self.fetch((SELECT_HISTORY_KEYS, {"resource": resource, "record_id": record_id}))
+        return [stored_uuid(row[0]) for row in rows]
 
     async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None:
         rows = await self.fetch((SELECT_LAST_CHANGE, {"resource": resource, "record_id": record_id}))
