@@ -73,6 +73,20 @@ def _check_url(value: str, *, schemes: tuple[str, ...], form: str) -> urllib.par
     return parts
 
 
+WEBHOOKS_RETRY_SECONDS = ("5", "30", "120", "600", "1800", "3600")
+"""5 s, 30 s, 2 min, 10 min, 30 min, then every hour (contract, section 17)."""
+MAX_WEBHOOKS_RETRY_SECONDS = 7 * 86400
+
+
+def _retry_wait(text: str) -> float | None:
+    """A wait of PETRECORDS_WEBHOOKS_RETRY_SECONDS as a number of seconds, or None when it is not one."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if 0 < seconds <= MAX_WEBHOOKS_RETRY_SECONDS else None  # NaN compares false
+
+
 def default_long_reads_at_once() -> int:
     """Half the machine's cores, at least 1.
 
@@ -270,6 +284,31 @@ class Settings(BaseSettings):
         description="addresses and CIDR ranges of the proxies in front of the service, comma-separated: a request "
         "from one of them is counted against the right-most X-Forwarded-For entry that is not one of them",
     )
+    webhooks_allow_private: bool = Field(
+        default=False,
+        description="let webhooks deliver over plain http and to hosts that are, or resolve to, loopback, private, "
+        "link-local or other non-public addresses (for private networks and tests); refused otherwise",
+    )
+    webhooks_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=60,
+        description="how long a webhook delivery may take, from connecting to the end of the answer; longer is a "
+        "failure",
+    )
+    webhooks_retry_seconds: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=WEBHOOKS_RETRY_SECONDS,
+        description="the waits, in seconds, before a failed webhook delivery is tried again: the first after the "
+        "first failure, the second after the second, and so on, the last again and again (each above 0, at most a "
+        "week)",
+    )
+    webhooks_disable_after_hours: float = Field(
+        default=72.0,
+        gt=0,
+        le=8760,
+        description="a webhook whose deliveries have failed for this long (in hours, a decimal number) without a "
+        "success is disabled",
+    )
 
     access_log: bool = Field(default=True, description="one JSON line per request on standard output")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -283,6 +322,7 @@ class Settings(BaseSettings):
         "database_read_urls",
         "signing_previous_keys",
         "trusted_proxies",
+        "webhooks_retry_seconds",
         mode="before",
     )(_split_commas)
 
@@ -337,6 +377,19 @@ class Settings(BaseSettings):
                     f"{entry!r} is not an address or a CIDR range (10.0.0.0/8, 2001:db8::/32; no host bits past the "
                     "prefix)"
                 ) from None
+        return value
+
+    @field_validator("webhooks_retry_seconds")
+    @classmethod
+    def _retry_waits_are_seconds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one wait is required")
+        for number, wait in enumerate(value, 1):
+            if _retry_wait(wait) is None:
+                raise ValueError(
+                    f"wait {number} of {len(value)} must be a number of seconds above 0 and at most "
+                    f"{MAX_WEBHOOKS_RETRY_SECONDS:,}"
+                )
         return value
 
     @field_validator("pet_types")
@@ -412,6 +465,11 @@ class Settings(BaseSettings):
     @property
     def signing_key_file(self) -> Path:
         return self.data_dir / "signing-key.pem"
+
+    @property
+    def webhooks_retry_waits(self) -> tuple[float, ...]:
+        """PETRECORDS_WEBHOOKS_RETRY_SECONDS as numbers of seconds."""
+        return tuple(float(wait) for wait in self.webhooks_retry_seconds)
 
 
 OTHER_VARIABLES = frozenset(
