@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from petrecords.auth import Caller, TokenVerifier, bearer_token
+from petrecords.endpoints import Answer
 from petrecords.errors import (
     BodyTimeout,
     InternalError,
@@ -276,13 +277,39 @@ def _ambiguous_path(scope: Scope) -> bool:
     return _AMBIGUOUS_PATH.search(raw_path.partition(b"?")[0]) is not None
 
 
+_HEADER_NAMES: dict[str, bytes] = {}
+"""An answer header's name -> its lower-case bytes: answers name a handful of headers, over and over."""
+
+
+def _header_name(name: str) -> bytes:
+    encoded = _HEADER_NAMES.get(name)
+    if encoded is None:
+        encoded = name.lower().encode("latin-1")
+        if len(_HEADER_NAMES) < 64:
+            _HEADER_NAMES[name] = encoded
+    return encoded
+
+
+async def send_answer(send: Send, answer: Answer) -> None:
+    """Answer from below the framework: the direct routes, and the edge's own failures."""
+    content = answer.content
+    headers = [(_header_name(name), value.encode("latin-1")) for name, value in answer.headers.items()]
+    if answer.media_type is not None and content:
+        headers.append((b"content-type", answer.media_type.encode("latin-1")))
+    # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves
+    # out, says the length of GET's.
+    headers.append((b"content-length", str(len(content)).encode()))
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+
+
+def error_answer(error: ServiceError) -> Answer:
+    """How a failure answers, whichever way the request came: its ServiceError body, status and headers."""
+    return Answer(error.status, msgspec.json.encode(error.body()), error.headers)
+
+
 async def send_service_error(send: Send, error: ServiceError) -> None:
-    """Answer with a ServiceError body from below the framework, where no exception handler runs."""
-    body = msgspec.json.encode(error.body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers.extend((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items())
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_answer(send, error_answer(error))
 
 
 async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None) -> Caller:
