@@ -45,6 +45,8 @@ shutting down."""
 READY_FILE_VARIABLE = "PETRECORDS_SERVE_READY_FILE"
 """Set by `petrecords serve` for its workers, not by operators: the file that appears once every worker accepts
 connections."""
+MIN_SECRET_BYTES = 32
+"""The shortest signing secret of local tokens: HS256's own output size."""
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
 """The signature algorithms an identity provider's tokens may use."""
 _DATABASE_URL_FORM = "sqlite:///PATH or postgresql://user:password@host:port/db"
@@ -141,6 +143,11 @@ class Settings(BaseSettings):
         default=None,
         description="HS256 secret of local tokens, at least 32 bytes; when unset, a random one is made in the data "
         "directory (mode 0600) on first start",
+    )
+    auth_previous_secrets: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        default=(),
+        description="local mode: earlier secrets whose tokens are still accepted while a new secret takes over, "
+        "comma-separated, each at least 32 bytes; new tokens are signed with the current one",
     )
     auth_jwks_url: str | None = Field(default=None, description="jwks mode: where the provider publishes its keys")
     auth_issuer: str | None = Field(default=None, description="jwks mode: the exact iss that tokens must carry")
@@ -252,9 +259,9 @@ class Settings(BaseSettings):
         default="INFO", description="the least severe log lines written"
     )
 
-    _split_lists = field_validator("pet_types", "cors_origins", "auth_algorithms", "database_read_urls", mode="before")(
-        _split_commas
-    )
+    _split_lists = field_validator(
+        "pet_types", "cors_origins", "auth_algorithms", "auth_previous_secrets", "database_read_urls", mode="before"
+    )(_split_commas)
 
     @field_validator("database_url")
     @classmethod
@@ -334,10 +341,26 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("auth_previous_secrets")
+    @classmethod
+    def _previous_secrets_are_long_enough(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for number, secret in enumerate(value, 1):
+            size = len(secret.get_secret_value().encode())
+            if size < MIN_SECRET_BYTES:
+                raise ValueError(
+                    f"secret {number} of {len(value)} is {size} bytes long; each must be at least {MIN_SECRET_BYTES}"
+                )
+        return value
+
     @model_validator(mode="after")
     def _identity_provider_is_named(self) -> Settings:
         if self.auth_mode != "jwks":
             return self
+        if self.auth_previous_secrets:
+            raise ValueError(
+                "PETRECORDS_AUTH_PREVIOUS_SECRETS is for local tokens; with PETRECORDS_AUTH_MODE=jwks the identity "
+                "provider rotates its keys itself"
+            )
         missing = [
             f"PETRECORDS_{name.upper()}"
             for name in ("auth_jwks_url", "auth_issuer", "auth_audience")

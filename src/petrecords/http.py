@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from petrecords.auth import Caller, TokenVerifier, bearer_token
+from petrecords.auth import Caller, RefusalLog, TokenRefused, TokenVerifier, bearer_token
 from petrecords.endpoints import Answer
 from petrecords.errors import (
     BodyTimeout,
@@ -312,10 +312,16 @@ async def send_service_error(send: Send, error: ServiceError) -> None:
     await send_answer(send, error_answer(error))
 
 
-async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None) -> Caller:
-    """The caller of an API request: a valid bearer token (401), within the caller's rate (429)."""
+async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None, refusals: RefusalLog) -> Caller:
+    """The caller of an API request: a valid bearer token (401; why it is not valid goes to the log, never to the
+    client), within the caller's rate (429)."""
     authorizations = [bytes(value).decode("latin-1") for key, value in scope["headers"] if key == b"authorization"]
-    caller = await verifier.verify(bearer_token(authorizations))
+    token = bearer_token(authorizations)
+    try:
+        caller = await verifier.verify(token)
+    except TokenRefused as refused:
+        refusals.refused(refused, request_id=scope.get("state", {}).get("request_id", "-"))
+        raise
     if limiter is not None and (retry_after := await limiter.hit(caller.email)) is not None:
         raise RateLimited(retry_after)
     return caller

@@ -78,7 +78,7 @@ class Operations:
         store = self.services.store_or_none
         if store is None or not await store.schema_is_current():
             return "the database does not answer or its schema is not current"
-        return None
+        return await self.services.verifier.unready()
 
     async def metrics(self, call: Call) -> Answer:
         return Answer(200, self.services.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -156,7 +156,7 @@ def ops_endpoints(services: Services, openapi: Callable[[], bytes]) -> list[Endp
         endpoint(
             "/readyz",
             "readyz",
-            "Readiness: the database answers and the schema is current",
+            "Readiness: the database answers, the schema is current and tokens can be verified",
             ops.readyz,
             _health(ready=True),
         ),

@@ -30,7 +30,9 @@ async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict
     if endpoint.access is Access.API:
         ticket = _ticket_in(scope["query_string"])
         if ticket is None:
-            caller = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+            caller = await admit(
+                scope, verifier=services.verifier, limiter=services.limiter, refusals=services.refusals
+            )
         else:
             caller = await _admit_by_ticket(endpoint, scope, ticket, services)
         scope["user"] = caller
@@ -130,7 +132,9 @@ def _options_of(path: str, table: EndpointTable, services: Services) -> HTTPRout
         scope: Any = request.scope
         scope["path_template"] = path
         if access is Access.API:
-            scope["user"] = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+            scope["user"] = await admit(
+                scope, verifier=services.verifier, limiter=services.limiter, refusals=services.refusals
+            )
         return Response(content=b"", status_code=204, headers={"Allow": allow})
 
     return route(_framework_path(path), http_method=HttpMethod.OPTIONS, name=f"options {path}")(options)
