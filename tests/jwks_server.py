@@ -150,6 +150,9 @@ class Person:
     """As Keycloak names them (full paths); Entra ID lists object ids instead (Entra.group_ids)."""
 
 
+KEYCLOAK_ENCRYPTION_KEY = {**rsa_key("enc-1").public_jwk, "use": "enc", "alg": "RSA-OAEP"}
+
+
 class Keycloak:
     """A realm of Keycloak at the server's base URL: its issuer, where it publishes its keys, and its access tokens
     with the realm's default settings (`aud` "account", the realm's roles under `realm_access`) and the groups
@@ -160,7 +163,7 @@ class Keycloak:
         self.realm = realm
         self.client = client
         # Keycloak publishes an encryption key beside the signing keys: never one to verify with.
-        server.others = [{**rsa_key("enc-1").public_jwk, "use": "enc", "alg": "RSA-OAEP"}]
+        server.others = [KEYCLOAK_ENCRYPTION_KEY]
 
     @property
     def issuer(self) -> str:
@@ -294,3 +297,92 @@ class Entra:
 
     def token(self, key: SigningKey, person: Person, **options: Any) -> str:
         return key.sign(self.claims(person, **options))
+
+
+# --- the providers of the how-to pages -------------------------------------------------------------
+
+HOW_TO_PASSWORDS = {"OLGA_PASSWORD": "olga-s-password", "VERA_PASSWORD": "vera-s-password"}
+"""What the pages ask the reader to have: the passwords of two users, Olga (who owns a dog) and Vera (a vet of
+clinic 42)."""
+
+
+def _password_grant(
+    server: JwksServer, users: dict[str, Person], token_of: Callable[[Person], str], **expected: str
+) -> None:
+    """The provider's token endpoint answers a password grant of one of `users` whose form has `expected`."""
+    passwords = {"olga": HOW_TO_PASSWORDS["OLGA_PASSWORD"], "vera": HOW_TO_PASSWORDS["VERA_PASSWORD"]}
+
+    def issue(form: dict[str, str]) -> str:
+        person = users[form.get("username", "")]
+        if form.get("grant_type") != "password" or form.get("password") != passwords[person.username]:
+            raise KeyError("invalid_grant")
+        if any(expected_value not in form.get(name, "") for name, expected_value in expected.items()):
+            raise KeyError("invalid_client")
+        return token_of(person)
+
+    server.issue = issue
+
+
+@contextmanager
+def keycloak_of_the_how_to() -> Iterator[dict[str, str]]:
+    """docs/how-to/keycloak.md's realm: KEYCLOAK_URL and the users' passwords."""
+    key = ec_key("how-to")
+    key.public_jwk["alg"] = key.algorithm
+    with jwks_server([key]) as server:
+        keycloak = Keycloak(server, client="pet-records-cli")
+        users = {
+            "olga": Person("olga@example.com", "olga"),
+            "vera": Person("vera@clinic.example", "vera", groups=("/clinic-42",)),
+        }
+        _password_grant(
+            server,
+            users,
+            lambda person: keycloak.token(key, person, audience=["pet-records", "account"]),
+            client_id="pet-records-cli",
+        )
+        yield {"KEYCLOAK_URL": server.base, **HOW_TO_PASSWORDS}
+
+
+@contextmanager
+def auth0_of_the_how_to() -> Iterator[dict[str, str]]:
+    """docs/how-to/auth0.md's tenant: AUTH0_URL, the client's id and the users' passwords."""
+    key = rsa_key("how-to")
+    client_id = "Xk2wq0Q8hM9bWJ7s3kP1cXf2aV5nR6tY"
+    with jwks_server([key]) as server:
+        auth0 = Auth0(server)
+        users = {
+            "olga": Person("olga@example.com", "olga"),
+            "vera": Person("vera@clinic.example", "vera", groups=("clinic-42",)),
+        }
+        _password_grant(server, users, lambda person: auth0.token(key, person), client_id=client_id, audience=auth0.api)
+        yield {"AUTH0_URL": server.base, "AUTH0_CLIENT_ID": client_id, **HOW_TO_PASSWORDS}
+
+
+@contextmanager
+def entra_of_the_how_to() -> Iterator[dict[str, str]]:
+    """docs/how-to/entra-id.md's tenant: where it logs in, the tenant, the API's and the command line's client ids,
+    the clinic's group and the users' passwords."""
+    key = rsa_key("how-to")
+    cli_id = "1b730954-1685-4b74-9bfd-dac224a7b894"
+    with jwks_server([key]) as server:
+        entra = Entra(server)
+        users = {
+            "olga@example.com": Person("olga@example.com", "olga"),
+            "vera@clinic.example": Person("vera@clinic.example", "vera", groups=("clinic-42",)),
+        }
+        _password_grant(
+            server,
+            users,
+            lambda person: entra.token(key, person),
+            client_id=cli_id,
+            scope=f"api://{entra.CLIENT_ID}/",
+        )
+        (clinic,) = entra.group_ids(users["vera@clinic.example"])
+        yield {
+            "ENTRA_LOGIN": server.base,
+            "TENANT_ID": entra.TENANT,
+            "API_CLIENT_ID": entra.CLIENT_ID,
+            "CLI_CLIENT_ID": cli_id,
+            "CLINIC_GROUP_ID": clinic,
+            **HOW_TO_PASSWORDS,
+        }
