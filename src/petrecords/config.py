@@ -74,6 +74,42 @@ def _check_url(value: str, *, schemes: tuple[str, ...], form: str) -> urllib.par
     return parts
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+
+
+def exact_origin(value: str) -> str:
+    """`value` as the origin a browser sends in `Origin` (scheme://host[:port], in lower case, without the scheme's
+    default port), or a ValueError that says what was meant: a trailing slash, a path or a query never match, since
+    a browser sends none, and an origin listed so would be refused without a word."""
+    written = value.strip()
+    if written in ("*", "null"):
+        raise ValueError(f"{written!r} is not an origin; list each origin whose pages may call the API")
+    if "://" not in written:
+        raise ValueError(f"{written!r} is not an origin; did you mean https://{written.split('/', 1)[0]}?")
+    parts = urllib.parse.urlsplit(written)
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if not _SCHEME.fullmatch(scheme) or not host:
+        raise ValueError(f"{written!r} is not an origin (scheme://host[:port])")
+    try:
+        port = parts.port
+        host = host.encode("idna").decode("ascii")  # as a browser sends a name in another script
+    except (ValueError, UnicodeError):
+        raise ValueError(f"{written!r} is not an origin (scheme://host[:port])") from None
+    if ":" in host:
+        host = f"[{host}]"
+    origin = f"{scheme}://{host}" if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{scheme}://{host}:{port}"
+    if parts.username is not None:
+        # Not repeated: what precedes the @ may be a password.
+        raise ValueError(f"an origin names no user or password; did you mean {origin}?")
+    if parts.path or parts.query or parts.fragment or written.endswith(("?", "#")):
+        raise ValueError(
+            f"{written!r} is not an origin: a browser sends scheme://host[:port] and nothing after it, not even a /; "
+            f"did you mean {origin}?"
+        )
+    return origin
+
+
 def default_long_reads_at_once() -> int:
     """Half the machine's cores, at least 1.
 
@@ -226,7 +262,9 @@ class Settings(BaseSettings):
         "must start when there are read replicas",
     )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
-        default=(), description="exact origins (https://app.example) whose pages may call the API, comma-separated"
+        default=(),
+        description="the origins (https://app.example, scheme://host[:port]) whose pages may call the API, "
+        "comma-separated; a path, even a trailing slash, is refused at start",
     )
     direct_routes: bool = Field(
         default=True,
@@ -302,6 +340,11 @@ class Settings(BaseSettings):
                 if not parts.hostname:
                     raise ValueError("names no host; expected nats://host:4222")
         return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(exact_origin(origin) for origin in value))
 
     @field_validator("pet_types")
     @classmethod

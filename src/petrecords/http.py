@@ -140,6 +140,50 @@ class CorsPolicy:
             (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode()),
         ]
 
+    def refusal(self, scope: Scope, asked_method: bytes) -> str | None:
+        """Why a browser's preflight is refused, or what it asks that the browser will then refuse; None when
+        neither (a path the service does not have is no matter of CORS)."""
+        origin = _header(scope, b"origin")
+        if origin is None:
+            return "it names no origin"
+        if origin not in self._origins:
+            return f"the origin {_clipped(origin)} is not one of PETRECORDS_CORS_ORIGINS"
+        methods = self._allowed_methods(scope["path"])
+        if methods is None:
+            return None
+        if asked_method.decode("latin-1").strip() not in methods.split(", "):
+            return f"it asks for the method {_clipped(asked_method)}, which the path does not allow ({methods})"
+        asked = _header(scope, b"access-control-request-headers") or b""
+        names = {name.strip().lower() for name in asked.decode("latin-1").split(",")} - {""}
+        others = sorted(names - _MAY_SEND)
+        if others:
+            return f"it asks to send {_clipped(', '.join(others).encode('latin-1'))}, which no page may send"
+        return None
+
+
+_MAY_SEND = frozenset(
+    {*(name.lower() for name in ALLOWED_REQUEST_HEADERS), "accept", "accept-language", "content-language", "range"}
+)
+"""What a page may send: the allowed request headers and the ones CORS safelists."""
+_CLIPPED_LENGTH = 100
+
+
+def _clipped(value: bytes) -> str:
+    """What a client sent, for a log line: no longer than a hundred characters."""
+    text = value.decode("latin-1")
+    return text if len(text) <= _CLIPPED_LENGTH else text[: _CLIPPED_LENGTH - 1] + "…"
+
+
+def preflight_refusal(scope: Scope, cors: CorsPolicy | None) -> str | None:
+    """Why a browser's preflight (`OPTIONS` with `Access-Control-Request-Method`) is refused, for the access log;
+    None when the request is none, or one the browser will let through."""
+    asked_method = _header(scope, b"access-control-request-method")
+    if asked_method is None:
+        return None
+    if cors is None:
+        return "no page of another origin may call the API: PETRECORDS_CORS_ORIGINS is unset"
+    return cors.refusal(scope, asked_method)
+
 
 _VARY_ORIGIN = (b"vary", b"Origin")
 
@@ -202,6 +246,7 @@ class ServiceEdge:
             state = scope["state"] = {}
         state["request_id"] = request_id
         method = scope["method"]
+        preflight_refused = preflight_refusal(scope, self._cors) if method == "OPTIONS" else None
         # HEAD is answered as GET would be (RFC 9110 9.3.2), without the body.
         head = method == "HEAD"
         if head:
@@ -266,6 +311,7 @@ class ServiceEdge:
                     seconds=elapsed,
                     caller=getattr(caller, "email", None),
                     database_unavailable=database_unavailable,
+                    preflight_refused=preflight_refused,
                 )
 
 
