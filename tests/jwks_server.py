@@ -304,23 +304,37 @@ class Entra:
 HOW_TO_PASSWORDS = {"OLGA_PASSWORD": "olga-s-password", "VERA_PASSWORD": "vera-s-password"}
 """What the pages ask the reader to have: the passwords of two users, Olga (who owns a dog) and Vera (a vet of
 clinic 42)."""
+OLGA = Person("olga@example.com", "olga")
 
 
-def _password_grant(
-    server: JwksServer, users: dict[str, Person], token_of: Callable[[Person], str], **expected: str
-) -> None:
-    """The provider's token endpoint answers a password grant of one of `users` whose form has `expected`."""
+@contextmanager
+def _page_provider(
+    key: SigningKey,
+    shape_of: Callable[[JwksServer], Any],
+    vera: Person,
+    *,
+    by_email: bool = False,
+    token_options: dict[str, Any] | None = None,
+    **expected: str,
+) -> Iterator[Any]:
+    """A provider of a how-to page, signing with `key`: its token endpoint answers a password grant of Olga or Vera
+    (by username, or by e-mail address) whose form has each `expected` value."""
+    users = {person.email if by_email else person.username: person for person in (OLGA, vera)}
     passwords = {"olga": HOW_TO_PASSWORDS["OLGA_PASSWORD"], "vera": HOW_TO_PASSWORDS["VERA_PASSWORD"]}
+    with jwks_server([key]) as server:
+        shape = shape_of(server)
 
-    def issue(form: dict[str, str]) -> str:
-        person = users[form.get("username", "")]
-        if form.get("grant_type") != "password" or form.get("password") != passwords[person.username]:
-            raise KeyError("invalid_grant")
-        if any(expected_value not in form.get(name, "") for name, expected_value in expected.items()):
-            raise KeyError("invalid_client")
-        return token_of(person)
+        def issue(form: dict[str, str]) -> str:
+            person = users[form.get("username", "")]
+            if form.get("grant_type") != "password" or form.get("password") != passwords[person.username]:
+                raise KeyError("invalid_grant")
+            if any(value not in form.get(name, "") for name, value in expected.items()):
+                raise KeyError("invalid_client")
+            token: str = shape.token(key, person, **(token_options or {}))
+            return token
 
-    server.issue = issue
+        server.issue = issue
+        yield shape
 
 
 @contextmanager
@@ -328,61 +342,52 @@ def keycloak_of_the_how_to() -> Iterator[dict[str, str]]:
     """docs/how-to/keycloak.md's realm: KEYCLOAK_URL and the users' passwords."""
     key = ec_key("how-to")
     key.public_jwk["alg"] = key.algorithm
-    with jwks_server([key]) as server:
-        keycloak = Keycloak(server, client="pet-records-cli")
-        users = {
-            "olga": Person("olga@example.com", "olga"),
-            "vera": Person("vera@clinic.example", "vera", groups=("/clinic-42",)),
-        }
-        _password_grant(
-            server,
-            users,
-            lambda person: keycloak.token(key, person, audience=["pet-records", "account"]),
-            client_id="pet-records-cli",
-        )
-        yield {"KEYCLOAK_URL": server.base, **HOW_TO_PASSWORDS}
+    vera = Person("vera@clinic.example", "vera", groups=("/clinic-42",))
+    with _page_provider(
+        key,
+        lambda server: Keycloak(server, client="pet-records-cli"),
+        vera,
+        token_options={"audience": ["pet-records", "account"]},
+        client_id="pet-records-cli",
+    ) as keycloak:
+        yield {"KEYCLOAK_URL": keycloak.server.base, **HOW_TO_PASSWORDS}
+
+
+AUTH0_CLIENT_ID = "Xk2wq0Q8hM9bWJ7s3kP1cXf2aV5nR6tY"
 
 
 @contextmanager
 def auth0_of_the_how_to() -> Iterator[dict[str, str]]:
     """docs/how-to/auth0.md's tenant: AUTH0_URL, the client's id and the users' passwords."""
-    key = rsa_key("how-to")
-    client_id = "Xk2wq0Q8hM9bWJ7s3kP1cXf2aV5nR6tY"
-    with jwks_server([key]) as server:
-        auth0 = Auth0(server)
-        users = {
-            "olga": Person("olga@example.com", "olga"),
-            "vera": Person("vera@clinic.example", "vera", groups=("clinic-42",)),
-        }
-        _password_grant(server, users, lambda person: auth0.token(key, person), client_id=client_id, audience=auth0.api)
-        yield {"AUTH0_URL": server.base, "AUTH0_CLIENT_ID": client_id, **HOW_TO_PASSWORDS}
+    vera = Person("vera@clinic.example", "vera", groups=("clinic-42",))
+    with _page_provider(
+        rsa_key("how-to"), Auth0, vera, client_id=AUTH0_CLIENT_ID, audience="https://pets.clinic.example"
+    ) as auth0:
+        yield {"AUTH0_URL": auth0.server.base, "AUTH0_CLIENT_ID": AUTH0_CLIENT_ID, **HOW_TO_PASSWORDS}
+
+
+ENTRA_CLI_CLIENT_ID = "1b730954-1685-4b74-9bfd-dac224a7b894"
 
 
 @contextmanager
 def entra_of_the_how_to() -> Iterator[dict[str, str]]:
     """docs/how-to/entra-id.md's tenant: where it logs in, the tenant, the API's and the command line's client ids,
     the clinic's group and the users' passwords."""
-    key = rsa_key("how-to")
-    cli_id = "1b730954-1685-4b74-9bfd-dac224a7b894"
-    with jwks_server([key]) as server:
-        entra = Entra(server)
-        users = {
-            "olga@example.com": Person("olga@example.com", "olga"),
-            "vera@clinic.example": Person("vera@clinic.example", "vera", groups=("clinic-42",)),
-        }
-        _password_grant(
-            server,
-            users,
-            lambda person: entra.token(key, person),
-            client_id=cli_id,
-            scope=f"api://{entra.CLIENT_ID}/",
-        )
-        (clinic,) = entra.group_ids(users["vera@clinic.example"])
+    vera = Person("vera@clinic.example", "vera", groups=("clinic-42",))
+    with _page_provider(
+        rsa_key("how-to"),
+        Entra,
+        vera,
+        by_email=True,
+        client_id=ENTRA_CLI_CLIENT_ID,
+        scope=f"api://{Entra.CLIENT_ID}/",
+    ) as entra:
+        (clinic,) = entra.group_ids(vera)
         yield {
-            "ENTRA_LOGIN": server.base,
+            "ENTRA_LOGIN": entra.server.base,
             "TENANT_ID": entra.TENANT,
             "API_CLIENT_ID": entra.CLIENT_ID,
-            "CLI_CLIENT_ID": cli_id,
+            "CLI_CLIENT_ID": ENTRA_CLI_CLIENT_ID,
             "CLINIC_GROUP_ID": clinic,
             **HOW_TO_PASSWORDS,
         }

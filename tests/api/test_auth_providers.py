@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,34 +109,70 @@ async def share_with(client: Client, owner: str, pet: dict[str, Any], grantee: s
     assert shared.status_code == 201, shared.text
 
 
-# --- Keycloak --------------------------------------------------------------------------------------
-
 KEYCLOAK_KEYS = [rsa_key("kc-rs256"), ec_key("kc-es256"), ed_key("kc-eddsa")]
 for _key in KEYCLOAK_KEYS:
     _key.public_jwk["alg"] = _key.algorithm  # Keycloak names each realm key's algorithm, EdDSA's too
+AUTH0_KEY = rsa_key("auth0-1")
+ENTRA_KEY = rsa_key("entra-1")
+
+
+@dataclass
+class Provider:
+    """One provider: the keys it signs with, the shape of its tokens, its how-to's settings, and how it rotates:
+    Keycloak signs with a new key as soon as it has one; Auth0 and Entra ID publish the next key before they sign
+    with it."""
+
+    keys: list[SigningKey]
+    shape: Callable[[JwksServer], Any]
+    settings: Callable[[Any], dict[str, Any]]
+    published_first: bool
+
+
+PROVIDERS = {
+    "Keycloak": Provider(KEYCLOAK_KEYS, Keycloak, keycloak_settings, published_first=False),
+    "Auth0": Provider([AUTH0_KEY], Auth0, auth0_settings, published_first=True),
+    "Entra ID": Provider([ENTRA_KEY], Entra, entra_settings, published_first=True),
+}
+
+
+@dataclass
+class Served:
+    shape: Any
+    client: Client
 
 
 @pytest.fixture(scope="module")
-def keycloak() -> Iterator[Keycloak]:
-    with jwks_server(list(KEYCLOAK_KEYS)) as server:
-        yield Keycloak(server)
-
-
-@pytest.fixture(scope="module")
-async def keycloak_app(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory, keycloak: Keycloak
-) -> AsyncIterator[Client]:
-    async with provider_app(database_url, tmp_path_factory.mktemp("data"), **keycloak_settings(keycloak)) as client:
-        yield client
+async def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Served]]:
+    """Each provider's key set, served, and an app with its how-to's settings, for the module."""
+    async with contextlib.AsyncExitStack() as stack:
+        apps = {}
+        for name, provider in PROVIDERS.items():
+            shape = provider.shape(stack.enter_context(jwks_server(list(provider.keys))))
+            app = provider_app(database_url, tmp_path_factory.mktemp("data"), **provider.settings(shape))
+            apps[name] = Served(shape, await stack.enter_async_context(app))
+        yield apps
 
 
 @pytest.fixture
-async def at_keycloak(database_url: str, keycloak_app: Client) -> Client:
+async def at(database_url: str, served: dict[str, Served]) -> dict[str, Served]:
+    """The providers' apps, on an emptied database."""
     await wipe(database_url)
-    return keycloak_app
+    return served
+
+
+# --- Keycloak --------------------------------------------------------------------------------------
 
 
 class TestKeycloak:
+    @pytest.fixture
+    def keycloak(self, at: dict[str, Served]) -> Keycloak:
+        shape: Keycloak = at["Keycloak"].shape
+        return shape
+
+    @pytest.fixture
+    def at_keycloak(self, at: dict[str, Served]) -> Client:
+        return at["Keycloak"].client
+
     @pytest.mark.parametrize("key", KEYCLOAK_KEYS, ids=lambda key: key.algorithm)
     async def test_each_kind_of_realm_key(self, at_keycloak: Client, keycloak: Keycloak, key: SigningKey) -> None:
         response = await at_keycloak.post("/v1/pets", json=pet_body(), headers=bearer(keycloak.token(key, OWNER)))
@@ -200,28 +236,17 @@ class TestKeycloak:
 
 # --- Auth0 -----------------------------------------------------------------------------------------
 
-AUTH0_KEY = rsa_key("auth0-1")
-
-
-@pytest.fixture(scope="module")
-def auth0() -> Iterator[Auth0]:
-    with jwks_server([AUTH0_KEY]) as server:
-        yield Auth0(server)
-
-
-@pytest.fixture(scope="module")
-async def auth0_app(database_url: str, tmp_path_factory: pytest.TempPathFactory, auth0: Auth0) -> AsyncIterator[Client]:
-    async with provider_app(database_url, tmp_path_factory.mktemp("data"), **auth0_settings(auth0)) as client:
-        yield client
-
-
-@pytest.fixture
-async def at_auth0(database_url: str, auth0_app: Client) -> Client:
-    await wipe(database_url)
-    return auth0_app
-
 
 class TestAuth0:
+    @pytest.fixture
+    def auth0(self, at: dict[str, Served]) -> Auth0:
+        shape: Auth0 = at["Auth0"].shape
+        return shape
+
+    @pytest.fixture
+    def at_auth0(self, at: dict[str, Served]) -> Client:
+        return at["Auth0"].client
+
     async def test_namespaced_claims_name_the_caller_the_roles_and_the_groups(
         self, at_auth0: Client, auth0: Auth0
     ) -> None:
@@ -254,28 +279,17 @@ class TestAuth0:
 
 # --- Microsoft Entra ID ----------------------------------------------------------------------------
 
-ENTRA_KEY = rsa_key("entra-1")
-
-
-@pytest.fixture(scope="module")
-def entra() -> Iterator[Entra]:
-    with jwks_server([ENTRA_KEY]) as server:
-        yield Entra(server)
-
-
-@pytest.fixture(scope="module")
-async def entra_app(database_url: str, tmp_path_factory: pytest.TempPathFactory, entra: Entra) -> AsyncIterator[Client]:
-    async with provider_app(database_url, tmp_path_factory.mktemp("data"), **entra_settings(entra)) as client:
-        yield client
-
-
-@pytest.fixture
-async def at_entra(database_url: str, entra_app: Client) -> Client:
-    await wipe(database_url)
-    return entra_app
-
 
 class TestEntraId:
+    @pytest.fixture
+    def entra(self, at: dict[str, Served]) -> Entra:
+        shape: Entra = at["Entra ID"].shape
+        return shape
+
+    @pytest.fixture
+    def at_entra(self, at: dict[str, Served]) -> Client:
+        return at["Entra ID"].client
+
     async def test_app_roles_and_groups_by_object_id(self, at_entra: Client, entra: Entra) -> None:
         admin = Person("root@clinic.example", "root", roles=("PetRecords.Admin",))
         given = await at_entra.post(
@@ -319,24 +333,7 @@ CACHE_SECONDS = 1
 """How long they use fetched keys: a key that left the set is refused at most this long (and a cooldown) later."""
 
 
-@dataclass
-class Rotation:
-    """One provider's shape, and how it rotates: Keycloak signs with a new key as soon as it has one; Auth0 and Entra
-    ID publish the next key before they sign with it."""
-
-    shape: Callable[[JwksServer], Any]
-    settings: Callable[[Any], dict[str, Any]]
-    published_first: bool
-
-
-ROTATIONS = {
-    "Keycloak": Rotation(Keycloak, keycloak_settings, published_first=False),
-    "Auth0": Rotation(Auth0, auth0_settings, published_first=True),
-    "Entra ID": Rotation(Entra, entra_settings, published_first=True),
-}
-
-
-ROTATING_KEYS = {provider: (rsa_key(f"{provider}-old"), rsa_key(f"{provider}-new")) for provider in ROTATIONS}
+ROTATING_KEYS = {provider: (rsa_key(f"{provider}-old"), rsa_key(f"{provider}-new")) for provider in PROVIDERS}
 MADE_UP_KEY = rsa_key("made-up")
 
 
@@ -373,9 +370,9 @@ class Traffic:
 
 
 @pytest.mark.only_on("sqlite")  # the keys' life, the same on both databases
-@pytest.mark.parametrize("provider", list(ROTATIONS))
+@pytest.mark.parametrize("provider", list(PROVIDERS))
 async def test_a_new_key_while_requests_run(database_url: str, tmp_path: Any, provider: str) -> None:
-    rotation = ROTATIONS[provider]
+    rotation = PROVIDERS[provider]
     old, new = ROTATING_KEYS[provider]
     with jwks_server([old]) as server:
         shape = rotation.shape(server)

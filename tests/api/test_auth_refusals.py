@@ -111,20 +111,22 @@ def provider() -> Iterator[JwksServer]:
         yield server
 
 
+def idp_settings(provider: JwksServer) -> dict[str, Any]:
+    return {
+        "auth_mode": "jwks",
+        "auth_jwks_url": provider.url,
+        "auth_issuer": ISSUER,
+        "auth_audience": AUDIENCE,
+        "auth_user_claim": "email",
+        "auth_secret": None,
+    }
+
+
 @pytest.fixture(scope="module")
 async def idp_app(
     database_url: str, tmp_path_factory: pytest.TempPathFactory, provider: JwksServer
 ) -> AsyncIterator[Client]:
-    settings = settings_of(
-        database_url,
-        tmp_path_factory.mktemp("data"),
-        auth_mode="jwks",
-        auth_jwks_url=provider.url,
-        auth_issuer=ISSUER,
-        auth_audience=AUDIENCE,
-        auth_user_claim="email",
-        auth_secret=None,
-    )
+    settings = settings_of(database_url, tmp_path_factory.mktemp("data"), **idp_settings(provider))
     async with AsyncTestClient(app=create_app(settings)) as started:  # type: ignore[arg-type]
         yield started
 
@@ -216,15 +218,7 @@ class TestProviderTokens:
         provider: JwksServer,
         logged: pytest.LogCaptureFixture,
     ) -> None:
-        settings = make_settings(
-            auth_mode="jwks",
-            auth_jwks_url=provider.url,
-            auth_issuer=ISSUER,
-            auth_audience=AUDIENCE,
-            auth_user_claim="email",
-            auth_secret=None,
-        )
-        async with make_client(settings) as client:
+        async with make_client(make_settings(**idp_settings(provider))) as client:
             assert (await client.get("/v1/pets", headers=bearer(RSA.sign(idp_claims())))).status_code == 200
             fetches = provider.fetches
             started = time.monotonic()
