@@ -281,7 +281,7 @@ class CallerClaims:
         for value in listed:
             name = group_name(value) if isinstance(value, str) else None
             if name is None:
-                raise self.groups.refused(f"lists {_shown(value)}, which is not a group name ({GROUP_NAME_RULE})")
+                raise self.groups.refused(f"lists {shown(value)}, which is not a group name ({GROUP_NAME_RULE})")
             names.append(name)
         return tuple(dict.fromkeys(names))
 
@@ -309,17 +309,17 @@ def _email_claims(claims: Mapping[str, Any]) -> str:
     return f"; claims that hold an e-mail address: {', '.join(sorted(names))}" if names else ""
 
 
-_SHOWN_CHARACTERS = 80
+SHOWN_CHARACTERS = 80
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value from a token, for a log line: as JSON, cut short (an unverified token holds whatever its sender
     made up)."""
     try:
         text = msgspec.json.encode(value).decode()
     except (TypeError, OverflowError):
         text = type(value).__name__
-    return text if len(text) <= _SHOWN_CHARACTERS else text[: _SHOWN_CHARACTERS - 1] + "…"
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
 
 
 def _unverified_claims(token: str) -> dict[str, Any]:
@@ -332,7 +332,7 @@ def _unverified_claims(token: str) -> dict[str, Any]:
 
 def _instant(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 253402300800:
-        return _shown(value)
+        return shown(value)
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(value))
 
 
@@ -340,7 +340,7 @@ def unverified_header(token: str) -> dict[str, Any]:
     header = jwt.get_unverified_header(token)
     if "crit" in header:
         # No extension is understood here, so a token that makes one critical is refused (RFC 7515 4.1.11).
-        raise TokenRefused("malformed", f"critical extensions {_shown(header['crit'])} are not understood")
+        raise TokenRefused("malformed", f"critical extensions {shown(header['crit'])} are not understood")
     return header
 
 
@@ -348,7 +348,7 @@ def algorithm_of(header: Mapping[str, Any], allowed: Sequence[str]) -> str:
     """The token's algorithm, when it is one of `allowed` (pinned per mode)."""
     algorithm = header.get("alg")
     if not isinstance(algorithm, str) or algorithm not in allowed:
-        raise TokenRefused("algorithm", f"{_shown(algorithm)} is not allowed; allowed: {', '.join(allowed)}")
+        raise TokenRefused("algorithm", f"{shown(algorithm)} is not allowed; allowed: {', '.join(allowed)}")
     return algorithm
 
 
@@ -369,10 +369,10 @@ def refusal_reasons(token: str, *, key: str, issuer: str | None = None, audience
         raise TokenRefused("not_yet_valid", f"{name!r} is {_instant(found)}, still to come") from None
     except jwt.InvalidIssuerError:
         found = _unverified_claims(token).get("iss")
-        raise TokenRefused("issuer", f"expected {_shown(issuer)}, found {_shown(found)}") from None
+        raise TokenRefused("issuer", f"expected {shown(issuer)}, found {shown(found)}") from None
     except jwt.InvalidAudienceError:
         found = _unverified_claims(token).get("aud")
-        raise TokenRefused("audience", f"expected {_shown(audience)}, found {_shown(found)}") from None
+        raise TokenRefused("audience", f"expected {shown(audience)}, found {shown(found)}") from None
     except jwt.MissingRequiredClaimError as exc:
         raise TokenRefused("claim", f"{exc.claim!r} is missing") from None
     except (InvalidSubjectError, InvalidJTIError, jwt.InvalidIssuedAtError) as exc:

@@ -21,6 +21,7 @@ from petrecords.auth import (
     TokenRefused,
     algorithm_of,
     refusal_reasons,
+    shown,
     unverified_header,
 )
 from petrecords.config import ASYMMETRIC_ALGORITHMS, Settings
@@ -66,22 +67,24 @@ class JwksKeys:
         if entry is None:
             raise TokenRefused("kid", self._unknown(kid))
         if entry.get("alg", algorithm) != algorithm:
-            raise TokenRefused("algorithm", f"the token says {algorithm}, its key {kid!r} is for {entry['alg']}")
+            raise TokenRefused(
+                "algorithm", f"the token says {algorithm}, its key {shown(kid)} is for {shown(entry['alg'])}"
+            )
         try:
             # Building the key for the token's algorithm also checks that the key's type fits it.
             key = jwt.PyJWK(entry, algorithm=algorithm)
         except jwt.PyJWTError:
             raise TokenRefused(
-                "algorithm", f"the token says {algorithm}, which its key {kid!r} ({entry.get('kty')}) does not fit"
+                "algorithm", f"the token says {algorithm}, which its key {shown(kid)} ({entry.get('kty')}) does not fit"
             ) from None
         self._keys[(kid, algorithm)] = key
         return key
 
     def _unknown(self, kid: str | None) -> str:
-        named = "no kid" if kid is None else f"the kid {kid!r}"
+        named = "no kid" if kid is None else f"the kid {shown(kid)}"
         if self._fetched_at == float("-inf"):
             return f"no key set was fetched yet from {self._url}, to find {named} in"
-        known = ", ".join(sorted(repr(known) for known in self._entries if known is not None)) or "none"
+        known = ", ".join(sorted(shown(known) for known in self._entries if known is not None)) or "none"
         return f"the key set of {self._url} has no key of {named} (its kids: {known})"
 
     async def unready(self) -> str | None:
@@ -197,7 +200,7 @@ class JwksTokenVerifier:
 
 def _failure(exc: Exception) -> str:
     """Why a fetch failed, in a few words: the status of an answer, the kind of a failure to connect."""
-    import httpx
+    import httpx  # as in _refresh: only JWKS mode needs it
 
     if isinstance(exc, httpx.HTTPStatusError):
         return f"it answered {exc.response.status_code}"

@@ -184,7 +184,7 @@ class TestProviderTokens:
         assert fields["reason"] == "kid"
         assert (
             fields["detail"]
-            == f"the key set of {provider.url} has no key of the kid 'rotated-away' (its kids: 'ec-1', 'rsa-1')"
+            == f'the key set of {provider.url} has no key of the kid "rotated-away" (its kids: "ec-1", "rsa-1")'
         )
 
     async def test_a_key_that_does_not_fit_the_algorithm(
@@ -196,7 +196,7 @@ class TestProviderTokens:
 
         assert (fields["reason"], fields["detail"]) == (
             "algorithm",
-            "the token says ES256, its key 'rsa-1' is for RS256",
+            'the token says ES256, its key "rsa-1" is for "RS256"',
         )
 
     async def test_a_signature_by_another_key_of_the_same_kid(
@@ -249,7 +249,7 @@ class TestBeforeAnyKeySet:
         assert fields["reason"] == "kid"
         assert (
             fields["detail"]
-            == "no key set was fetched yet from http://127.0.0.1:9/jwks.json, to find the kid 'rsa-1' in"
+            == 'no key set was fetched yet from http://127.0.0.1:9/jwks.json, to find the kid "rsa-1" in'
         )
         warnings = [line.getMessage() for line in logged.records if line.levelno == logging.WARNING]
         assert warnings == ["could not fetch the key set from http://127.0.0.1:9/jwks.json: ConnectError: " + REFUSED]
