@@ -196,16 +196,26 @@ class Settings(BaseSettings):
         default=300, ge=1, description="how long fetched keys are used before they are fetched again"
     )
     auth_jwks_refresh_cooldown_seconds: float = Field(
-        default=30.0, ge=0, description="at most one fetch per this interval when a token names an unknown key"
+        default=30.0,
+        ge=0,
+        description="at most one fetch per this interval when a token names an unknown key, or /readyz finds no key "
+        "set fetched yet",
     )
     auth_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=5, description="how long a key fetch may take")
     auth_user_claim: str = Field(
-        default="sub", description="the claim that names the caller (an e-mail address; email with most providers)"
+        default="sub",
+        description="the claim that names the caller (an e-mail address; email with most providers): a claim's name, "
+        "taken whole when the token has it, or a dotted path into nested objects",
     )
-    auth_roles_claim: str = Field(default="roles", description="the claim that lists the caller's roles")
+    auth_roles_claim: str = Field(
+        default="roles",
+        description="the claim that lists the caller's roles, by name or dotted path (realm_access.roles: Keycloak's)",
+    )
     auth_admin_role: str = Field(default="admin", description="the role that makes a caller an administrator")
     auth_groups_claim: str = Field(
-        default="groups", description="the claim that lists the caller's groups (an identity provider's organizations)"
+        default="groups",
+        description="the claim that lists the caller's groups (an identity provider's organizations), by name or "
+        "dotted path",
     )
     auth_leeway_seconds: int = Field(default=30, ge=0, le=60, description="clock-skew allowance for exp, nbf and iat")
     auth_max_token_lifetime_seconds: int = Field(
