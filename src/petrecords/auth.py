@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import collections
 import contextlib
+import logging
 import math
 import os
 import re
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import jwt
 import msgspec
+from jwt.exceptions import InvalidJTIError, InvalidSubjectError
 
-from petrecords.config import ConfigurationError, Settings
+from petrecords.config import MIN_SECRET_BYTES, ConfigurationError, Settings
 from petrecords.errors import Unauthenticated
 from petrecords.values import normalize_email
 
+_log = logging.getLogger("petrecords.auth")
+
 LOCAL_ALGORITHM = "HS256"
-MIN_SECRET_BYTES = 32
 
 
 class Caller(msgspec.Struct, frozen=True):
@@ -39,9 +44,18 @@ class Caller(msgspec.Struct, frozen=True):
 
 
 GROUP_PREFIX = "group:"
-GROUP_NAME = re.compile(r"[A-Za-z0-9._:@-]{1,100}")
-"""A group's name: 1–100 characters of letters, digits and `. _ : @ -`, compared exactly, case included."""
+GROUP_NAME = re.compile(r"[A-Za-z0-9._:@-][A-Za-z0-9._:@/-]{0,99}")
+"""A group's name: 1–100 characters of letters, digits and `. _ : @ - /`, compared exactly, case included. It does
+not start with `/`, which a token may write before it (group_name)."""
+GROUP_NAME_RULE = "1-100 characters of letters, digits and . _ : @ - /"
 MAX_GROUPS = 100
+
+
+def group_name(value: str) -> str | None:
+    """The group `value` names, or None when it names none. One leading `/` is not part of the name: Keycloak
+    writes a group as its full path (`/clinic-42`, `/clinics/north`), where other providers write `clinic-42`."""
+    name = value[1:] if value.startswith("/") else value
+    return name if GROUP_NAME.fullmatch(name) else None
 
 
 def load_or_create_secret(settings: Settings) -> bytes:
@@ -111,9 +125,10 @@ def issue_local_token(
     email = normalize_email(user)
     if email is None:
         raise ValueError(f"{user!r} is not an e-mail address")
-    for group in groups:
-        if not GROUP_NAME.fullmatch(group):
-            raise ValueError(f"{group!r} is not a group name (1-100 characters of letters, digits and . _ : @ -)")
+    names = [group_name(group) for group in groups]
+    for group, name in zip(groups, names, strict=True):
+        if name is None:
+            raise ValueError(f"{group!r} is not a group name ({GROUP_NAME_RULE})")
     now = int(time.time())
     claims: dict[str, Any] = {
         settings.auth_user_claim: email,
@@ -122,7 +137,7 @@ def issue_local_token(
         "exp": now + ttl_seconds,
     }
     if groups:
-        claims[settings.auth_groups_claim] = list(dict.fromkeys(groups))
+        claims[settings.auth_groups_claim] = list(dict.fromkeys(names))
     return jwt.encode(claims, secret, algorithm=LOCAL_ALGORITHM)
 
 
@@ -141,9 +156,40 @@ def bearer_token(authorizations: list[str]) -> str:
     return token
 
 
+class TokenRefused(Unauthenticated):
+    """A bearer token that is not valid. Its sender is told no more than that; why is for the operator's log
+    (RefusalLog): what a forged or stolen token lacks is no business of whoever sent it."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__("The bearer token is not valid.", token_sent=True)
+        self.reason = reason
+        """The kind of reason, one of REFUSAL_REASONS."""
+        self.detail = detail
+        """What was wrong, for the operator: what was expected and what the token had; never the token."""
+
+
+REFUSAL_REASONS = (
+    "malformed",
+    "algorithm",
+    "kid",
+    "signature",
+    "expired",
+    "not_yet_valid",
+    "issuer",
+    "audience",
+    "claim",
+    "lifetime",
+)
+"""Why a token may be refused, as the log names it (docs/reference/tokens.md says what each means)."""
+
+
 class TokenVerifier(Protocol):
     async def verify(self, token: str) -> Caller:
-        """The caller the token names; raises Unauthenticated when the token is not valid."""
+        """The caller the token names; raises TokenRefused when the token is not valid."""
+        ...
+
+    async def unready(self) -> str | None:
+        """Why no token can be verified yet (for /readyz), or None when tokens can be."""
         ...
 
 
@@ -161,46 +207,83 @@ class KeyedTokenVerifier(TokenVerifier, Protocol):
         ...
 
 
+_MISSING: Any = object()
+
+
+class Claim:
+    """The claim a setting names: the claim of that whole name when the token has one (Auth0 namespaces its custom
+    claims with dots: `https://clinic.example/roles`), else the path its dots make into nested objects
+    (`realm_access.roles`, as Keycloak issues the realm's roles)."""
+
+    def __init__(self, name: str, setting: str) -> None:
+        self.name = name
+        self.setting = setting
+        self._path = tuple(name.split(".")) if "." in name else ()
+
+    def find(self, claims: Mapping[str, Any]) -> Any:
+        """The claim's value, or _MISSING."""
+        value = claims.get(self.name, _MISSING)
+        if value is _MISSING and self._path:
+            value = claims
+            for part in self._path:
+                if not isinstance(value, dict) or part not in value:
+                    return _MISSING
+                value = value[part]
+        return value
+
+    def refused(self, what: str) -> TokenRefused:
+        return TokenRefused("claim", f"{self.name!r} ({self.setting}) {what}")
+
+
 class CallerClaims:
     """How a verified token names its caller: the settings both kinds of verifier share."""
 
     def __init__(self, settings: Settings) -> None:
-        self.user_claim = settings.auth_user_claim
-        self.roles_claim = settings.auth_roles_claim
-        self.groups_claim = settings.auth_groups_claim
+        self.user = Claim(settings.auth_user_claim, "PETRECORDS_AUTH_USER_CLAIM")
+        self.roles = Claim(settings.auth_roles_claim, "PETRECORDS_AUTH_ROLES_CLAIM")
+        self.groups = Claim(settings.auth_groups_claim, "PETRECORDS_AUTH_GROUPS_CLAIM")
         self.admin_role = settings.auth_admin_role
         self.leeway = settings.auth_leeway_seconds
         self.max_lifetime = settings.auth_max_token_lifetime_seconds
 
-    def required(self, *others: str) -> list[str]:
-        return ["exp", self.user_claim, *others]
+    @staticmethod
+    def required(*others: str) -> list[str]:
+        """The claims the signature library checks are there; the caller's claim, which may be a path, is
+        checked here."""
+        return ["exp", *others]
 
     def caller(self, claims: dict[str, Any]) -> Caller:
         self._check_times(claims)
-        subject = claims.get(self.user_claim)
+        subject = self.user.find(claims)
+        if subject is _MISSING:
+            raise self.user.refused(f"is missing{_email_claims(claims)}")
         email = normalize_email(subject) if isinstance(subject, str) else None
         if email is None:
-            raise Unauthenticated(f"The token's '{self.user_claim}' claim must be an e-mail address.", token_sent=True)
-        roles = claims.get(self.roles_claim, [])
+            raise self.user.refused(f"is not an e-mail address{_email_claims(claims)}")
+        roles = self.roles.find(claims)
+        if roles is _MISSING:
+            roles = []
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
-            raise Unauthenticated(f"The token's '{self.roles_claim}' claim must be a list of strings.", token_sent=True)
-        groups = claims.get(self.groups_claim, [])
-        if (
-            not isinstance(groups, list)
-            or len(groups) > MAX_GROUPS
-            or not all(isinstance(group, str) and GROUP_NAME.fullmatch(group) for group in groups)
-        ):
-            raise Unauthenticated(
-                f"The token's '{self.groups_claim}' claim must be a list of group names (1-100 characters of letters, "
-                f"digits and . _ : @ -), at most {MAX_GROUPS}.",
-                token_sent=True,
-            )
+            raise self.roles.refused("is not a list of strings")
         return Caller(
-            email=email,
-            is_admin=self.admin_role in roles,
-            expires_at=float(claims["exp"]),
-            groups=tuple(dict.fromkeys(groups)),
+            email=email, is_admin=self.admin_role in roles, expires_at=float(claims["exp"]), groups=self._groups(claims)
         )
+
+    def _groups(self, claims: dict[str, Any]) -> tuple[str, ...]:
+        listed = self.groups.find(claims)
+        if listed is _MISSING:
+            return ()
+        if not isinstance(listed, list):
+            raise self.groups.refused("is not a list")
+        if len(listed) > MAX_GROUPS:
+            raise self.groups.refused(f"lists {len(listed)} groups, more than {MAX_GROUPS}")
+        names = []
+        for value in listed:
+            name = group_name(value) if isinstance(value, str) else None
+            if name is None:
+                raise self.groups.refused(f"lists {shown(value)}, which is not a group name ({GROUP_NAME_RULE})")
+            names.append(name)
+        return tuple(dict.fromkeys(names))
 
     def _check_times(self, claims: dict[str, Any]) -> None:
         """RFC 7519 makes `exp`, `nbf` and `iat` NumericDates: JSON numbers, which the signature library
@@ -209,58 +292,208 @@ class CallerClaims:
         for name in ("exp", "nbf", "iat"):
             value = claims.get(name)
             if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise Unauthenticated(
-                    f"The token's '{name}' claim must be a number (seconds since 1970).", token_sent=True
-                )
+                raise TokenRefused("claim", f"{name!r} is not a number (seconds since 1970)")
         # Without `iat`, the issuer's clock may run ahead of this one by the leeway.
         lifetime = claims["exp"] - claims["iat"] if "iat" in claims else claims["exp"] - time.time() - self.leeway
         if lifetime > self.max_lifetime:
-            raise Unauthenticated(
-                f"The bearer token's lifetime exceeds the allowed maximum of {self.max_lifetime} seconds.",
-                token_sent=True,
+            raise TokenRefused(
+                "lifetime",
+                f"it lives {lifetime:.0f} s, longer than PETRECORDS_AUTH_MAX_TOKEN_LIFETIME_SECONDS "
+                f"({self.max_lifetime} s)",
             )
+
+
+def _email_claims(claims: Mapping[str, Any]) -> str:
+    """The token's claims that hold an e-mail address, as a hint for the operator who named another claim."""
+    names = [name for name, value in claims.items() if isinstance(value, str) and normalize_email(value) is not None]
+    return f"; claims that hold an e-mail address: {', '.join(sorted(names))}" if names else ""
+
+
+SHOWN_CHARACTERS = 80
+
+
+def shown(value: Any) -> str:
+    """A value from a token, for a log line: as JSON, cut short (an unverified token holds whatever its sender
+    made up)."""
+    try:
+        text = msgspec.json.encode(value).decode()
+    except (TypeError, OverflowError):
+        text = type(value).__name__
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
+
+
+def _unverified_claims(token: str) -> dict[str, Any]:
+    """A refused token's claims, read without verifying anything, to say what it had."""
+    try:
+        return jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return {}
+
+
+def _instant(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 253402300800:
+        return shown(value)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(value))
 
 
 def unverified_header(token: str) -> dict[str, Any]:
     header = jwt.get_unverified_header(token)
     if "crit" in header:
         # No extension is understood here, so a token that makes one critical is refused (RFC 7515 4.1.11).
-        raise jwt.InvalidTokenError("unsupported critical header")
+        raise TokenRefused("malformed", f"critical extensions {shown(header['crit'])} are not understood")
     return header
 
 
+def algorithm_of(header: Mapping[str, Any], allowed: Sequence[str]) -> str:
+    """The token's algorithm, when it is one of `allowed` (pinned per mode)."""
+    algorithm = header.get("alg")
+    if not isinstance(algorithm, str) or algorithm not in allowed:
+        raise TokenRefused("algorithm", f"{shown(algorithm)} is not allowed; allowed: {', '.join(allowed)}")
+    return algorithm
+
+
 @contextlib.contextmanager
-def invalid_token_is_unauthenticated() -> Iterator[None]:
+def refusal_reasons(token: str, *, key: str, issuer: str | None = None, audience: str | None = None) -> Iterator[None]:
+    """The signature library's refusals as TokenRefused, each naming its reason: for the signature, the `key` it
+    was checked with; for an issuer or an audience, what was expected and what the token has."""
     try:
         yield
+    except jwt.InvalidSignatureError:
+        raise TokenRefused("signature", f"the signature does not verify with {key}") from None
     except jwt.ExpiredSignatureError:
-        raise Unauthenticated("The bearer token has expired.", token_sent=True) from None
-    except jwt.PyJWTError:
-        raise Unauthenticated("The bearer token is not valid.", token_sent=True) from None
+        expires = _unverified_claims(token).get("exp")
+        raise TokenRefused("expired", f"it expired at {_instant(expires)}") from None
+    except jwt.ImmatureSignatureError as exc:
+        name = "nbf" if "nbf" in str(exc) else "iat"
+        found = _unverified_claims(token).get(name)
+        raise TokenRefused("not_yet_valid", f"{name!r} is {_instant(found)}, still to come") from None
+    except jwt.InvalidIssuerError:
+        found = _unverified_claims(token).get("iss")
+        raise TokenRefused("issuer", f"expected {shown(issuer)}, found {shown(found)}") from None
+    except jwt.InvalidAudienceError:
+        found = _unverified_claims(token).get("aud")
+        raise TokenRefused("audience", f"expected {shown(audience)}, found {shown(found)}") from None
+    except jwt.MissingRequiredClaimError as exc:
+        raise TokenRefused("claim", f"{exc.claim!r} is missing") from None
+    except (InvalidSubjectError, InvalidJTIError, jwt.InvalidIssuedAtError) as exc:
+        raise TokenRefused("claim", str(exc)) from None
+    except jwt.PyJWTError as exc:
+        raise TokenRefused("malformed", str(exc) or type(exc).__name__) from None
+
+
+def previous_secrets(settings: Settings) -> tuple[bytes, ...]:
+    return tuple(secret.get_secret_value().encode() for secret in settings.auth_previous_secrets)
 
 
 class LocalTokenVerifier:
-    """HS256 tokens signed with the local secret. Only that algorithm is accepted."""
+    """HS256 tokens signed with the local secret, or with one of the previous secrets while a rotation runs. Only
+    that algorithm is accepted."""
 
-    # The secret is read once, when the process starts.
+    # The secrets are read once, when the process starts.
     keys_version = 0
     keys_checked_until = math.inf
 
     def __init__(self, secret: bytes, settings: Settings) -> None:
-        self._secret = secret
+        # The current secret first: nearly every token is signed with it.
+        self._secrets = (secret, *previous_secrets(settings))
         self._claims = CallerClaims(settings)
+        self._key = (
+            "PETRECORDS_AUTH_SECRET or PETRECORDS_AUTH_PREVIOUS_SECRETS"
+            if len(self._secrets) > 1
+            else "the local secret (PETRECORDS_AUTH_SECRET or the data directory's)"
+        )
 
     async def verify(self, token: str) -> Caller:
-        with invalid_token_is_unauthenticated():
-            unverified_header(token)
-            claims = jwt.decode(
-                token,
-                self._secret,
-                algorithms=[LOCAL_ALGORITHM],
-                leeway=self._claims.leeway,
-                options={"require": self._claims.required(), "verify_aud": False},
-            )
+        with refusal_reasons(token, key=self._key):
+            algorithm_of(unverified_header(token), (LOCAL_ALGORITHM,))
+            claims = self._decode(token)
         return self._claims.caller(claims)
+
+    def _decode(self, token: str) -> dict[str, Any]:
+        last = len(self._secrets) - 1
+        for number, secret in enumerate(self._secrets):
+            try:
+                return jwt.decode(
+                    token,
+                    secret,
+                    algorithms=[LOCAL_ALGORITHM],
+                    leeway=self._claims.leeway,
+                    options={"require": self._claims.required(), "verify_aud": False},
+                )
+            except jwt.InvalidSignatureError:
+                if number == last:
+                    raise
+        raise AssertionError("unreachable: there is always a current secret")
+
+    async def unready(self) -> str | None:
+        return None
+
+
+class RefusalLog:
+    """Why each token was refused, for the operator: one INFO line per refused token naming the reason, never the
+    token.
+
+    A flood of made-up tokens must not become a flood of lines: for each reason, a process writes at most `burst`
+    lines at once and `per_minute` a minute beyond that (a token bucket per reason, so that the lines of a flood
+    leave room for those of another reason). Past that, refusals are counted by reason, and the counts are told in
+    one WARNING line `summary_seconds` after the first one that was held back.
+    """
+
+    def __init__(
+        self,
+        *,
+        burst: int = 50,
+        per_minute: int = 50,
+        summary_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._burst = burst
+        self._per_minute = per_minute
+        self._summary_seconds = summary_seconds
+        self._clock = clock
+        self._allowances: dict[str, tuple[float, float]] = {}
+        """Each reason's lines still allowed, and when that was counted."""
+        self._held: collections.Counter[str] = collections.Counter()
+        self._summary: asyncio.TimerHandle | None = None
+
+    def refused(self, refusal: TokenRefused, *, request_id: str) -> None:
+        reason = refusal.reason
+        now = self._clock()
+        allowance, counted_at = self._allowances.get(reason, (float(self._burst), now))
+        allowance = min(float(self._burst), allowance + (now - counted_at) * self._per_minute / 60)
+        if allowance >= 1:
+            self._allowances[reason] = (allowance - 1, now)
+            fields = {"request_id": request_id, "reason": reason, "detail": refusal.detail}
+            _log.info(
+                "request %s: bearer token refused (%s): %s",
+                request_id,
+                reason,
+                refusal.detail,
+                extra={"fields": fields},
+            )
+            return
+        self._allowances[reason] = (allowance, now)
+        self._held[reason] += 1
+        if self._summary is None:
+            self._summary = asyncio.get_running_loop().call_later(self._summary_seconds, self.summarise)
+
+    def summarise(self) -> None:
+        """Tell the refusals held back since the last summary, if any."""
+        self._summary = None
+        held, self._held = self._held, collections.Counter()
+        if not held:
+            return
+        counts = ", ".join(f"{reason} {count}" for reason, count in held.most_common())
+        _log.warning(
+            "%d more bearer tokens refused in %.0f s, not logged one by one (past %d lines of a reason, at most %d "
+            "a minute): %s",
+            sum(held.values()),
+            self._summary_seconds,
+            self._burst,
+            self._per_minute,
+            counts,
+            extra={"fields": {"refused": dict(held)}},
+        )
 
 
 class VerifiedTokenCache:
@@ -287,6 +520,9 @@ class VerifiedTokenCache:
         if version != self._keys_version:
             self._entries.clear()
             self._keys_version = version
+
+    async def unready(self) -> str | None:
+        return await self._verifier.unready()
 
     async def verify(self, token: str) -> Caller:
         self._keys_unchanged()

@@ -46,6 +46,8 @@ shutting down."""
 READY_FILE_VARIABLE = "PETRECORDS_SERVE_READY_FILE"
 """Set by `petrecords serve` for its workers, not by operators: the file that appears once every worker accepts
 connections."""
+MIN_SECRET_BYTES = 32
+"""The shortest signing secret of local tokens: HS256's own output size."""
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"})
 """The signature algorithms an identity provider's tokens may use."""
 _DATABASE_URL_FORM = "sqlite:///PATH or postgresql://user:password@host:port/db"
@@ -85,6 +87,42 @@ def _retry_wait(text: str) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds <= MAX_WEBHOOKS_RETRY_SECONDS else None  # NaN compares false
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+
+
+def exact_origin(value: str) -> str:
+    """`value` as the origin a browser sends in `Origin` (scheme://host[:port], in lower case, without the scheme's
+    default port), or a ValueError that says what was meant: a trailing slash, a path or a query never match, since
+    a browser sends none, and an origin listed so would be refused without a word."""
+    written = value.strip()
+    if written in ("*", "null"):
+        raise ValueError(f"{written!r} is not an origin; list each origin whose pages may call the API")
+    if "://" not in written:
+        raise ValueError(f"{written!r} is not an origin; did you mean https://{written.split('/', 1)[0]}?")
+    parts = urllib.parse.urlsplit(written)
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if not _SCHEME.fullmatch(scheme) or not host:
+        raise ValueError(f"{written!r} is not an origin (scheme://host[:port])")
+    try:
+        port = parts.port
+        host = host.encode("idna").decode("ascii")  # as a browser sends a name in another script
+    except (ValueError, UnicodeError):
+        raise ValueError(f"{written!r} is not an origin (scheme://host[:port])") from None
+    if ":" in host:
+        host = f"[{host}]"
+    origin = f"{scheme}://{host}" if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{scheme}://{host}:{port}"
+    if parts.username is not None:
+        # Not repeated: what precedes the @ may be a password.
+        raise ValueError(f"an origin names no user or password; did you mean {origin}?")
+    if parts.path or parts.query or parts.fragment or written.endswith(("?", "#")):
+        raise ValueError(
+            f"{written!r} is not an origin: a browser sends scheme://host[:port] and nothing after it, not even a /; "
+            f"did you mean {origin}?"
+        )
+    return origin
 
 
 def default_long_reads_at_once() -> int:
@@ -157,6 +195,11 @@ class Settings(BaseSettings):
         description="HS256 secret of local tokens, at least 32 bytes; when unset, a random one is made in the data "
         "directory (mode 0600) on first start",
     )
+    auth_previous_secrets: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        default=(),
+        description="local mode: earlier secrets whose tokens are still accepted while a new secret takes over, "
+        "comma-separated, each at least 32 bytes; new tokens are signed with the current one",
+    )
     auth_jwks_url: str | None = Field(default=None, description="jwks mode: where the provider publishes its keys")
     auth_issuer: str | None = Field(default=None, description="jwks mode: the exact iss that tokens must carry")
     auth_audience: str | None = Field(default=None, description="jwks mode: the aud that tokens must name")
@@ -168,16 +211,26 @@ class Settings(BaseSettings):
         default=300, ge=1, description="how long fetched keys are used before they are fetched again"
     )
     auth_jwks_refresh_cooldown_seconds: float = Field(
-        default=30.0, ge=0, description="at most one fetch per this interval when a token names an unknown key"
+        default=30.0,
+        ge=0,
+        description="at most one fetch per this interval when a token names an unknown key, or /readyz finds no key "
+        "set fetched yet",
     )
     auth_jwks_timeout_seconds: float = Field(default=5.0, gt=0, le=5, description="how long a key fetch may take")
     auth_user_claim: str = Field(
-        default="sub", description="the claim that names the caller (an e-mail address; email with most providers)"
+        default="sub",
+        description="the claim that names the caller (an e-mail address; email with most providers): a claim's name, "
+        "taken whole when the token has it, or a dotted path into nested objects",
     )
-    auth_roles_claim: str = Field(default="roles", description="the claim that lists the caller's roles")
+    auth_roles_claim: str = Field(
+        default="roles",
+        description="the claim that lists the caller's roles, by name or dotted path (realm_access.roles: Keycloak's)",
+    )
     auth_admin_role: str = Field(default="admin", description="the role that makes a caller an administrator")
     auth_groups_claim: str = Field(
-        default="groups", description="the claim that lists the caller's groups (an identity provider's organizations)"
+        default="groups",
+        description="the claim that lists the caller's groups (an identity provider's organizations), by name or "
+        "dotted path",
     )
     auth_leeway_seconds: int = Field(default=30, ge=0, le=60, description="clock-skew allowance for exp, nbf and iat")
     auth_max_token_lifetime_seconds: int = Field(
@@ -234,7 +287,9 @@ class Settings(BaseSettings):
         "must start when there are read replicas",
     )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
-        default=(), description="exact origins (https://app.example) whose pages may call the API, comma-separated"
+        default=(),
+        description="the origins (https://app.example, scheme://host[:port]) whose pages may call the API, "
+        "comma-separated; a path, even a trailing slash, is refused at start",
     )
     direct_routes: bool = Field(
         default=True,
@@ -319,6 +374,7 @@ class Settings(BaseSettings):
         "pet_types",
         "cors_origins",
         "auth_algorithms",
+        "auth_previous_secrets",
         "database_read_urls",
         "signing_previous_keys",
         "trusted_proxies",
@@ -392,6 +448,11 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(exact_origin(origin) for origin in value))
+
     @field_validator("pet_types")
     @classmethod
     def _pet_types_distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -430,10 +491,26 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("auth_previous_secrets")
+    @classmethod
+    def _previous_secrets_are_long_enough(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for number, secret in enumerate(value, 1):
+            size = len(secret.get_secret_value().encode())
+            if size < MIN_SECRET_BYTES:
+                raise ValueError(
+                    f"secret {number} of {len(value)} is {size} bytes long; each must be at least {MIN_SECRET_BYTES}"
+                )
+        return value
+
     @model_validator(mode="after")
     def _identity_provider_is_named(self) -> Settings:
         if self.auth_mode != "jwks":
             return self
+        if self.auth_previous_secrets:
+            raise ValueError(
+                "PETRECORDS_AUTH_PREVIOUS_SECRETS is for local tokens; with PETRECORDS_AUTH_MODE=jwks the identity "
+                "provider rotates its keys itself"
+            )
         missing = [
             f"PETRECORDS_{name.upper()}"
             for name in ("auth_jwks_url", "auth_issuer", "auth_audience")

@@ -29,7 +29,8 @@ def _description(settings: Settings) -> str:
     return (
         "Pets' records: the pets, the vaccine catalogue, each pet's vaccinations and when the next dose is due, "
         "with the full history of every record and a feed of every change. Every `/v1` operation needs a bearer "
-        f"token. Every failure is a ServiceError body. Checks run in this order: {CHECK_ORDER}. Someone else's "
+        "token. Every failure is a ServiceError body. Every JSON answer ends with a newline. Checks run in this "
+        f"order: {CHECK_ORDER}. Someone else's "
         "record answers exactly as one that does not exist (404). OPTIONS on a path answers 204 with `Allow` (on a "
         "`/v1` path after the token check); HEAD is answered wherever GET is, without the body; a method a path "
         "does not allow is 405 with `Allow`. A path the router would read as another one (an empty segment, an "
@@ -91,8 +92,13 @@ def build_openapi(settings: Settings, resources: ResourceSet, table: EndpointTab
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
                     "description": "The caller is the token's e-mail claim; the role `admin` in its roles claim "
-                    "makes the administrator. A request with more than one Authorization header is 401. An operation "
-                    "whose security requirement names the role `admin` is the administrator's alone (403 otherwise).",
+                    "makes the administrator; its groups claim lists the caller's groups (names of 1-100 letters, "
+                    "digits and `. _ : @ - /`; one leading `/`, as Keycloak writes a group's full path, is not part "
+                    "of the name). Each claim is named by a setting: a claim's name, taken whole when the token has "
+                    "it, or a dotted path into nested objects (`realm_access.roles`). A token that is not valid is "
+                    "401 with the same message whatever the reason, which goes to the service's log. A request with "
+                    "more than one Authorization header is 401. An operation whose security requirement names the "
+                    "role `admin` is the administrator's alone (403 otherwise).",
                 }
             },
         },

@@ -33,6 +33,14 @@ class Answer:
     media_type: str | None = JSON
     stream: AsyncIterator[bytes] | None = None
 
+    @property
+    def content(self) -> bytes:
+        """The body as sent: a JSON body ends with a newline, so that the next prompt, or the next answer of a
+        script's curl calls, starts on a line of its own. Added as it is sent, never kept: an idempotent replay of a
+        kept body ends as the first answer did, and the change log's records stay as they were encoded."""
+        body = self.body
+        return body + b"\n" if body and self.media_type == JSON else body
+
 
 @dataclass
 class Call:

@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 
-from petrecords.auth import Caller, TokenVerifier, bearer_token
+from petrecords.auth import Caller, RefusalLog, TokenRefused, TokenVerifier, bearer_token
+from petrecords.endpoints import Answer
 from petrecords.errors import (
     BodyTimeout,
     InternalError,
@@ -139,6 +140,50 @@ class CorsPolicy:
             (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode()),
         ]
 
+    def refusal(self, scope: Scope, asked_method: bytes) -> str | None:
+        """Why a browser's preflight is refused, or what it asks that the browser will then refuse; None when
+        neither (a path the service does not have is no matter of CORS)."""
+        origin = _header(scope, b"origin")
+        if origin is None:
+            return "it names no origin"
+        if origin not in self._origins:
+            return f"the origin {_clipped(origin)} is not one of PETRECORDS_CORS_ORIGINS"
+        methods = self._allowed_methods(scope["path"])
+        if methods is None:
+            return None
+        if asked_method.decode("latin-1").strip() not in methods.split(", "):
+            return f"it asks for the method {_clipped(asked_method)}, which the path does not allow ({methods})"
+        asked = _header(scope, b"access-control-request-headers") or b""
+        names = {name.strip().lower() for name in asked.decode("latin-1").split(",")} - {""}
+        others = sorted(names - _MAY_SEND)
+        if others:
+            return f"it asks to send {_clipped(', '.join(others).encode('latin-1'))}, which no page may send"
+        return None
+
+
+_MAY_SEND = frozenset(
+    {*(name.lower() for name in ALLOWED_REQUEST_HEADERS), "accept", "accept-language", "content-language", "range"}
+)
+"""What a page may send: the allowed request headers and the ones CORS safelists."""
+_CLIPPED_LENGTH = 100
+
+
+def _clipped(value: bytes) -> str:
+    """What a client sent, for a log line: no longer than a hundred characters."""
+    text = value.decode("latin-1")
+    return text if len(text) <= _CLIPPED_LENGTH else text[: _CLIPPED_LENGTH - 1] + "…"
+
+
+def preflight_refusal(scope: Scope, cors: CorsPolicy | None) -> str | None:
+    """Why a browser's preflight (`OPTIONS` with `Access-Control-Request-Method`) is refused, for the access log;
+    None when the request is none, or one the browser will let through."""
+    asked_method = _header(scope, b"access-control-request-method")
+    if asked_method is None:
+        return None
+    if cors is None:
+        return "no page of another origin may call the API: PETRECORDS_CORS_ORIGINS is unset"
+    return cors.refusal(scope, asked_method)
+
 
 _VARY_ORIGIN = (b"vary", b"Origin")
 
@@ -201,6 +246,7 @@ class ServiceEdge:
             state = scope["state"] = {}
         state["request_id"] = request_id
         method = scope["method"]
+        preflight_refused = preflight_refusal(scope, self._cors) if method == "OPTIONS" else None
         # HEAD is answered as GET would be (RFC 9110 9.3.2), without the body.
         head = method == "HEAD"
         if head:
@@ -265,6 +311,7 @@ class ServiceEdge:
                     seconds=elapsed,
                     caller=getattr(caller, "email", None),
                     database_unavailable=database_unavailable,
+                    preflight_refused=preflight_refused,
                 )
 
 
@@ -276,19 +323,51 @@ def _ambiguous_path(scope: Scope) -> bool:
     return _AMBIGUOUS_PATH.search(raw_path.partition(b"?")[0]) is not None
 
 
+_HEADER_NAMES: dict[str, bytes] = {}
+"""An answer header's name -> its lower-case bytes: answers name a handful of headers, over and over."""
+
+
+def _header_name(name: str) -> bytes:
+    encoded = _HEADER_NAMES.get(name)
+    if encoded is None:
+        encoded = name.lower().encode("latin-1")
+        if len(_HEADER_NAMES) < 64:
+            _HEADER_NAMES[name] = encoded
+    return encoded
+
+
+async def send_answer(send: Send, answer: Answer) -> None:
+    """Answer from below the framework: the direct routes, and the edge's own failures."""
+    content = answer.content
+    headers = [(_header_name(name), value.encode("latin-1")) for name, value in answer.headers.items()]
+    if answer.media_type is not None and content:
+        headers.append((b"content-type", answer.media_type.encode("latin-1")))
+    # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves
+    # out, says the length of GET's.
+    headers.append((b"content-length", str(len(content)).encode()))
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+
+
+def error_answer(error: ServiceError) -> Answer:
+    """How a failure answers, whichever way the request came: its ServiceError body, status and headers."""
+    return Answer(error.status, msgspec.json.encode(error.body()), error.headers)
+
+
 async def send_service_error(send: Send, error: ServiceError) -> None:
-    """Answer with a ServiceError body from below the framework, where no exception handler runs."""
-    body = msgspec.json.encode(error.body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers.extend((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items())
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_answer(send, error_answer(error))
 
 
-async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None) -> Caller:
-    """The caller of an API request: a valid bearer token (401), within the caller's rate (429)."""
+async def admit(scope: Scope, *, verifier: TokenVerifier, limiter: RateLimiter | None, refusals: RefusalLog) -> Caller:
+    """The caller of an API request: a valid bearer token (401; why it is not valid goes to the log, never to the
+    client), within the caller's rate (429)."""
     authorizations = [bytes(value).decode("latin-1") for key, value in scope["headers"] if key == b"authorization"]
-    caller = await verifier.verify(bearer_token(authorizations))
+    token = bearer_token(authorizations)
+    try:
+        caller = await verifier.verify(token)
+    except TokenRefused as refused:
+        refusals.refused(refused, request_id=scope.get("state", {}).get("request_id", "-"))
+        raise
     if limiter is not None and (retry_after := await limiter.hit(caller.email)) is not None:
         raise RateLimited(retry_after)
     return caller

@@ -64,6 +64,12 @@ class AccessLine(msgspec.Struct, omit_defaults=True):
     caller: str | None
     database_unavailable: str | None = None
     """Only on a 503 that the database caused, naming the cause."""
+    preflight_refused: str | None = None
+    """Only on a browser's preflight that was refused, or whose request the browser will refuse: why."""
+
+
+_Noted = tuple[float, str, str, str, str, int, float, str | None, str | None, str | None]
+"""An access line's figures, as a request notes them: the time, the request's, and the two causes."""
 
 
 class AccessLog:
@@ -77,7 +83,7 @@ class AccessLog:
     """
 
     def __init__(self) -> None:
-        self._pending: list[tuple[float, str, str, str, str, int, float, str | None, str | None]] = []
+        self._pending: list[_Noted] = []
         self._flush_scheduled = False
         self._second = -1
         self._second_text = ""
@@ -93,6 +99,7 @@ class AccessLog:
         seconds: float,
         caller: str | None,
         database_unavailable: str | None,
+        preflight_refused: str | None = None,
     ) -> None:
         # A certificate link's token opens the certificate to whoever reads it: the log shows the path without it.
         noted = (
@@ -105,6 +112,7 @@ class AccessLog:
             seconds,
             caller,
             database_unavailable,
+            preflight_refused,
         )
         if _json_handler is None:
             self._through_logging(noted)
@@ -149,6 +157,7 @@ class AccessLog:
         seconds: float,
         caller: str | None,
         database_unavailable: str | None,
+        preflight_refused: str | None,
     ) -> AccessLine:
         second = int(now)
         if second != self._second:
@@ -157,7 +166,7 @@ class AccessLog:
             time=f"{self._second_text}.{int(now * 1000) % 1000:03d}Z",
             level="info",
             logger="petrecords.access",
-            message=f"{method} {route} {status}",
+            message=_message(method, route, status, preflight_refused),
             request_id=request_id,
             method=method,
             route=route,
@@ -166,13 +175,12 @@ class AccessLog:
             duration_ms=round(seconds * 1000, 3),
             caller=caller,
             database_unavailable=database_unavailable,
+            preflight_refused=preflight_refused,
         )
 
     @staticmethod
-    def _through_logging(
-        noted: tuple[float, str, str, str, str, int, float, str | None, str | None],
-    ) -> None:
-        _, request_id, method, route, path, status, seconds, caller, database_unavailable = noted
+    def _through_logging(noted: _Noted) -> None:
+        _, request_id, method, route, path, status, seconds, caller, database_unavailable, preflight_refused = noted
         fields: dict[str, Any] = {
             "request_id": request_id,
             "method": method,
@@ -184,4 +192,13 @@ class AccessLog:
         }
         if database_unavailable is not None:
             fields["database_unavailable"] = database_unavailable
-        _access.info(f"{method} {route} {status}", extra={"fields": fields})
+        if preflight_refused is not None:
+            fields["preflight_refused"] = preflight_refused
+        _access.info(_message(method, route, status, preflight_refused), extra={"fields": fields})
+
+
+def _message(method: str, route: str, status: int, preflight_refused: str | None) -> str:
+    if preflight_refused is None:
+        return f"{method} {route} {status}"
+    # Not "OPTIONS … 401", which reads as a token's fault: no browser sends a token with a preflight.
+    return f"preflight of {route} refused (answered {status}): {preflight_refused}"

@@ -7,11 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from petrecords import errors
 from petrecords.endpoints import Access, Answer, Call, Endpoint
-from petrecords.errors import DatabaseUnavailable, NotFound, ServiceError
+from petrecords.errors import DatabaseUnavailable, NotFound
+from petrecords.http import error_answer
 from petrecords.openapi import DocumentContext, error_response, headers, json_response, parameter
 from petrecords.services import Services
 
@@ -53,10 +52,6 @@ HEALTH_SCHEMA = {
 }
 
 
-def _failure(error: ServiceError) -> Answer:
-    return Answer(error.status, msgspec.json.encode(error.body()), error.headers)
-
-
 class Operations:
     def __init__(self, services: Services, openapi: Callable[[], bytes]) -> None:
         self.services = services
@@ -66,17 +61,24 @@ class Operations:
         return Answer(200, b'{"status":"ok"}')
 
     async def readyz(self, call: Call) -> Answer:
+        unready = await self._unready()
+        if unready is None:
+            return Answer(200, b'{"status":"ready"}')
+        return error_answer(DatabaseUnavailable(f"Not ready: {unready}."))
+
+    async def _unready(self) -> str | None:
+        """Why the instance should get no requests yet, or None when it is ready."""
         stopping = self.services.stopping_file
         if stopping is not None and stopping.exists():
             # Shutting down: a load balancer takes this instance out while it still answers what it gets.
-            return _failure(DatabaseUnavailable("Not ready: the instance is shutting down."))
+            return "the instance is shutting down"
         ready = self.services.ready_file
         if ready is not None and not ready.exists():
-            return _failure(DatabaseUnavailable("Not ready: the instance's workers are still starting."))
+            return "the instance's workers are still starting"
         store = self.services.store_or_none
-        if store is not None and await store.schema_is_current():
-            return Answer(200, b'{"status":"ready"}')
-        return _failure(DatabaseUnavailable("Not ready: the database does not answer or its schema is not current."))
+        if store is None or not await store.schema_is_current():
+            return "the database does not answer or its schema is not current"
+        return await self.services.verifier.unready()
 
     async def metrics(self, call: Call) -> Answer:
         return Answer(200, self.services.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -154,7 +156,7 @@ def ops_endpoints(services: Services, openapi: Callable[[], bytes]) -> list[Endp
         endpoint(
             "/readyz",
             "readyz",
-            "Readiness: the database answers and the schema is current",
+            "Readiness: the database answers, the schema is current and tokens can be verified",
             ops.readyz,
             _health(ready=True),
         ),

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
-from litestar import Response
 from litestar.exceptions import HTTPException
 
 from petrecords.errors import (
@@ -21,15 +19,6 @@ from petrecords.errors import (
 )
 
 logger = logging.getLogger("petrecords.errors")
-
-
-def service_error_response(error: ServiceError) -> Response[bytes]:
-    return Response(
-        content=msgspec.json.encode(error.body()),
-        status_code=error.status,
-        media_type="application/json",
-        headers=error.headers,
-    )
 
 
 def _from_framework(exc: HTTPException) -> ServiceError:

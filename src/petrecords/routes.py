@@ -16,9 +16,9 @@ from litestar.response import Stream
 from petrecords.auth import Caller
 from petrecords.endpoints import Access, Answer, Call, Endpoint, EndpointTable
 from petrecords.errors import MethodNotAllowed, RateLimited, Unauthenticated
-from petrecords.http import ASGIApp, Receive, Scope, Send, admit, read_request_body, send_service_error
+from petrecords.http import ASGIApp, Receive, Scope, Send, admit, error_answer, read_request_body, send_answer
 from petrecords.resources.feed import wants_event_stream
-from petrecords.responses import answer_failure, service_error_response
+from petrecords.responses import answer_failure
 from petrecords.services import Services
 
 
@@ -30,7 +30,9 @@ async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict
     if endpoint.access is Access.API:
         ticket = _ticket_in(scope["query_string"])
         if ticket is None:
-            caller = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+            caller = await admit(
+                scope, verifier=services.verifier, limiter=services.limiter, refusals=services.refusals
+            )
         else:
             caller = await _admit_by_ticket(endpoint, scope, ticket, services)
         scope["user"] = caller
@@ -98,7 +100,7 @@ def _response(answer: Answer) -> Response[Any]:
             answer.stream, status_code=answer.status, media_type=answer.media_type, headers=dict(answer.headers)
         )
     return Response(
-        content=answer.body,
+        content=answer.content,
         status_code=answer.status,
         media_type=answer.media_type,
         headers=dict(answer.headers),
@@ -130,7 +132,9 @@ def _options_of(path: str, table: EndpointTable, services: Services) -> HTTPRout
         scope: Any = request.scope
         scope["path_template"] = path
         if access is Access.API:
-            scope["user"] = await admit(scope, verifier=services.verifier, limiter=services.limiter)
+            scope["user"] = await admit(
+                scope, verifier=services.verifier, limiter=services.limiter, refusals=services.refusals
+            )
         return Response(content=b"", status_code=204, headers={"Allow": allow})
 
     return route(_framework_path(path), http_method=HttpMethod.OPTIONS, name=f"options {path}")(options)
@@ -169,33 +173,8 @@ class DirectRoutes:
         try:
             answer = await endpoint.handle(await enter(endpoint, scope, receive, params, self._services))
         except Exception as exc:
-            await send_service_error(send, answer_failure(exc, scope.setdefault("state", {})))
-            return
+            answer = error_answer(answer_failure(exc, scope.setdefault("state", {})))
         await send_answer(send, answer)
-
-
-_HEADER_NAMES: dict[str, bytes] = {}
-"""An answer header's name -> its lower-case bytes: answers name a handful of headers, over and over."""
-
-
-def _header_name(name: str) -> bytes:
-    encoded = _HEADER_NAMES.get(name)
-    if encoded is None:
-        encoded = name.lower().encode("latin-1")
-        if len(_HEADER_NAMES) < 64:
-            _HEADER_NAMES[name] = encoded
-    return encoded
-
-
-async def send_answer(send: Send, answer: Answer) -> None:
-    headers = [(_header_name(name), value.encode("latin-1")) for name, value in answer.headers.items()]
-    if answer.media_type is not None and answer.body:
-        headers.append((b"content-type", answer.media_type.encode("latin-1")))
-    # Content-Length too, although the HTTP server would set it: the answer to HEAD, whose body the edge leaves
-    # out, says the length of GET's.
-    headers.append((b"content-length", str(len(answer.body)).encode()))
-    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-    await send({"type": "http.response.body", "body": answer.body})
 
 
 def exception_handler(table: EndpointTable) -> Callable[[Request[Any, Any, Any], Exception], Response[bytes]]:
@@ -210,6 +189,6 @@ def exception_handler(table: EndpointTable) -> Callable[[Request[Any, Any, Any],
             if found is not None:
                 scope["path_template"] = found[0]
                 error = MethodNotAllowed(headers={"Allow": table.allow(found[0])})
-        return service_error_response(error)
+        return _response(error_answer(error))
 
     return handle

@@ -3,10 +3,10 @@ application's lifespan), the token verifier, the rate limiter, the metrics and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from petrecords.auth import TokenVerifier
+from petrecords.auth import RefusalLog, TokenVerifier
 from petrecords.config import Settings, configured_lists
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
@@ -31,6 +31,8 @@ class Services:
     """Appears once every worker of the server accepts connections."""
     store_or_none: Store | None = None
     """Open while the application runs (its lifespan opens and closes it)."""
+    refusals: RefusalLog = field(default_factory=RefusalLog)
+    """Why each refused token was refused, for the operator's log."""
 
     def __post_init__(self) -> None:
         lists = configured_lists(self.settings)

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from petrecords.auth import GROUP_NAME, GROUP_PREFIX
+from petrecords.auth import GROUP_NAME_RULE, GROUP_PREFIX, group_name
 from petrecords.pets import PETS
 from petrecords.resources.declaration import (
     Errors,
@@ -62,25 +62,31 @@ pet_shares = sa.Table(
 
 class Grantee(PlainKind):
     """Who a share names: a user, by e-mail address (stored in lower case), or everyone whose token lists a group,
-    as `group:NAME` (the name compared exactly, case included)."""
+    as `group:NAME` (the name compared exactly, case included; a leading `/`, as Keycloak writes a group's path, is
+    not part of it)."""
 
     operations = frozenset({Operation.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         if isinstance(value, str) and value.startswith(GROUP_PREFIX):
-            name = value.removeprefix(GROUP_PREFIX)
-            return (value, None) if GROUP_NAME.fullmatch(name) else (None, f"must be {self.expected(context)}.")
+            name = group_name(value.removeprefix(GROUP_PREFIX))
+            return (GROUP_PREFIX + name, None) if name is not None else (None, f"must be {self.expected(context)}.")
         email = normalize_email(value) if isinstance(value, str) else None
         return (email, None) if email is not None else (None, f"must be {self.expected(context)}.")
 
     def expected(self, context: Context) -> str:
-        return "an e-mail address, or group:NAME (a group name of 1-100 letters, digits and . _ : @ -)"
+        return f"an e-mail address, or group:NAME (a group name of {GROUP_NAME_RULE})"
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         return {
-            "oneOf": [EMAIL_SCHEMA, {"type": "string", "pattern": r"^group:[A-Za-z0-9._:@-]{1,100}$"}],
-            "description": "A user, by e-mail address, or `group:NAME`: everyone whose token lists the group NAME.",
-            "examples": ["vet@clinic.example", "group:clinic-42"],
+            "oneOf": [
+                EMAIL_SCHEMA,
+                {"type": "string", "pattern": r"^group:/?[A-Za-z0-9._:@-][A-Za-z0-9._:@/-]{0,99}$"},
+            ],
+            "description": "A user, by e-mail address, or `group:NAME`: everyone whose token lists the group NAME "
+            "(1-100 letters, digits and `. _ : @ - /`, compared exactly, case included). One leading `/`, as "
+            "Keycloak writes a group's full path, is not part of the name: `group:/clinic-42` is `group:clinic-42`.",
+            "examples": ["vet@clinic.example", "group:clinic-42", "group:clinics/north"],
         }
 
 

@@ -438,3 +438,88 @@ class TestIsolation:
 
         assert {pet["id"] for pet in listed.json()["items"]} == {alices_pet["id"], own.json()["id"]}
         assert fetched.json() == alices_pet
+
+
+OLD_SECRET = "the-secret-before-the-rotation-0123456789abc"
+
+
+class TestPreviousSecrets:
+    """PETRECORDS_AUTH_PREVIOUS_SECRETS: rotating the local secret logs no one out."""
+
+    @pytest.fixture
+    async def rotated(self, make_client: MakeClient, make_settings: Callable[..., Settings]) -> Any:
+        async with make_client(make_settings(auth_previous_secrets=OLD_SECRET)) as client:
+            yield client
+
+    async def test_a_token_of_the_previous_secret_is_the_same_caller(self, rotated: Client) -> None:
+        created = await rotated.post("/v1/pets", json=pet_body(), headers=_bearer(token(secret=OLD_SECRET)))
+
+        fetched = await rotated.get(created.headers["location"], headers=_bearer(token()))
+
+        assert created.status_code == 201, created.text
+        assert fetched.status_code == 200
+
+    async def test_a_token_of_no_secret_of_the_service_is_401(self, rotated: Client) -> None:
+        response = await rotated.get("/v1/pets", headers=_bearer(token(secret=OTHER_SECRET)))
+
+        _assert_invalid_token(response)
+
+    async def test_without_the_setting_the_previous_secret_is_refused(self, client: Client) -> None:
+        response = await client.get("/v1/pets", headers=_bearer(token(secret=OLD_SECRET)))
+
+        _assert_invalid_token(response)
+
+
+class TestClaimsAsProvidersIssueThem:
+    """Claim settings name a claim, or a path into nested objects (contract section 5)."""
+
+    @pytest.mark.parametrize(
+        ("roles_claim", "claims"),
+        [
+            ("realm_access.roles", {"realm_access": {"roles": ["offline_access", "admin"]}}),
+            ("https://clinic.example/roles", {"https://clinic.example/roles": ["admin"]}),
+        ],
+        ids=["Keycloak's realm roles", "a namespaced claim"],
+    )
+    async def test_the_admin_role_by_path_or_by_whole_name(
+        self, make_client: MakeClient, make_settings: Callable[..., Settings], roles_claim: str, claims: Any
+    ) -> None:
+        async with make_client(make_settings(auth_roles_claim=roles_claim)) as client:
+            as_admin = await client.post("/v1/pets", json=pet_body(ownerId=BOB), headers=_bearer(token(**claims)))
+            as_owner = await client.post(
+                "/v1/pets", json=pet_body(ownerId=BOB), headers=_bearer(token(roles=["admin"]))
+            )
+
+        assert as_admin.status_code == 201, as_admin.text
+        assert as_owner.status_code == 403
+
+    @pytest.mark.parametrize(
+        ("groups", "grantee"),
+        [
+            (["/clinic-42"], "group:clinic-42"),
+            (["/clinics/north"], "group:clinics/north"),
+            (["clinics/north"], "group:/clinics/north"),
+        ],
+        ids=["Keycloak's full path", "a subgroup", "a grantee written as a path"],
+    )
+    async def test_a_group_as_keycloak_writes_it(self, client: Client, groups: list[str], grantee: str) -> None:
+        created = await client.post("/v1/pets", json=pet_body(), headers=auth())
+        shared = await client.post(
+            "/v1/pet-shares",
+            json={"petId": created.json()["id"], "grantee": grantee, "access": "read"},
+            headers=auth(),
+        )
+
+        fetched = await client.get(created.headers["location"], headers=_bearer(token(BOB, groups=groups)))
+        elsewhere = await client.get(created.headers["location"], headers=_bearer(token(BOB, groups=["/clinics"])))
+
+        assert shared.status_code == 201, shared.text
+        assert shared.json()["grantee"] == "group:" + grantee.removeprefix("group:").removeprefix("/")
+        assert fetched.status_code == 200
+        assert elsewhere.status_code == 404
+
+    @pytest.mark.parametrize("groups", [["//"], ["/"], ["clinic 42"], ["/" + "x" * 101]])
+    async def test_what_is_still_no_group_name(self, client: Client, groups: list[str]) -> None:
+        response = await client.get("/v1/pets", headers=_bearer(token(groups=groups)))
+
+        _assert_invalid_token(response)

@@ -246,3 +246,67 @@ class TestSettings:
     ) -> None:
         with pytest.raises(ValueError, match="asymmetric"):
             make_client(jwks_settings(auth_algorithms=("RS256", "HS256")))
+
+
+NO_KEY_SET_YET = {
+    "code": 986,
+    "message": "Not ready: no key set was fetched yet from the identity provider (PETRECORDS_AUTH_JWKS_URL).",
+}
+
+
+class TestReadiness:
+    """In identity-provider mode /readyz is 503/986 while no key set was ever fetched: an instance that can verify no
+    token gets no requests from the load balancer."""
+
+    async def test_not_ready_until_the_provider_answers(
+        self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
+    ) -> None:
+        provider.down = True
+        async with make_client(jwks_settings(auth_jwks_refresh_cooldown_seconds=0)) as client:
+            before = await client.get("/readyz")
+            provider.down = False
+            after = await client.get("/readyz")
+            health = await client.get("/health")
+
+        assert before.status_code == 503
+        assert before.json() == NO_KEY_SET_YET
+        assert after.status_code == 200, after.text
+        assert health.status_code == 200
+
+    async def test_ready_at_once_when_the_provider_answers(
+        self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
+    ) -> None:
+        async with make_client(jwks_settings()) as client:
+            ready = await client.get("/readyz")
+            again = await client.get("/readyz")
+            fetches = provider.fetches
+            response = await client.get("/v1/pets", headers=bearer(ED.sign(claims())))
+
+        assert (ready.status_code, again.status_code) == (200, 200)
+        assert fetches == 1
+        assert response.status_code == 200
+        assert provider.fetches == 1
+
+    async def test_checks_fetch_at_most_once_per_cooldown(
+        self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
+    ) -> None:
+        provider.down = True
+        async with make_client(jwks_settings()) as client:
+            answers = [(await client.get("/readyz")).status_code for _ in range(10)]
+
+        assert answers == [503] * 10
+        assert provider.fetches == 1
+
+    async def test_a_key_set_without_a_usable_key(
+        self, make_client: Callable[[Settings], Client], jwks_settings: Callable[..., Settings], provider: JwksServer
+    ) -> None:
+        provider.keys = [ED]
+        async with make_client(jwks_settings(auth_algorithms=("RS256",))) as client:
+            response = await client.get("/readyz")
+
+        assert response.status_code == 503
+        assert response.json() == {
+            "code": 986,
+            "message": "Not ready: the identity provider's key set (PETRECORDS_AUTH_JWKS_URL) has no key for "
+            "PETRECORDS_AUTH_ALGORITHMS.",
+        }

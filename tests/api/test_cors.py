@@ -4,12 +4,15 @@ answer to such an origin lets its code read ETag, Location, X-Request-ID, Retry-
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
+from pydantic import ValidationError
 
+from petrecords.cli import _describe
 from petrecords.config import Settings
 from tests.support import assert_error, auth, create
 
@@ -135,3 +138,134 @@ class TestAnswers:
         assert not [name for name in answer.headers if name.startswith("access-control-")]
         assert not [name for name in preflight.headers if name.startswith("access-control-")]
         assert_error(preflight, 401, 997)
+
+
+class TestOrigins:
+    """Origins are checked when the service starts: one that a browser never sends (a trailing slash, a path) would
+    match nothing, without a word."""
+
+    @pytest.mark.parametrize(
+        ("written", "meant"),
+        [
+            ("https://app.example/", "did you mean https://app.example?"),
+            ("https://app.example/app/", "did you mean https://app.example?"),
+            ("https://app.example:8443/#top", "did you mean https://app.example:8443?"),
+            ("app.example", "did you mean https://app.example?"),
+            (
+                "https://user:secret@app.example",
+                "an origin names no user or password; did you mean https://app.example?",
+            ),
+            ("*", "list each origin whose pages may call the API"),
+            ("https://app.example:99999", "is not an origin (scheme://host[:port])"),
+        ],
+    )
+    def test_what_is_no_origin_is_refused_in_one_line(self, written: str, meant: str) -> None:
+        with pytest.raises(ValidationError) as caught:
+            Settings(cors_origins=f"{ORIGIN},{written}")
+
+        described = _describe(caught.value)
+        assert described.startswith("PETRECORDS_CORS_ORIGINS: ")
+        assert described.endswith(meant)
+        assert "\n" not in described
+        assert "secret" not in described
+
+    @pytest.mark.parametrize(
+        ("written", "origin"),
+        [
+            ("HTTPS://App.Example", "https://app.example"),
+            ("https://app.example:443", "https://app.example"),
+            ("http://127.0.0.1:5173", "http://127.0.0.1:5173"),
+            ("http://[::1]:8080", "http://[::1]:8080"),
+            ("https://bücher.example", "https://xn--bcher-kva.example"),
+            ("capacitor://localhost", "capacitor://localhost"),
+        ],
+    )
+    def test_an_origin_is_kept_as_a_browser_sends_it(self, written: str, origin: str) -> None:
+        assert Settings(cors_origins=f" {written} , {origin}").cors_origins == (origin,)
+
+    async def test_a_page_of_an_origin_written_otherwise_is_answered(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        async with make_client(make_settings(cors_origins=("HTTPS://APP.example:443",))) as client:
+            response = await client.options("/v1/pets", headers=_preflight("GET"))
+
+        assert response.status_code == 204
+        assert response.headers["access-control-allow-origin"] == ORIGIN
+
+
+@pytest.fixture
+def access_log(caplog: pytest.LogCaptureFixture) -> Callable[[], list[dict[str, Any]]]:
+    """The access lines written so far: each one's message and fields."""
+    caplog.set_level(logging.INFO, logger="petrecords.access")
+
+    def lines() -> list[dict[str, Any]]:
+        return [
+            {"message": line.getMessage(), **getattr(line, "fields", {})}
+            for line in caplog.records
+            if line.name == "petrecords.access"
+        ]
+
+    return lines
+
+
+class TestRefusedPreflights:
+    """A refused preflight is logged as one: its access line says so and why, where it read as `OPTIONS … 401`, a
+    token's fault, though no browser sends a token with a preflight."""
+
+    @pytest.fixture
+    async def logged_client(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> AsyncIterator[Client]:
+        async with make_client(make_settings(cors_origins=(ORIGIN,), access_log=True)) as started:
+            yield started
+
+    async def test_from_another_origin(self, logged_client: Client, access_log: Any) -> None:
+        response = await logged_client.options("/v1/pets", headers=_preflight("GET", origin=OTHER))
+
+        assert_error(response, 401, 997)
+        (line,) = access_log()
+        reason = f"the origin {OTHER} is not one of PETRECORDS_CORS_ORIGINS"
+        assert line["preflight_refused"] == reason
+        assert line["message"] == f"preflight of /v1/pets refused (answered 401): {reason}"
+        assert (line["method"], line["status"]) == ("OPTIONS", 401)
+
+    async def test_when_no_origin_is_configured(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings], access_log: Any
+    ) -> None:
+        async with make_client(make_settings(access_log=True)) as client:
+            response = await client.options("/v1/pets", headers=_preflight("GET"))
+
+        assert_error(response, 401, 997)
+        (line,) = access_log()
+        assert line["preflight_refused"] == (
+            "no page of another origin may call the API: PETRECORDS_CORS_ORIGINS is unset"
+        )
+
+    @pytest.mark.parametrize(
+        ("asked", "reason"),
+        [
+            (_preflight("GET", "x-custom", "authorization"), "it asks to send x-custom, which no page may send"),
+            (
+                _preflight("PATCH"),
+                "it asks for the method PATCH, which the path does not allow (GET, HEAD, OPTIONS, POST)",
+            ),
+        ],
+        ids=["a header", "a method"],
+    )
+    async def test_what_the_browser_will_refuse(
+        self, logged_client: Client, access_log: Any, asked: dict[str, str], reason: str
+    ) -> None:
+        response = await logged_client.options("/v1/pets", headers=asked)
+
+        assert response.status_code == 204
+        (line,) = access_log()
+        assert line["preflight_refused"] == reason
+
+    async def test_a_preflight_let_through_and_a_plain_options_say_nothing_of_it(
+        self, logged_client: Client, access_log: Any
+    ) -> None:
+        await logged_client.options("/v1/pets", headers=_preflight("POST", "Content-Type", "Authorization", "Accept"))
+        await logged_client.options("/v1/pets", headers={"Origin": OTHER, **auth()})
+
+        assert [line["message"] for line in access_log()] == ["OPTIONS /v1/pets 204", "OPTIONS /v1/pets 204"]
+        assert not [line for line in access_log() if "preflight_refused" in line]

@@ -43,6 +43,7 @@ from petrecords.portability import commands
 from tests.e2e.checkout import checkout
 from tests.e2e.debian import as_postgres, let_through, program, unavailable
 from tests.e2e.replicas import streaming_replica
+from tests.jwks_server import auth0_of_the_how_to, entra_of_the_how_to, keycloak_of_the_how_to
 from tests.portability.support import migrated, seed
 from tests.portability.test_whoof import _build_whoof
 from tests.support import redis_is_up, throwaway_postgres
@@ -60,6 +61,12 @@ README_WALK_THROUGH = "## Five minutes with curl"
 MAKE_RUN = ".venv/bin/petrecords serve --host 127.0.0.1 --port 8000"
 """What `make run` runs once installed (Makefile)."""
 REDIS_URL = "redis://127.0.0.1:6379/0"
+PROVIDERS = {
+    "how-to/keycloak.md": keycloak_of_the_how_to,
+    "how-to/auth0.md": auth0_of_the_how_to,
+    "how-to/entra-id.md": entra_of_the_how_to,
+}
+"""The identity providers' pages, and the provider each runs against: its address and its users' passwords."""
 _SH_BLOCK = re.compile(r"^( *)```sh( serve)?\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
 SERVE_LOCK = Path(tempfile.gettempdir()) / "petrecords-docs-serve.lock"
 """The examples' servers listen on the default port: one page that starts one runs at a time."""
@@ -115,6 +122,9 @@ def _variables(page: str, directory: Path) -> Iterator[dict[str, str]]:
             given["APP_DIR"] = str(directory.parent / "opt" / "petrecords")
         if page == "how-to/deploy.md":
             given.update(stack.enter_context(_deployment(directory)))
+        if page in PROVIDERS:
+            # An identity provider of the tests' own, issuing tokens shaped as the page's provider does.
+            given.update(stack.enter_context(PROVIDERS[page]()))
         yield given
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 import stat
+import string
 import threading
 import time
 from pathlib import Path
@@ -11,11 +14,19 @@ from typing import Any
 
 import jwt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from petrecords.auth import (
     MIN_SECRET_BYTES,
+    REFUSAL_REASONS,
     Caller,
     LocalTokenVerifier,
+    RefusalLog,
+    TokenRefused,
+    find_secret,
+    group_name,
     issue_local_token,
     load_or_create_secret,
 )
@@ -95,8 +106,10 @@ class TestLocalTokens:
         issued = issue_local_token(
             SECRET.encode(), user="alice@example.com", admin=False, ttl_seconds=-60, settings=settings
         )
-        with pytest.raises(Unauthenticated, match="expired"):
+        with pytest.raises(TokenRefused) as caught:
             await _verify(LocalTokenVerifier(SECRET.encode(), settings), issued)
+        assert caught.value.reason == "expired"
+        assert caught.value.message == "The bearer token is not valid."
 
     async def test_expired_within_the_leeway_is_accepted(self, tmp_path: Path) -> None:
         settings = _settings(tmp_path, auth_secret=SECRET, auth_leeway_seconds=30)
@@ -213,3 +226,283 @@ class TestLoadOrCreateSecret:
     def test_secret_of_exactly_the_minimum_length(self, tmp_path: Path) -> None:
         secret = "s" * MIN_SECRET_BYTES
         assert load_or_create_secret(_settings(tmp_path, auth_secret=secret)) == secret.encode()
+
+
+def _refusal(verifier: LocalTokenVerifier, presented: str) -> TokenRefused:
+    with pytest.raises(TokenRefused) as caught:
+        asyncio.run(_verify(verifier, presented))
+    return caught.value
+
+
+class TestRefusalReasons:
+    """Why a token was refused is kept for the operator's log (TokenRefused.reason and .detail), never told to its
+    sender, and the detail never holds the token or a part of it."""
+
+    @pytest.mark.parametrize(
+        ("claims", "headers", "reason", "named"),
+        [
+            ({"exp": _in_an_hour() - 7200}, {}, "expired", "expired at 20"),
+            ({"nbf": _in_an_hour()}, {}, "not_yet_valid", "'nbf'"),
+            ({"sub": None}, {}, "claim", "'sub' (PETRECORDS_AUTH_USER_CLAIM) is missing"),
+            ({"sub": "u-1", "email": "a@example.com"}, {}, "claim", "e-mail address: email"),
+            ({"roles": "admin"}, {}, "claim", "'roles' (PETRECORDS_AUTH_ROLES_CLAIM) is not a list of strings"),
+            ({"groups": ["has space"]}, {}, "claim", '"has space", which is not a group name'),
+            ({"groups": ["g"] * 101}, {}, "claim", "lists 101 groups"),
+            ({"iat": _in_an_hour() - 3600, "exp": _in_an_hour() + 86400 * 9}, {}, "lifetime", "longer than"),
+            ({"exp": "soon"}, {}, "malformed", "exp"),
+            ({}, {"crit": ["exp"]}, "malformed", "critical extension: exp"),
+        ],
+        ids=[
+            "expired",
+            "not yet valid",
+            "no caller",
+            "caller no e-mail",
+            "roles",
+            "group name",
+            "too many groups",
+            "lifetime",
+            "exp no number",
+            "crit",
+        ],
+    )
+    def test_each_reason_is_named(
+        self, tmp_path: Path, claims: dict[str, Any], headers: dict[str, Any], reason: str, named: str
+    ) -> None:
+        values = {"sub": "alice@example.com", "exp": _in_an_hour(), **claims}
+        presented = jwt.encode(
+            {name: value for name, value in values.items() if value is not None}, SECRET, headers=headers
+        )
+
+        refused = _refusal(LocalTokenVerifier(SECRET.encode(), _settings(tmp_path, auth_secret=SECRET)), presented)
+
+        assert (refused.reason, refused.message) == (reason, "The bearer token is not valid.")
+        assert named in refused.detail
+        assert refused.reason in REFUSAL_REASONS
+        assert not any(part and part in refused.detail for part in presented.split("."))
+
+    @pytest.mark.parametrize(
+        ("presented", "reason"),
+        [
+            ("Zm9vYmFy.YmF6cXV4.c2lnbmF0dXJl", "malformed"),
+            (jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, None, algorithm="none"), "algorithm"),
+            (jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, "o" * 40), "signature"),
+        ],
+        ids=["not a JWT", "alg none", "another secret"],
+    )
+    def test_a_token_that_cannot_be_trusted(self, tmp_path: Path, presented: str, reason: str) -> None:
+        refused = _refusal(LocalTokenVerifier(SECRET.encode(), _settings(tmp_path, auth_secret=SECRET)), presented)
+
+        assert refused.reason == reason
+        assert not any(part and part in refused.detail for part in presented.split("."))
+
+
+class TestClaimPaths:
+    @pytest.mark.parametrize(
+        ("roles_claim", "claims", "admin"),
+        [
+            ("realm_access.roles", {"realm_access": {"roles": ["offline_access", "admin"]}}, True),
+            ("realm_access.roles", {"realm_access": {"roles": ["offline_access"]}}, False),
+            ("realm_access.roles", {"realm_access": "admin"}, False),
+            ("realm_access.roles", {}, False),
+            ("https://clinic.example/roles", {"https://clinic.example/roles": ["admin"]}, True),
+            ("https://clinic.example/roles", {"https://clinic": {"example/roles": ["admin"]}}, True),
+            ("a.b", {"a.b": ["admin"], "a": {"b": []}}, True),
+            ("a.b", {"a.b": [], "a": {"b": ["admin"]}}, False),
+        ],
+        ids=[
+            "nested",
+            "nested without the role",
+            "through a string",
+            "missing",
+            "namespaced",
+            "namespaced as a path",
+            "whole name first",
+            "whole name only",
+        ],
+    )
+    async def test_a_roles_claim_by_name_or_path(
+        self, tmp_path: Path, roles_claim: str, claims: dict[str, Any], admin: bool
+    ) -> None:
+        settings = _settings(tmp_path, auth_secret=SECRET, auth_roles_claim=roles_claim)
+        presented = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour(), **claims}, SECRET)
+
+        caller = await _verify(LocalTokenVerifier(SECRET.encode(), settings), presented)
+
+        assert caller.is_admin is admin
+
+    async def test_the_caller_and_groups_by_path(self, tmp_path: Path) -> None:
+        settings = _settings(
+            tmp_path, auth_secret=SECRET, auth_user_claim="profile.email", auth_groups_claim="org.groups"
+        )
+        claims = {"profile": {"email": "Vet@Clinic.example"}, "org": {"groups": ["/clinic-42", "/clinics/north"]}}
+        presented = jwt.encode({"sub": "c0ffee", "exp": _in_an_hour(), **claims}, SECRET)
+
+        caller = await _verify(LocalTokenVerifier(SECRET.encode(), settings), presented)
+
+        assert (caller.email, caller.groups) == ("vet@clinic.example", ("clinic-42", "clinics/north"))
+
+    def test_a_path_to_a_missing_caller_is_named(self, tmp_path: Path) -> None:
+        settings = _settings(tmp_path, auth_secret=SECRET, auth_user_claim="profile.email")
+        presented = jwt.encode({"sub": "c0ffee", "email": "a@example.com", "exp": _in_an_hour()}, SECRET)
+
+        refused = _refusal(LocalTokenVerifier(SECRET.encode(), settings), presented)
+
+        assert refused.detail == (
+            "'profile.email' (PETRECORDS_AUTH_USER_CLAIM) is missing; claims that hold an e-mail address: email"
+        )
+
+
+GROUP_ALPHABET = string.ascii_letters + string.digits + "._:@-/"
+
+
+class TestGroupNames:
+    @given(st.text(alphabet=GROUP_ALPHABET, min_size=1, max_size=100).filter(lambda name: name[0] != "/"))
+    def test_a_name_of_the_alphabet_with_or_without_one_leading_slash(self, name: str) -> None:
+        assert group_name(name) == name
+        assert group_name("/" + name) == name
+
+    @given(st.text(min_size=1, max_size=100).filter(lambda name: not set(name) <= set(GROUP_ALPHABET)))
+    def test_any_other_character_is_no_name(self, name: str) -> None:
+        assert group_name(name) is None
+
+    @pytest.mark.parametrize("value", ["", "/", "x" * 101, "/" + "x" * 101])
+    def test_empty_or_too_long(self, value: str) -> None:
+        assert group_name(value) is None
+
+    def test_a_local_token_lists_the_names(self, tmp_path: Path) -> None:
+        settings = _settings(tmp_path, auth_secret=SECRET)
+        issued = issue_local_token(
+            SECRET.encode(),
+            user="vet@clinic.example",
+            admin=False,
+            ttl_seconds=60,
+            settings=settings,
+            groups=["/clinic-42", "clinics/north", "clinic-42"],
+        )
+
+        assert jwt.decode(issued, SECRET, algorithms=["HS256"])["groups"] == ["clinic-42", "clinics/north"]
+
+
+OLD_SECRET = "the-secret-before-the-rotation-0123456789"
+OLDER_SECRET = "the-secret-before-that-one-0123456789-abcd"
+
+
+class TestPreviousSecrets:
+    def _settings(self, tmp_path: Path, *previous: str) -> Settings:
+        return _settings(tmp_path, auth_secret=SECRET, auth_previous_secrets=",".join(previous))
+
+    @pytest.mark.parametrize("signed_with", [SECRET, OLD_SECRET, OLDER_SECRET])
+    async def test_tokens_of_the_current_and_every_previous_secret_are_accepted(
+        self, tmp_path: Path, signed_with: str
+    ) -> None:
+        settings = self._settings(tmp_path, OLD_SECRET, OLDER_SECRET)
+        presented = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, signed_with)
+
+        caller = await _verify(LocalTokenVerifier(load_or_create_secret(settings), settings), presented)
+
+        assert caller.email == "alice@example.com"
+
+    def test_a_token_of_another_secret_is_refused_by_its_signature(self, tmp_path: Path) -> None:
+        settings = self._settings(tmp_path, OLD_SECRET)
+        presented = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour()}, "n" * 40)
+
+        refused = _refusal(LocalTokenVerifier(load_or_create_secret(settings), settings), presented)
+
+        assert refused.reason == "signature"
+        assert "PETRECORDS_AUTH_PREVIOUS_SECRETS" in refused.detail
+
+    def test_an_expired_token_of_a_previous_secret_is_refused_as_expired(self, tmp_path: Path) -> None:
+        settings = self._settings(tmp_path, OLD_SECRET)
+        presented = jwt.encode({"sub": "alice@example.com", "exp": _in_an_hour() - 7200}, OLD_SECRET)
+
+        assert _refusal(LocalTokenVerifier(load_or_create_secret(settings), settings), presented).reason == "expired"
+
+    def test_new_tokens_are_signed_with_the_current_secret(self, tmp_path: Path) -> None:
+        settings = self._settings(tmp_path, OLD_SECRET)
+        secret, where = find_secret(settings)
+
+        issued = issue_local_token(secret, user="alice@example.com", admin=False, ttl_seconds=60, settings=settings)
+
+        assert where == "PETRECORDS_AUTH_SECRET"
+        assert jwt.decode(issued, SECRET, algorithms=["HS256"])["sub"] == "alice@example.com"
+
+    def test_a_short_previous_secret_is_refused_at_start(self, tmp_path: Path) -> None:
+        with pytest.raises(ValidationError, match="secret 2 of 2 is 5 bytes long"):
+            self._settings(tmp_path, OLD_SECRET, "short")
+
+    def test_previous_secrets_are_refused_with_an_identity_provider(self, tmp_path: Path) -> None:
+        with pytest.raises(ValidationError, match="PETRECORDS_AUTH_PREVIOUS_SECRETS is for local tokens"):
+            _settings(
+                tmp_path,
+                auth_mode="jwks",
+                auth_jwks_url="https://id.example/jwks.json",
+                auth_issuer="https://id.example/",
+                auth_audience="pets",
+                auth_previous_secrets=OLD_SECRET,
+            )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestRefusalLog:
+    """One line per refused token, but a flood of them costs the log a bounded number of lines."""
+
+    @staticmethod
+    def _lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[logging.LogRecord]:
+        return [record for record in caplog.records if record.name == "petrecords.auth" and record.levelno == level]
+
+    async def test_a_line_per_refusal_up_to_the_burst_of_each_reason(self, caplog: pytest.LogCaptureFixture) -> None:
+        clock = _Clock()
+        log = RefusalLog(burst=5, per_minute=60, clock=clock)
+        caplog.set_level(logging.INFO, logger="petrecords.auth")
+
+        for number in range(8):
+            log.refused(TokenRefused("signature", f"made up {number}"), request_id=f"r{number}")
+        log.refused(TokenRefused("issuer", "expected 'a', found 'b'"), request_id="other")
+
+        lines = self._lines(caplog)
+        assert [line.getMessage() for line in lines[:2]] == [
+            "request r0: bearer token refused (signature): made up 0",
+            "request r1: bearer token refused (signature): made up 1",
+        ]
+        assert len(lines) == 6
+        assert getattr(lines[-1], "fields", None) == {
+            "request_id": "other",
+            "reason": "issuer",
+            "detail": "expected 'a', found 'b'",
+        }
+
+    async def test_lines_come_back_at_the_rate(self, caplog: pytest.LogCaptureFixture) -> None:
+        clock = _Clock()
+        log = RefusalLog(burst=2, per_minute=60, clock=clock)
+        caplog.set_level(logging.INFO, logger="petrecords.auth")
+        for _ in range(4):
+            log.refused(TokenRefused("kid", "unknown"), request_id="-")
+        clock.now += 1.5  # one more line a second
+
+        log.refused(TokenRefused("kid", "unknown"), request_id="-")
+        log.refused(TokenRefused("kid", "unknown"), request_id="-")
+
+        assert len(self._lines(caplog)) == 3
+
+    async def test_what_was_held_back_is_told_in_one_line(self, caplog: pytest.LogCaptureFixture) -> None:
+        log = RefusalLog(burst=1, per_minute=1, summary_seconds=0.05)
+        caplog.set_level(logging.INFO, logger="petrecords.auth")
+        for _ in range(300):
+            log.refused(TokenRefused("signature", "forged"), request_id="-")
+        for _ in range(20):
+            log.refused(TokenRefused("malformed", "garbage"), request_id="-")
+
+        await asyncio.sleep(0.2)
+
+        assert len(self._lines(caplog)) == 2
+        summaries = self._lines(caplog, logging.WARNING)
+        assert len(summaries) == 1
+        assert summaries[0].getMessage().startswith("318 more bearer tokens refused in 0 s, not logged one by one")
+        assert summaries[0].getMessage().endswith(": signature 299, malformed 19")
