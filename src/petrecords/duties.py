@@ -186,15 +186,18 @@ class Publisher:
             try:
                 await self._publish_while_connected()
             except PUBLISHING_ERRORS as exc:
-                self._failures += 1
-                await self._say_paused(exc)
+                await self._pause(exc)
             except Exception as exc:
                 # A bug must not end publishing for the life of the process: it is logged, counted and tried again.
-                self._failures += 1
                 self._metrics.duty_failures.labels("publisher").inc()
                 log.exception("publishing changes to NATS failed")
-                await self._say_paused(exc)
-            await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
+                await self._pause(exc)
+
+    async def _pause(self, exc: BaseException) -> None:
+        """After a failed round: say so (see `_say_paused`), then wait longer the more rounds failed in a row."""
+        self._failures += 1
+        await self._say_paused(exc)
+        await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
 
     async def _say_paused(self, exc: BaseException) -> None:
         """Warn that publishing is paused, why, and how many changes wait for it: at once, then every
@@ -208,7 +211,10 @@ class Publisher:
         if waiting is not None:
             self._metrics.nats_unpublished.set(waiting)
         cause = self._connect_error if isinstance(exc, nats.errors.NoServersError) and self._connect_error else exc
-        reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        if isinstance(cause, DatabaseUnavailable):
+            reason = f"the database is unavailable: {cause.cause}, {cause.detail}" if cause.detail else cause.cause
+        else:
+            reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         log.warning(
             "publishing changes to NATS paused (%s: %s); %s committed changes wait to be published",
             shown_url(self._url),
@@ -250,19 +256,30 @@ class Publisher:
         try:
             stream = connection.jetstream(timeout=self.TIMEOUT_SECONDS)
             await self._ensure_stream(stream)
-            # Another publisher may have sent more than its cursor says since this one last looked: the lease is
-            # taken as anew, which looks at the stream's last message.
-            self._lease_until = self._next_lease_attempt = 0
+            while True:
+                # Another publisher may have sent more than its cursor says since this one last looked: the lease
+                # is taken as anew, which looks at the stream's last message.
+                self._lease_until = self._next_lease_attempt = 0
+                try:
+                    await self._publish_while_the_database_answers(stream)
+                except STORE_ERRORS as exc:
+                    # The database is away, not NATS: the connection to NATS is kept, and publishing goes on from
+                    # the database's cursor once it answers again. (A new connection each time made the warning
+                    # and its end be said twice a second.)
+                    await self._pause(exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def _publish_while_the_database_answers(self, stream: Any) -> None:
+        while True:
+            published = await self.publish_once(stream)
             if self._warned_at is not None:
                 log.info("publishing changes to NATS again", extra={"fields": {"nats_url": shown_url(self._url)}})
             self._failures = 0
             self._warned_at = None
-            while True:
-                if not await self.publish_once(stream):
-                    await asyncio.sleep(self.POLL_SECONDS)
-        finally:
-            with contextlib.suppress(Exception):
-                await connection.close()
+            if not published:
+                await asyncio.sleep(self.POLL_SECONDS)
 
     async def _ensure_stream(self, stream: Any) -> None:
         try:
