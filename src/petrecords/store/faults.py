@@ -206,6 +206,18 @@ def vanished(detail: str) -> DatabaseUnavailable:
     return DatabaseUnavailable(cause=VANISHED, detail=detail)
 
 
+UNCONFIRMED = (
+    "The database did not confirm the write, which may have been made or not. Send it again with the same "
+    "Idempotency-Key, or read the record and send it again with If-Match."
+)
+
+
+def unconfirmed(error: DatabaseUnavailable) -> DatabaseUnavailable:
+    """The 503 for a write whose commit went unanswered, of which the database could not say whether it committed:
+    not the plain 503, which promises that nothing changed (docs/explanation/promises.md)."""
+    return DatabaseUnavailable(UNCONFIRMED, cause=error.cause, detail=f"{error.detail} (commit not confirmed)")
+
+
 def raise_translated(exc: BaseException, *, connecting: bool = False) -> NoReturn:
     """Raise the 503 for `exc` when it is an outage, from it; else `exc` itself, unchanged.
 
