@@ -28,12 +28,13 @@ import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from petrecords.app import create_app
+from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.faults import UNCONFIRMED
 from petrecords.store.postgres import PostgresStore
+from tests.api.test_changes_feed import read_all
 from tests.api.test_ops import _samples
 from tests.support import (
     ADMIN,
@@ -44,6 +45,7 @@ from tests.support import (
     create,
     fetch_sql,
     pet_body,
+    pet_row,
     store_of,
     until,
 )
@@ -314,6 +316,62 @@ class TestPostgresCommitUnanswered:
             assert response.json()["message"] == UNCONFIRMED
             # The statement timeout (1 s) and its grace (0.5 s), then as long again asking the database.
             assert seconds < 2 * BOUND_SECONDS, f"answered after {seconds:.1f} s"
+
+
+@POSTGRES_ONLY
+class TestPostgresSessionsBounded:
+    """Every session of the service is bounded on the server: one whose client has gone mid-transaction (a host
+    lost, a partition: here, its connection black-holed) ends within the idle-in-transaction bound, so that the
+    change feed of every instance, which waits for its transaction, moves on within seconds."""
+
+    async def test_the_bounds_of_a_session(self, make_settings: Callable[..., Settings]) -> None:
+        store = open_store(make_settings(db_idle_in_transaction_timeout_seconds=3, db_tcp_timeout_seconds=12))
+        try:
+            async with store.transaction(write=True) as tx:
+                shown = {
+                    name: (await tx.fetch((sa.text(f"SHOW {name}"), {})))[0][0]
+                    for name in ("idle_in_transaction_session_timeout", "tcp_user_timeout", "tcp_keepalives_idle")
+                }
+        finally:
+            await store.close()
+
+        assert shown == {
+            "idle_in_transaction_session_timeout": "3s",
+            "tcp_user_timeout": "12000",
+            "tcp_keepalives_idle": "6",
+        }
+
+    async def test_a_transaction_whose_client_went_silent_holds_the_feed_back_for_seconds_at_most(
+        self, make_client: MakeClient, make_settings: Callable[..., Settings], proxied: Settings, proxy: TcpProxy
+    ) -> None:
+        bound = 1.0
+        store = open_store(
+            make_settings(database_url=proxied.database_url, db_idle_in_transaction_timeout_seconds=bound)
+        )
+        abandoned = store.transaction(write=True)
+        try:
+            await abandoned.__aenter__()
+            row = pet_row("Abandoned")
+            await abandoned.insert(PET_RECORDS, row)
+            assert await abandoned.get(PET_RECORDS, row["id"]) is not None  # written: it has a transaction id
+            proxy.black_hole()  # its client gone, as far as the server can tell
+
+            async with make_client(make_settings()) as client:
+                written = await create(client, name="After")
+                started = time.monotonic()
+
+                async def in_the_feed() -> bool:
+                    return written.json()["id"] in {change["id"] for change in await read_all(client, limit=100)}
+
+                await until(in_the_feed, what="the change in the feed", seconds=bound + 2 * BOUND_SECONDS)
+                seconds = time.monotonic() - started
+        finally:
+            proxy.restore()
+            with contextlib.suppress(DatabaseUnavailable):
+                await abandoned.__aexit__(RuntimeError, RuntimeError("abandoned"), None)
+            await store.close()
+
+        assert seconds < bound + BOUND_SECONDS, f"the feed waited {seconds:.1f} s"
 
 
 def _black_hole_once_held(proxy: TcpProxy) -> None:

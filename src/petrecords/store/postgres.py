@@ -22,6 +22,15 @@ transaction: `SET LOCAL` in the round trip of `BEGIN` for a write; a read, which
 transaction, is bounded by the client, whose cancel request PgBouncer passes on to the server connection
 running it. Such a connection is not terminated, which would leave the statement running on the server,
 but recovered in the background once the cancel has been answered (or terminated if it is not).
+
+Every session is bounded on the server (see `session_bounds`), so that one whose client has gone (a host lost,
+a partition) ends within seconds: left idle in its transaction, it would keep its locks, and the change feed of
+every instance would wait for its transaction id, for the two hours that the server's TCP keepalive takes by
+default. A session goes after PETRECORDS_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS idle inside a transaction, and
+a connection whose client has gone silent after about PETRECORDS_DB_TCP_TIMEOUT_SECONDS (keepalives, and
+tcp_user_timeout for what it sends). Behind PgBouncer, which refuses startup parameters it does not know, the
+first is set by a statement (per session in session pooling, per transaction in transaction pooling) and the
+TCP settings are PgBouncer's own.
 """
 
 from __future__ import annotations
@@ -154,6 +163,19 @@ def _take_locks(shared: tuple[bool, ...]) -> sa.Select[Any]:
         for index, one in enumerate(shared)
     ]
     return sa.select(*take)
+
+
+def session_bounds(settings: Settings) -> dict[str, str]:
+    """The server's settings that end a session whose client has gone (see the module's docstring): idle inside a
+    transaction, or silent. Keepalives begin after half the TCP timeout and end it with three probes."""
+    tcp_seconds = settings.db_tcp_timeout_seconds
+    return {
+        "idle_in_transaction_session_timeout": str(int(settings.db_idle_in_transaction_timeout_seconds * 1000)),
+        "tcp_keepalives_idle": str(max(1, tcp_seconds // 2)),
+        "tcp_keepalives_interval": str(max(1, tcp_seconds // 6)),
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": str(tcp_seconds * 1000),
+    }
 
 
 def lock_key(resource: str, record_id: uuid.UUID) -> int:
@@ -685,9 +707,12 @@ class PostgresTransaction(SqlTransaction):
             # A cursor planned for every row, as a count is, not for the first tenth of them; and each slice of
             # blocks planned with its values, where a plan for any value checks the pattern through like_escape()
             # on every record (7.4 ms against 2.8 ms for 512 blocks of a million pets).
+            # Idle between its slices for as long as the statement timeout allows (it holds no transaction id, which
+            # the change feed would wait for): longer than the sessions' bound.
             await connection.execute(
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1; "
-                "SET LOCAL plan_cache_mode = force_custom_plan"
+                "SET LOCAL plan_cache_mode = force_custom_plan; "
+                f"SET LOCAL idle_in_transaction_session_timeout = {self._store.statement_timeout_ms}"
             )
             slices = (
                 _BlockSlices(connection, matching, values, collection.table)
@@ -846,11 +871,19 @@ class PostgresStore(SqlStore):
         self._connect_args = postgres_connect_args(settings)
         timeout_ms = statement_timeout_ms(settings)
         pooler = settings.db_pooler
+        bounds = session_bounds(settings)
+        idle_ms = bounds["idle_in_transaction_session_timeout"]
+        if pooler == "none":
+            self._connect_args["server_settings"] = {**self._connect_args["server_settings"], **bounds}
         self.begin_statement = "BEGIN"
         if pooler == "transaction":
             # In the round trip of BEGIN: a simple query may hold several statements.
-            self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
+            self.begin_statement = (
+                f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}; "
+                f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+            )
         self.statement_timeout_seconds = settings.db_statement_timeout_seconds
+        self.statement_timeout_ms = timeout_ms
         self.long_read_share = settings.long_read_share
         self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
         """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
@@ -861,7 +894,11 @@ class PostgresStore(SqlStore):
         """Whether a connection cut short is recovered rather than terminated: only the client's cancel request
         can end its statement on the server, where nothing else bounds it."""
         # In session pooling a client connection keeps one server connection throughout, until it is closed.
-        settings_of_session = f"SET statement_timeout = {timeout_ms}" if pooler == "session" else ""
+        settings_of_session = ""
+        if pooler == "session":
+            settings_of_session = (
+                f"SET statement_timeout = {timeout_ms}; SET idle_in_transaction_session_timeout = {idle_ms}"
+            )
         self._set_up = functools.partial(
             _set_up, statements=settings_of_session, session=self.writes_alone and url is None
         )
