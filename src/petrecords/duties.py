@@ -1,6 +1,7 @@
 """What an instance does besides answering requests: keeping the change log within its retention, and
 publishing it to NATS JetStream. Every instance runs both; a lease in the database lets one do each at a
-time, and another take over within seconds when that one stops."""
+time, and another take over within seconds when that one stops. Each process also watches what the change log's
+horizon waits for."""
 
 from __future__ import annotations
 
@@ -118,6 +119,58 @@ class GrantExpiry:
             if batch < self.BATCH:
                 return done
             await asyncio.sleep(0)  # let requests in between batches
+
+
+class HorizonWatch:
+    """Watches the write in flight that the change log's horizon waits for (PostgreSQL): its age is in /metrics,
+    and a wait of WARN_SECONDS or more is said as a warning, once every REPEAT_SECONDS while it lasts. Such a wait
+    holds back the feed, the live streams and NATS on every instance: a session of the service whose client went
+    away is ended within seconds (see store/postgres.py), so a long wait is someone else's (a migration, a
+    session left open in psql, an import)."""
+
+    INTERVAL_SECONDS = 5.0
+    WARN_SECONDS = 30.0
+    REPEAT_SECONDS = 60.0
+
+    def __init__(self, store: StoreLookup, *, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._warned_at: float | None = None
+        """When (monotonic) it last warned; None while the horizon does not wait long."""
+
+    async def run(self) -> None:
+        await every(self.INTERVAL_SECONDS, self.look, self._metrics, "horizon", "watching the change log's horizon")
+
+    async def look(self) -> None:
+        store = self._store()
+        if store is None:
+            return
+        async with store.transaction(write=False) as tx:
+            oldest = await tx.oldest_write_in_flight()
+        seconds = 0.0 if oldest is None or oldest.seconds is None else max(0.0, oldest.seconds)
+        self._metrics.horizon_wait.set(seconds)
+        if oldest is None or seconds < self.WARN_SECONDS:
+            self._warned_at = None
+            return
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < self.REPEAT_SECONDS:
+            return
+        self._warned_at = now
+        fields = {
+            "wait_seconds": round(seconds, 1),
+            "process": oldest.process,
+            "state": oldest.state,
+            "application": oldest.application,
+        }
+        log.warning(
+            "the change log's horizon has waited %.0f s for a write in flight (the database's process %s, %s, "
+            "application %s): no change committed since it began reaches the feed, the live streams or NATS",
+            seconds,
+            oldest.process,
+            oldest.state or "state not shown",
+            oldest.application or "not named",
+            extra={"fields": fields},
+        )
 
 
 def subject_of(change: Change) -> str:
@@ -362,6 +415,7 @@ class Duties:
         self._jobs: dict[str, Callable[[], Any]] = {
             "retention": retention.run,
             "grant expiry": GrantExpiry(store, metrics=metrics).run,
+            "horizon": HorizonWatch(store, metrics=metrics).run,
         }
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run

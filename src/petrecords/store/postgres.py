@@ -57,7 +57,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
-from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer
+from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer, WriteInFlight
 from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
@@ -118,6 +118,16 @@ _HORIZON = sa.literal_column(
        AND activity.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
   pg_snapshot_xmax(pg_current_snapshot())::text::bigint)""",
     sa.BigInteger(),
+)
+
+
+# The write of this database in flight with the oldest transaction id: the one the horizon waits for (ids of other
+# databases are left out of it, see _HORIZON). Older means a greater age of its id, in the server's own arithmetic.
+_OLDEST_WRITE_IN_FLIGHT = sa.text(
+    "SELECT extract(epoch FROM clock_timestamp() - xact_start)::float8, pid, state, application_name "
+    "FROM pg_stat_activity "
+    "WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND backend_xid IS NOT NULL "
+    "ORDER BY age(backend_xid) DESC LIMIT 1"
 )
 
 
@@ -851,6 +861,13 @@ class PostgresTransaction(SqlTransaction):
         rows = await self.fetch((statement, self.changes_values(cursor, limit, reader, resources)))
         found = [change_of(tuple(row)[1:]) for row in rows if row[1] is not None]
         return found, not rows[0][0]
+
+    async def oldest_write_in_flight(self) -> WriteInFlight | None:
+        rows = await self.fetch((_OLDEST_WRITE_IN_FLIGHT, {}))
+        if not rows:
+            return None
+        seconds, process, state, application = rows[0]
+        return WriteInFlight(seconds=seconds, process=process, state=state, application=application)
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so
