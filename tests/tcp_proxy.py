@@ -7,6 +7,9 @@ It runs its own event loop in a thread, so that it keeps working whatever the se
   - `black_hole()`: connections stay open and new ones are accepted, but nothing is forwarded any more, as when
     the network drops every packet;
   - `delay(seconds)`: everything is forwarded that much later (latency added; 0 for none);
+  - `strand()`: the client's end of every proxied connection is closed and the server's end left open and
+    silent, as when the client's host is lost: the server learns of it from its own bounds alone (until
+    `restore()`, when the network is back and the server's end is reset, as the client's host would);
   - `restore()`: as it was (what was held during a black hole is delivered, as TCP would).
 
 And two faults of one PostgreSQL statement, on the connection that sends it, for a proxy made with `postgres`
@@ -124,6 +127,8 @@ class _Link:
     reset once the server is ready for the next query."""
     released: asyncio.Event = field(default_factory=asyncio.Event)
     """Set unless this connection alone is held (see `TcpProxy.hold`)."""
+    stranded: bool = False
+    """Its client's end is gone and its server's end left open (see `TcpProxy.strand`)."""
 
     def __post_init__(self) -> None:
         self.answers = _Answers(self.statements)
@@ -139,6 +144,7 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
+        self._stranded: set[_Link] = set()
         self._flowing: asyncio.Event | None = None
         self._refusing = False
         self._delay = 0.0
@@ -242,10 +248,25 @@ class TcpProxy:
 
     def _close(self, link: _Link) -> None:
         self._links.discard(link)
-        for writer in (link.client, link.upstream):
+        for writer in (link.client, None if link.stranded else link.upstream):
             if writer is not None:
                 with contextlib.suppress(OSError, RuntimeError):
                     writer.transport.abort()
+
+    def strand(self) -> None:
+        self._call(self._strand())
+
+    async def _strand(self) -> None:
+        for link in list(self._links):
+            link.stranded = True
+            self._stranded.add(link)
+            self._close(link)
+
+    def _end_stranded(self) -> None:
+        for link in self._stranded:
+            link.stranded = False
+            self._close(link)
+        self._stranded.clear()
 
     def cut(self) -> None:
         self._call(self._cut())
@@ -296,6 +317,7 @@ class TcpProxy:
 
     async def _stop(self) -> None:
         await self._cut()
+        self._end_stranded()
         tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
@@ -319,6 +341,7 @@ class TcpProxy:
         self._delay = 0.0
         self._lose_answer_to = self._hold = None
         self.held = False
+        self._end_stranded()
         for link in self._links:
             link.released.set()
         self._flowing.set()

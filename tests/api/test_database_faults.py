@@ -321,8 +321,8 @@ class TestPostgresCommitUnanswered:
 @POSTGRES_ONLY
 class TestPostgresSessionsBounded:
     """Every session of the service is bounded on the server: one whose client has gone mid-transaction (a host
-    lost, a partition: here, its connection black-holed) ends within the idle-in-transaction bound, so that the
-    change feed of every instance, which waits for its transaction, moves on within seconds."""
+    lost, a partition) ends within the idle-in-transaction bound, so that the change feed of every instance,
+    which waits for its transaction, moves on within seconds."""
 
     async def test_the_bounds_of_a_session(self, make_settings: Callable[..., Settings]) -> None:
         store = open_store(make_settings(db_idle_in_transaction_timeout_seconds=3, db_tcp_timeout_seconds=12))
@@ -354,7 +354,7 @@ class TestPostgresSessionsBounded:
             row = pet_row("Abandoned")
             await abandoned.insert(PET_RECORDS, row)
             assert await abandoned.get(PET_RECORDS, row["id"]) is not None  # written: it has a transaction id
-            proxy.black_hole()  # its client gone, as far as the server can tell
+            proxy.strand()  # its client's host lost: the server's end of the connection open, and silent
 
             async with make_client(make_settings()) as client:
                 written = await create(client, name="After")
