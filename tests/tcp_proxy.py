@@ -37,6 +37,16 @@ from dataclasses import dataclass, field
 _SSL_REQUEST, _GSS_REQUEST, _CANCEL_REQUEST = 80877103, 80877104, 80877102
 
 
+def _typed_message(pending: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The first message of `pending`, once it is whole: its type, its body, and what follows it."""
+    if len(pending) < 5:
+        return None
+    length = struct.unpack("!i", pending[1:5])[0]
+    if len(pending) < 1 + length:
+        return None
+    return pending[:1], pending[5 : 1 + length], pending[1 + length :]
+
+
 @dataclass
 class _Statements:
     """The PostgreSQL messages a client sent on one connection, read as they pass: which run a statement, and
@@ -67,12 +77,9 @@ class _Statements:
                     self.started = True
                 self.pending = self.pending[length:]
                 continue
-            if len(self.pending) < 5:
+            if (message := _typed_message(self.pending)) is None:
                 break
-            kind, length = self.pending[:1], struct.unpack("!i", self.pending[1:5])[0]
-            if len(self.pending) < 1 + length:
-                break
-            body, self.pending = self.pending[5 : 1 + length], self.pending[1 + length :]
+            kind, body, self.pending = message
             if kind == b"Q":
                 ran.append(body.rstrip(b"\0"))
             elif kind == b"P":
@@ -104,12 +111,9 @@ class _Answers:
                 self.statements.one_byte_answers -= 1
                 self.pending = self.pending[1:]
                 continue
-            if len(self.pending) < 5:
+            if (message := _typed_message(self.pending)) is None:
                 break
-            kind, length = self.pending[:1], struct.unpack("!i", self.pending[1:5])[0]
-            if len(self.pending) < 1 + length:
-                break
-            self.pending = self.pending[1 + length :]
+            kind, _, self.pending = message
             ready = ready or kind == b"Z"
         return ready
 
