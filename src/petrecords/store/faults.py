@@ -70,6 +70,7 @@ _SQLSTATE_CAUSES = {
     "57P04": VANISHED,  # database_dropped
     "3D000": VANISHED,  # invalid_catalog_name: the database does not exist (dropped, renamed)
     "25006": STORAGE,  # read_only_sql_transaction: a standby, or a database made read-only
+    "25P03": CONNECTION,  # idle_in_transaction_session_timeout: the server ended the session, its client too slow
 }
 _SQLSTATE_CLASS_CAUSES = {
     "08": CONNECTION,  # connection exceptions

@@ -337,6 +337,14 @@ def _broken(exc: BaseException) -> bool:
     return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError)
 
 
+def _session_ended(exc: BaseException) -> bool:
+    """Whether `exc` ended the session: the connection broke, or the server ended it (a connection exception, an
+    operator's intervention, its idle-in-transaction bound). A COMMIT that raised it may have committed; one that
+    failed otherwise rolled back."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return _broken(exc) or sqlstate[:2] in ("08", "57") or sqlstate == "25P03"
+
+
 def _cut_short(exc: BaseException) -> bool:
     """Whether `exc` cut a statement short on the client's side: asyncpg then sends the server a cancel request."""
     return isinstance(exc, TimeoutError | asyncio.CancelledError)
@@ -630,7 +638,7 @@ class PostgresTransaction(SqlTransaction):
                 try:
                     status = await connection.execute("COMMIT")
                 except DATABASE_ERRORS as exc:
-                    if not _broken(exc) or self._xid is None:
+                    if not _session_ended(exc) or self._xid is None:
                         raise
                     self._after_error(connection, exc)
                     unanswered = exc
