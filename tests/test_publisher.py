@@ -1,11 +1,13 @@
 """The NATS publisher's own rules (duties.Publisher), on both databases, against a NATS server of the test's own:
 a publish that fails moves no cursor, the lease passes to another instance once its holder stops renewing it,
-a publisher that takes over sends nothing twice, even when the stream's duplicate window has long passed, and a
-NATS that cannot be reached is said at once and every minute, with the number of changes waiting."""
+a publisher that takes over sends nothing twice, even when the stream's duplicate window has long passed, a
+NATS that cannot be reached is said at once and every minute, with the number of changes waiting, and so is a
+database that cannot be reached, on one connection to NATS kept all along."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -15,8 +17,10 @@ from typing import Any
 import nats
 import nats.js
 import pytest
+import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
+from petrecords import duties
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.duties import Publisher
@@ -24,6 +28,7 @@ from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from tests.nats_server import NatsServer, nats_server
 from tests.support import ALICE, create, until
+from tests.tcp_proxy import tcp_proxy
 
 pytestmark = pytest.mark.slow
 
@@ -217,6 +222,89 @@ async def test_an_unreachable_nats_is_said_at_once_and_every_minute_with_the_cha
         assert len(await _message_ids(stream)) == CHANGES
     finally:
         await connection.close()
+
+
+@contextlib.contextmanager
+def _database_that_goes_away(
+    make_settings: Callable[..., Settings], database_url: str
+) -> Iterator[tuple[Settings, Callable[[], None], Callable[[], None]]]:
+    """Settings whose database can be taken away and given back: PostgreSQL through a proxy that refuses every
+    connection meanwhile, SQLite's file moved aside."""
+    if database_url.startswith("sqlite"):
+        path = sa.make_url(database_url).database
+        assert path is not None
+        aside = Path(path).with_name("aside.sqlite3")
+        yield make_settings(), lambda: Path(path).rename(aside), lambda: aside.rename(path)
+        return
+    url = sa.make_url(database_url)
+    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        yield make_settings(database_url=proxied, db_connect_timeout_seconds=1.0), proxy.cut, proxy.restore
+
+
+async def _stream_holds(stream: Any, count: int) -> bool:
+    try:
+        return bool((await stream.stream_info(STREAM)).state.messages == count)
+    except nats.js.errors.NotFoundError:
+        return False
+
+
+async def test_a_database_outage_is_said_every_minute_on_one_connection_to_nats(
+    store: Store,
+    broker: NatsServer,
+    make_settings: Callable[..., Settings],
+    make_client: Callable[[Settings], Client],
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    connection, stream = await _jetstream(broker)
+    connections = 0
+    connect = nats.connect
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal connections
+        connections += 1
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(duties.nats, "connect", counted)  # the publisher's connections to NATS, from now on
+    caplog.set_level(logging.INFO, logger="petrecords.duties")
+
+    def said(text: str) -> list[str]:
+        return [
+            record.getMessage()
+            for record in caplog.records
+            if f"publishing changes to NATS {text}" in record.getMessage()
+        ]
+
+    with _database_that_goes_away(make_settings, database_url) as (settings, away, back):
+        outage_store = open_store(settings)
+        publisher = _publisher(make_settings, broker, outage_store, "first", database_url=str(settings.database_url))
+        publisher.RETRY_SECONDS = (0.05, 0.1)
+        publisher.WARN_SECONDS = 2.0  # "every minute", shortened: the rule is the same at any length
+        running = asyncio.create_task(publisher.run())
+        try:
+            await until(lambda: _stream_holds(stream, CHANGES), what="the changes published", seconds=10)
+            away()
+            await until(lambda: bool(said("paused")), what="a warning that publishing is paused", seconds=10)
+            await asyncio.sleep(3.0)  # tens of attempts at the database, and a warning again after 2 s
+            paused, again_meanwhile = said("paused"), said("again")
+            back()
+            await until(lambda: bool(said("again")), what="publishing again", seconds=10)
+            async with make_client(make_settings()) as client:
+                await create(client, ALICE, name="after")
+            await until(lambda: _stream_holds(stream, CHANGES + 1), what="the new change published", seconds=10)
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await outage_store.close()
+            await connection.close()
+
+    assert len(paused) == 2, paused
+    assert not again_meanwhile, again_meanwhile
+    assert all("the database is unavailable" in message for message in paused), paused
+    assert len(said("again")) == 1
+    assert connections == 1, f"{connections} connections to NATS"
 
 
 async def test_the_stream_is_a_setting(

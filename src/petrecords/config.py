@@ -152,6 +152,21 @@ class Settings(BaseSettings):
         le=300,
         description="PostgreSQL cancels any statement past it; on SQLite a read's statement is interrupted",
     )
+    db_idle_in_transaction_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="PostgreSQL ends a session of the service that stays idle inside a transaction this long (its "
+        "client gone mid-transaction), which would hold back the change feed and keep its locks; above the longest "
+        "pause the service makes inside a transaction",
+    )
+    db_tcp_timeout_seconds: int = Field(
+        default=10,
+        ge=2,
+        le=3600,
+        description="PostgreSQL ends a connection of the service whose other end has gone silent after about this "
+        "long: the server's TCP keepalives and tcp_user_timeout (behind PgBouncer, its own settings of those do it)",
+    )
     long_reads_at_once: int = Field(
         default_factory=default_long_reads_at_once,
         ge=1,

@@ -1,6 +1,7 @@
 """What an instance does besides answering requests: keeping the change log within its retention, and
 publishing it to NATS JetStream. Every instance runs both; a lease in the database lets one do each at a
-time, and another take over within seconds when that one stops."""
+time, and another take over within seconds when that one stops. Each process also watches what the change log's
+horizon waits for."""
 
 from __future__ import annotations
 
@@ -120,6 +121,58 @@ class GrantExpiry:
             await asyncio.sleep(0)  # let requests in between batches
 
 
+class HorizonWatch:
+    """Watches the write in flight that the change log's horizon waits for (PostgreSQL): its age is in /metrics,
+    and a wait of WARN_SECONDS or more is said as a warning, once every REPEAT_SECONDS while it lasts. Such a wait
+    holds back the feed, the live streams and NATS on every instance: a session of the service whose client went
+    away is ended within seconds (see store/postgres.py), so a long wait is someone else's (a migration, a
+    session left open in psql, an import)."""
+
+    INTERVAL_SECONDS = 5.0
+    WARN_SECONDS = 30.0
+    REPEAT_SECONDS = 60.0
+
+    def __init__(self, store: StoreLookup, *, metrics: Metrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._warned_at: float | None = None
+        """When (monotonic) it last warned; None while the horizon does not wait long."""
+
+    async def run(self) -> None:
+        await every(self.INTERVAL_SECONDS, self.look, self._metrics, "horizon", "watching the change log's horizon")
+
+    async def look(self) -> None:
+        store = self._store()
+        if store is None:
+            return
+        async with store.transaction(write=False) as tx:
+            oldest = await tx.oldest_write_in_flight()
+        seconds = 0.0 if oldest is None or oldest.seconds is None else max(0.0, oldest.seconds)
+        self._metrics.horizon_wait.set(seconds)
+        if oldest is None or seconds < self.WARN_SECONDS:
+            self._warned_at = None
+            return
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < self.REPEAT_SECONDS:
+            return
+        self._warned_at = now
+        fields = {
+            "wait_seconds": round(seconds, 1),
+            "process": oldest.process,
+            "state": oldest.state,
+            "application": oldest.application,
+        }
+        log.warning(
+            "the change log's horizon has waited %.0f s for a write in flight (the database's process %s, %s, "
+            "application %s): no change committed since it began reaches the feed, the live streams or NATS",
+            seconds,
+            oldest.process,
+            oldest.state or "state not shown",
+            oldest.application or "not named",
+            extra={"fields": fields},
+        )
+
+
 def subject_of(change: Change) -> str:
     return f"petrecords.{change.resource}.{change.action}"
 
@@ -186,15 +239,18 @@ class Publisher:
             try:
                 await self._publish_while_connected()
             except PUBLISHING_ERRORS as exc:
-                self._failures += 1
-                await self._say_paused(exc)
+                await self._pause(exc)
             except Exception as exc:
                 # A bug must not end publishing for the life of the process: it is logged, counted and tried again.
-                self._failures += 1
                 self._metrics.duty_failures.labels("publisher").inc()
                 log.exception("publishing changes to NATS failed")
-                await self._say_paused(exc)
-            await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
+                await self._pause(exc)
+
+    async def _pause(self, exc: BaseException) -> None:
+        """After a failed round: say so (see `_say_paused`), then wait longer the more rounds failed in a row."""
+        self._failures += 1
+        await self._say_paused(exc)
+        await asyncio.sleep(self.RETRY_SECONDS[min(self._failures, len(self.RETRY_SECONDS)) - 1])
 
     async def _say_paused(self, exc: BaseException) -> None:
         """Warn that publishing is paused, why, and how many changes wait for it: at once, then every
@@ -208,7 +264,10 @@ class Publisher:
         if waiting is not None:
             self._metrics.nats_unpublished.set(waiting)
         cause = self._connect_error if isinstance(exc, nats.errors.NoServersError) and self._connect_error else exc
-        reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        if isinstance(cause, DatabaseUnavailable):
+            reason = f"the database is unavailable: {cause.cause}, {cause.detail}" if cause.detail else cause.cause
+        else:
+            reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         log.warning(
             "publishing changes to NATS paused (%s: %s); %s committed changes wait to be published",
             shown_url(self._url),
@@ -250,19 +309,30 @@ class Publisher:
         try:
             stream = connection.jetstream(timeout=self.TIMEOUT_SECONDS)
             await self._ensure_stream(stream)
-            # Another publisher may have sent more than its cursor says since this one last looked: the lease is
-            # taken as anew, which looks at the stream's last message.
-            self._lease_until = self._next_lease_attempt = 0
+            while True:
+                # Another publisher may have sent more than its cursor says since this one last looked: the lease
+                # is taken as anew, which looks at the stream's last message.
+                self._lease_until = self._next_lease_attempt = 0
+                try:
+                    await self._publish_while_the_database_answers(stream)
+                except STORE_ERRORS as exc:
+                    # The database is away, not NATS: the connection to NATS is kept, and publishing goes on from
+                    # the database's cursor once it answers again. (A new connection each time made the warning
+                    # and its end be said twice a second.)
+                    await self._pause(exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def _publish_while_the_database_answers(self, stream: Any) -> None:
+        while True:
+            published = await self.publish_once(stream)
             if self._warned_at is not None:
                 log.info("publishing changes to NATS again", extra={"fields": {"nats_url": shown_url(self._url)}})
             self._failures = 0
             self._warned_at = None
-            while True:
-                if not await self.publish_once(stream):
-                    await asyncio.sleep(self.POLL_SECONDS)
-        finally:
-            with contextlib.suppress(Exception):
-                await connection.close()
+            if not published:
+                await asyncio.sleep(self.POLL_SECONDS)
 
     async def _ensure_stream(self, stream: Any) -> None:
         try:
@@ -345,6 +415,7 @@ class Duties:
         self._jobs: dict[str, Callable[[], Any]] = {
             "retention": retention.run,
             "grant expiry": GrantExpiry(store, metrics=metrics).run,
+            "horizon": HorizonWatch(store, metrics=metrics).run,
         }
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run

@@ -1,5 +1,5 @@
 """Prometheus figures: requests and latency by route and status, database pool use and outages, the background
-duties' failures and what is waiting to be published to NATS."""
+duties' failures, what is waiting to be published to NATS, and how long the change log's horizon has waited."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class Metrics:
         self.duty_failures = Counter(
             "petrecords_duty_failures",
             "Unexpected failures of a background duty (each logged with its traceback; the duty goes on), by duty: "
-            "retention, publisher.",
+            "retention, grant-expiry, publisher, horizon.",
             ["duty"],
             registry=self.registry,
         )
@@ -122,6 +122,16 @@ class Metrics:
             "while it is paused, 0 once it has caught up.",
             registry=self.registry,
             **unpublished_mode,  # type: ignore[arg-type]
+        )
+
+        # Every process looks at the same database: the longest wait any of them saw last.
+        horizon_mode = {"multiprocess_mode": "livemax"} if self._multiprocess else {}
+        self.horizon_wait = Gauge(
+            "petrecords_changes_horizon_wait_seconds",
+            "How long the oldest write still in flight in the database has run (PostgreSQL; 0: none): the change feed, "
+            "the live streams and publishing to NATS hold back every change committed after it began until it ends.",
+            registry=self.registry,
+            **horizon_mode,  # type: ignore[arg-type]
         )
 
     def observe(self, *, method: str, route: str, status: int, seconds: float) -> None:

@@ -9,10 +9,12 @@ busy machine: it tells a bounded wait from a hang, it is not a benchmark.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,13 +28,27 @@ import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from petrecords.app import create_app
+from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.errors import DatabaseUnavailable
+from petrecords.store.faults import UNCONFIRMED
 from petrecords.store.postgres import PostgresStore
+from tests.api.test_changes_feed import read_all
 from tests.api.test_ops import _samples
-from tests.support import ADMIN, PET_RECORDS, SECRET, assert_error, auth, create, pet_body, store_of, until
+from tests.support import (
+    ADMIN,
+    PET_RECORDS,
+    SECRET,
+    assert_error,
+    auth,
+    create,
+    fetch_sql,
+    pet_body,
+    pet_row,
+    store_of,
+    until,
+)
 from tests.tcp_proxy import TcpProxy, tcp_proxy
 
 Client = AsyncTestClient[Any]
@@ -109,7 +125,7 @@ async def _unavailable_counts(client: Client) -> dict[str, float]:
 @pytest.fixture
 def proxy(database_url: str) -> Iterator[TcpProxy]:
     url = sa.make_url(database_url)
-    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432) as running:
+    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432, postgres=True) as running:
         yield running
 
 
@@ -195,6 +211,175 @@ class TestPostgresUnreachable:
             assert ready.status_code == 200
             assert await _stored(client) == before
             await _all_succeed(client, pet["id"], methods=("GET", *_WRITES))
+
+
+async def _history_versions(client: Client, pet_id: str) -> list[int]:
+    response = await client.get(f"/v1/pets/{pet_id}/history", headers=auth())
+    assert response.status_code == 200, response.text
+    return [item["version"] for item in response.json()["items"]]
+
+
+async def _pets_named(database_url: str, name: str) -> int:
+    return len(await fetch_sql(database_url, "SELECT id FROM pets WHERE name = $1", name))
+
+
+@POSTGRES_ONLY
+class TestPostgresCommitUnanswered:
+    """A COMMIT whose answer is lost (the connection reset once the server has committed), or held in a black hole
+    (on its connection alone), leaves the service not knowing whether the write happened: it asks the database, on
+    a connection of its own, and answers what became of the write. A session that still holds the transaction is
+    ended first, so that a COMMIT still on its way cannot land after the answer."""
+
+    async def test_a_replace_whose_commit_answer_is_lost_answers_200(
+        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy, database_url: str
+    ) -> None:
+        async with make_client(proxied) as client:
+            created = await create(client)
+            pet = created.json()
+            proxy.lose_answer_to("COMMIT")
+            headers = {**auth(), "If-Match": created.headers["etag"]}
+            response = await client.put(f"/v1/pets/{pet['id']}", json=pet_body("Committed", "Cat"), headers=headers)
+
+            assert response.status_code == 200, response.text
+            assert response.json()["name"] == "Committed"
+            stored = await client.get(f"/v1/pets/{pet['id']}", headers=auth())
+            assert stored.json() == response.json()
+            assert stored.headers["etag"] == response.headers["etag"]
+            assert await _history_versions(client, pet["id"]) == [1, 2]
+
+    async def test_a_create_with_a_key_whose_commit_answer_is_lost_answers_201_once(
+        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy, database_url: str
+    ) -> None:
+        async with make_client(proxied) as client:
+            proxy.lose_answer_to("COMMIT")
+            headers = {**auth(), "Idempotency-Key": "lost-answer"}
+            first = await client.post("/v1/pets", json=pet_body("Keyed"), headers=headers)
+            again = await client.post("/v1/pets", json=pet_body("Keyed"), headers=headers)
+
+            assert first.status_code == 201, first.text
+            assert again.status_code == 201, again.text
+            assert again.headers["idempotent-replayed"] == "true"
+            assert again.json() == first.json()
+            assert await _pets_named(database_url, "Keyed") == 1
+
+    async def test_a_create_sent_on_its_own_whose_answer_is_lost_answers_201(
+        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy, database_url: str
+    ) -> None:
+        """A create without a key is one statement, a transaction of its own: no COMMIT, and no transaction id the
+        service knows. The session that sent it is ended, and the change it keeps says whether it committed."""
+        async with make_client(proxied) as client:
+            proxy.lose_answer_to("INSERT INTO pets")
+            response = await client.post("/v1/pets", json=pet_body("Alone"), headers=auth())
+
+            assert response.status_code == 201, response.text
+            assert await _pets_named(database_url, "Alone") == 1
+            assert await _history_versions(client, response.json()["id"]) == [1]
+
+    async def test_a_commit_held_in_a_black_hole_is_ended_and_answered_503(
+        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy, database_url: str
+    ) -> None:
+        async with make_client(proxied) as client:
+            created = await create(client)
+            pet = created.json()
+            before = await _stored(client)
+            proxy.hold("COMMIT")
+            headers = {**auth(), "If-Match": created.headers["etag"]}
+            response, seconds = await timed(
+                client.put(f"/v1/pets/{pet['id']}", json=pet_body("Never", "Cat"), headers=headers)
+            )
+            proxy.restore()  # what was held is delivered now, as TCP would once the network is back
+            await asyncio.sleep(0.5)
+
+            assert_unavailable(response, seconds)
+            assert response.json()["message"] == DatabaseUnavailable.default_message  # it changed nothing
+            assert await _stored(client) == before
+            assert await _pets_named(database_url, "Never") == 0
+
+    async def test_a_commit_the_database_cannot_be_asked_about_is_not_said_to_have_changed_nothing(
+        self, make_client: MakeClient, proxied: Settings, proxy: TcpProxy
+    ) -> None:
+        async with make_client(proxied) as client:
+            created = await create(client)
+            pet = created.json()
+            proxy.hold("COMMIT")
+            # Then nothing reaches the database. From a thread: the test client holds this one until it answers.
+            silencing = threading.Thread(target=_black_hole_once_held, args=(proxy,))
+            silencing.start()
+            headers = {**auth(), "If-Match": created.headers["etag"]}
+            response, seconds = await timed(
+                client.put(f"/v1/pets/{pet['id']}", json=pet_body("Unknown", "Cat"), headers=headers)
+            )
+            silencing.join()
+            proxy.restore()
+
+            assert_error(response, 503, 986)
+            assert response.json()["message"] == UNCONFIRMED
+            # The statement timeout (1 s) and its grace (0.5 s), then as long again asking the database.
+            assert seconds < 2 * BOUND_SECONDS, f"answered after {seconds:.1f} s"
+
+
+@POSTGRES_ONLY
+class TestPostgresSessionsBounded:
+    """Every session of the service is bounded on the server: one whose client has gone mid-transaction (a host
+    lost, a partition) ends within the idle-in-transaction bound, so that the change feed of every instance,
+    which waits for its transaction, moves on within seconds."""
+
+    async def test_the_bounds_of_a_session(self, make_settings: Callable[..., Settings]) -> None:
+        store = open_store(make_settings(db_idle_in_transaction_timeout_seconds=3, db_tcp_timeout_seconds=12))
+        try:
+            async with store.transaction(write=True) as tx:
+                shown = {
+                    name: (await tx.fetch((sa.text(f"SHOW {name}"), {})))[0][0]
+                    for name in ("idle_in_transaction_session_timeout", "tcp_user_timeout", "tcp_keepalives_idle")
+                }
+        finally:
+            await store.close()
+
+        assert shown == {
+            "idle_in_transaction_session_timeout": "3s",
+            "tcp_user_timeout": "12000",
+            "tcp_keepalives_idle": "6",
+        }
+
+    async def test_a_transaction_whose_client_went_silent_holds_the_feed_back_for_seconds_at_most(
+        self, make_client: MakeClient, make_settings: Callable[..., Settings], proxied: Settings, proxy: TcpProxy
+    ) -> None:
+        bound = 1.0
+        store = open_store(
+            make_settings(database_url=proxied.database_url, db_idle_in_transaction_timeout_seconds=bound)
+        )
+        abandoned = store.transaction(write=True)
+        try:
+            await abandoned.__aenter__()
+            row = pet_row("Abandoned")
+            await abandoned.insert(PET_RECORDS, row)
+            assert await abandoned.get(PET_RECORDS, row["id"]) is not None  # written: it has a transaction id
+            proxy.strand()  # its client's host lost: the server's end of the connection open, and silent
+
+            async with make_client(make_settings()) as client:
+                written = await create(client, name="After")
+                started = time.monotonic()
+
+                async def in_the_feed() -> bool:
+                    return written.json()["id"] in {change["id"] for change in await read_all(client, limit=100)}
+
+                await until(in_the_feed, what="the change in the feed", seconds=bound + 2 * BOUND_SECONDS)
+                seconds = time.monotonic() - started
+        finally:
+            proxy.restore()
+            with contextlib.suppress(DatabaseUnavailable):
+                await abandoned.__aexit__(RuntimeError, RuntimeError("abandoned"), None)
+            await store.close()
+
+        assert seconds < bound + BOUND_SECONDS, f"the feed waited {seconds:.1f} s"
+
+
+def _black_hole_once_held(proxy: TcpProxy) -> None:
+    deadline = time.monotonic() + BOUND_SECONDS
+    while not proxy.held:
+        assert time.monotonic() < deadline, "no statement was held"
+        time.sleep(0.005)
+    proxy.black_hole()
 
 
 @POSTGRES_ONLY

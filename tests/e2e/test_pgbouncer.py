@@ -24,8 +24,10 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+import sqlalchemy as sa
 
-from petrecords.store.postgres import LONG_READ_SLICE
+from petrecords.config import Settings
+from petrecords.store.postgres import LONG_READ_SLICE, PostgresStore
 from petrecords.text import match_key
 from tests.e2e.debian import background, hand_to_postgres, program, wait_for_port
 from tests.e2e.servers import Server, free_port, running_servers
@@ -247,3 +249,27 @@ def test_concurrent_requests_through_pgbouncer(mode: str, tmp_path: Path) -> Non
         assert "Traceback" not in "\n".join(server.output(full=True) for server in servers)
         # The ids are the service's own (UUIDv7), whatever server connection wrote them.
         assert all(uuid.UUID(pet_id).version == 7 for pet_id, _etag in records)
+
+
+async def _idle_in_transaction_bound(settings: Settings) -> str:
+    store = PostgresStore(settings)
+    try:
+        async with store.transaction(write=True) as tx:
+            shown: str = (await tx.fetch((sa.text("SHOW idle_in_transaction_session_timeout"), {})))[0][0]
+            return shown
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+def test_a_session_is_bounded_through_pgbouncer(mode: str, tmp_path: Path) -> None:
+    """PgBouncer refuses startup parameters it does not know: through it, the bound on a session idle inside a
+    transaction is set by a statement (for each session, or in each transaction's BEGIN)."""
+    with throwaway_postgres() as database_url, pgbouncer(tmp_path / "pgbouncer", mode=mode) as port:
+        settings = Settings(
+            database_url=_through(database_url, port),
+            data_dir=tmp_path / "data",
+            db_pooler=mode,
+            db_idle_in_transaction_timeout_seconds=3,
+        )
+        assert asyncio.run(_idle_in_transaction_bound(settings)) == "3s"

@@ -47,6 +47,7 @@ def _sqlite(code: int, error_class: type[sqlite3.Error] = sqlite3.OperationalErr
         ("58030", "storage"),  # io_error
         ("25006", "storage"),  # read_only_sql_transaction
         ("57014", "timeout"),  # query_canceled: the statement timeout
+        ("25P03", "connection"),  # idle_in_transaction_session_timeout: the server ended the session
         ("55P03", "locked"),  # lock_not_available
         ("42601", None),  # syntax_error
         ("42P01", None),  # undefined_table

@@ -200,6 +200,18 @@ class Principal(Protocol):
     def grantees(self) -> tuple[str, ...]: ...
 
 
+class WriteInFlight(msgspec.Struct, frozen=True, kw_only=True):
+    """A write transaction of the database still in flight, as the database shows it."""
+
+    seconds: float | None
+    """How long ago its transaction began; None where the database does not show it (another role's)."""
+    process: int
+    """The process id of its session on the server."""
+    state: str | None
+    """The session's state (`idle in transaction`: it waits for its client)."""
+    application: str | None
+
+
 class Viewer(msgspec.Struct, frozen=True):
     """Whose changes a non-administrator may see: their own (by e-mail), the shared catalogue's, and those that
     their shares let them see (as any of their grantees: their e-mail, or a group)."""
@@ -340,6 +352,11 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     async def count_changes_after(self, cursor: Cursor) -> int:
         """How many changes after `cursor` have committed by now (what NATS has not been sent yet, say)."""
+
+    @abc.abstractmethod
+    async def oldest_write_in_flight(self) -> WriteInFlight | None:
+        """The write of this database still in flight with the oldest transaction id: the one the change log's
+        horizon waits for (see `committed_after`). None when there is none, or no horizon (one writer)."""
 
     @abc.abstractmethod
     async def is_a_change(self, cursor: Cursor) -> bool:

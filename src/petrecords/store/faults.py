@@ -70,6 +70,7 @@ _SQLSTATE_CAUSES = {
     "57P04": VANISHED,  # database_dropped
     "3D000": VANISHED,  # invalid_catalog_name: the database does not exist (dropped, renamed)
     "25006": STORAGE,  # read_only_sql_transaction: a standby, or a database made read-only
+    "25P03": CONNECTION,  # idle_in_transaction_session_timeout: the server ended the session, its client too slow
 }
 _SQLSTATE_CLASS_CAUSES = {
     "08": CONNECTION,  # connection exceptions
@@ -204,6 +205,18 @@ def _detail(error: BaseException) -> str:
 def vanished(detail: str) -> DatabaseUnavailable:
     """The 503 for a database that is not, or no longer, where the configuration says."""
     return DatabaseUnavailable(cause=VANISHED, detail=detail)
+
+
+UNCONFIRMED = (
+    "The database did not confirm the write, which may have been made or not. Send it again with the same "
+    "Idempotency-Key, or read the record and send it again with If-Match."
+)
+
+
+def unconfirmed(error: DatabaseUnavailable) -> DatabaseUnavailable:
+    """The 503 for a write whose commit went unanswered, of which the database could not say whether it committed:
+    not the plain 503, which promises that nothing changed (docs/explanation/promises.md)."""
+    return DatabaseUnavailable(UNCONFIRMED, cause=error.cause, detail=f"{error.detail} (commit not confirmed)")
 
 
 def raise_translated(exc: BaseException, *, connecting: bool = False) -> NoReturn:

@@ -22,12 +22,22 @@ transaction: `SET LOCAL` in the round trip of `BEGIN` for a write; a read, which
 transaction, is bounded by the client, whose cancel request PgBouncer passes on to the server connection
 running it. Such a connection is not terminated, which would leave the statement running on the server,
 but recovered in the background once the cancel has been answered (or terminated if it is not).
+
+Every session is bounded on the server (see `session_bounds`), so that one whose client has gone (a host lost,
+a partition) ends within seconds: left idle in its transaction, it would keep its locks, and the change feed of
+every instance would wait for its transaction id, for the two hours that the server's TCP keepalive takes by
+default. A session goes after PETRECORDS_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS idle inside a transaction, and
+a connection whose client has gone silent after about PETRECORDS_DB_TCP_TIMEOUT_SECONDS (keepalives, and
+tcp_user_timeout for what it sends). Behind PgBouncer, which refuses startup parameters it does not know, the
+first is set by a statement (per session in session pooling, per transaction in transaction pooling) and the
+TCP settings are PgBouncer's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import functools
 import hashlib
 import json
@@ -35,7 +45,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 import asyncpg
@@ -47,7 +57,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
-from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer
+from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer, WriteInFlight
 from petrecords.store.changelog import (
     AFTER_POSITION,
     AFTER_XID,
@@ -61,7 +71,14 @@ from petrecords.store.changelog import (
     window_statements,
 )
 from petrecords.store.counts import WRITES_VERSION, count_upsert
-from petrecords.store.faults import DATABASE_ERRORS, TIMEOUT, PoolTimeout, raise_translated, unavailable
+from petrecords.store.faults import (
+    DATABASE_ERRORS,
+    TIMEOUT,
+    PoolTimeout,
+    raise_translated,
+    unavailable,
+    unconfirmed,
+)
 from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch, checked_by_unindexed_patterns, matching_rows_statement
@@ -71,6 +88,7 @@ from petrecords.store.sql import SqlStore, SqlTransaction, idempotency_upsert
 from petrecords.tables import changes, period_counts
 
 log = logging.getLogger("petrecords.replicas")
+outcomes_log = logging.getLogger("petrecords.store")
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
 # What SQLAlchemy finds out on its first connection and the connections' settings fix: string literals (the
 # LIKE escape character) are standard-conforming, their backslashes not doubled.
@@ -100,6 +118,16 @@ _HORIZON = sa.literal_column(
        AND activity.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
   pg_snapshot_xmax(pg_current_snapshot())::text::bigint)""",
     sa.BigInteger(),
+)
+
+
+# The write of this database in flight with the oldest transaction id: the one the horizon waits for (ids of other
+# databases are left out of it, see _HORIZON). Older means a greater age of its id, in the server's own arithmetic.
+_OLDEST_WRITE_IN_FLIGHT = sa.text(
+    "SELECT extract(epoch FROM clock_timestamp() - xact_start)::float8, pid, state, application_name "
+    "FROM pg_stat_activity "
+    "WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND backend_xid IS NOT NULL "
+    "ORDER BY age(backend_xid) DESC LIMIT 1"
 )
 
 
@@ -145,6 +173,19 @@ def _take_locks(shared: tuple[bool, ...]) -> sa.Select[Any]:
         for index, one in enumerate(shared)
     ]
     return sa.select(*take)
+
+
+def session_bounds(settings: Settings) -> dict[str, str]:
+    """The server's settings that end a session whose client has gone (see the module's docstring): idle inside a
+    transaction, or silent. Keepalives begin after half the TCP timeout and end it with three probes."""
+    tcp_seconds = settings.db_tcp_timeout_seconds
+    return {
+        "idle_in_transaction_session_timeout": str(int(settings.db_idle_in_transaction_timeout_seconds * 1000)),
+        "tcp_keepalives_idle": str(max(1, tcp_seconds // 2)),
+        "tcp_keepalives_interval": str(max(1, tcp_seconds // 6)),
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": str(tcp_seconds * 1000),
+    }
 
 
 def lock_key(resource: str, record_id: uuid.UUID) -> int:
@@ -195,13 +236,18 @@ def _renumbered(sql: str, offset: int) -> str:
     return _PARAMETER.sub(lambda number: f"${int(number[1]) + offset}", sql) if offset else sql
 
 
+_TRANSACTION_ID = "pg_current_xact_id()::text::bigint"
+_TRANSACTION_ID_IF_ASSIGNED = "SELECT pg_current_xact_id_if_assigned()::text::bigint"
+
+
 def _with(parts: Sequence[str]) -> str:
-    if len(parts) == 1:
-        return parts[0]
     # PostgreSQL runs the data-modifying statements of a WITH that the main query does not read from last to
     # first: listed backwards, they run in the order they were made (tests/test_postgres_store.py shows it).
     statements = ", ".join(f"w{index} AS ({sql})" for index, sql in enumerate(reversed(parts)))
-    return f"WITH {statements} SELECT 1"
+    # The main query answers the id of the transaction, which the store must know before it sends the COMMIT,
+    # whose answer may be lost (see PostgresStore.settle). It runs before the writes, and so assigns the id just
+    # before they would, once the transaction holds every lock it takes (see PostgresTransaction.lock).
+    return f"WITH {statements} SELECT {_TRANSACTION_ID}"
 
 
 Batch = tuple[str, Sequence[Any], bool]
@@ -289,6 +335,14 @@ def _usable(connection: Any) -> bool:
 def _broken(exc: BaseException) -> bool:
     """Whether a connection that raised `exc` may be in an unknown state: anything but the server's own errors."""
     return not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError)
+
+
+def _session_ended(exc: BaseException) -> bool:
+    """Whether `exc` ended the session: the connection broke, or the server ended it (a connection exception, an
+    operator's intervention, its idle-in-transaction bound). A COMMIT that raised it may have committed; one that
+    failed otherwise rolled back."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return _broken(exc) or sqlstate[:2] in ("08", "57") or sqlstate == "25P03"
 
 
 def _cut_short(exc: BaseException) -> bool:
@@ -388,8 +442,72 @@ async def _rest(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-async def _set_statement_timeout(connection: Any, *, milliseconds: int) -> None:
-    await connection.execute(f"SET statement_timeout = {milliseconds}")
+Session = tuple[int, datetime.datetime]
+"""A session of the server: the process id of its backend, and when that began (a process id is used again)."""
+_SESSION = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+
+
+class _Connection(asyncpg.Connection):  # type: ignore[misc]
+    """A pooled connection, and the session of the server it is to, where a write may be sent outside a
+    transaction (see PostgresTransaction._write_deferred): what ends that session if the write's answer is lost."""
+
+    session: Session | None = None
+
+
+async def _set_up(connection: _Connection, *, statements: str, session: bool) -> None:
+    """What a new connection of the pool runs first: `statements` (settings of the session, in one round trip),
+    and, with `session`, a look at its session."""
+    if statements:
+        await connection.execute(statements)
+    if session:
+        row = await connection.fetchrow(_SESSION)
+        connection.session = (row[0], row[1])
+
+
+_WAIT_FOR_AN_END_MS = 1000
+"""How long one attempt to end a session waits for its backend to exit."""
+_END_TRANSACTION = (
+    "SELECT pg_terminate_backend(pid, $2) FROM pg_stat_activity WHERE backend_xid::text::bigint = ($1 & 4294967295)"
+)
+"""Ends the session whose transaction has the id $1 (32 bits of it: pg_stat_activity's, see _HORIZON), if one has."""
+_TRANSACTION_STATUS = "SELECT pg_xact_status(CAST(CAST($1 AS bigint) AS text)::xid8)"
+_END_SESSION = "SELECT pg_terminate_backend(pid, $3) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2"
+
+
+async def _transaction_outcome(connection: Any, *, xid: int) -> bool | None:
+    """Whether the transaction `xid` committed; None while it is in progress. A session that still holds it (its
+    COMMIT may still be on its way) is ended first: then it never commits."""
+    status = await connection.fetchval(_TRANSACTION_STATUS, xid)
+    if status == "in progress":
+        # Refused for a session of another role (a pooler's own): the bounds of its session end it then.
+        with contextlib.suppress(asyncpg.InsufficientPrivilegeError):
+            await connection.fetch(_END_TRANSACTION, xid, _WAIT_FOR_AN_END_MS)
+        status = await connection.fetchval(_TRANSACTION_STATUS, xid)
+    return {"committed": True, "aborted": False}.get(status)
+
+
+_CHANGE_KEPT = sa.select(
+    sa.exists().where(
+        changes.c.resource == sa.bindparam("resource"),
+        changes.c.record_id == sa.bindparam("record_id", type_=changes.c.record_id.type),
+        changes.c.version == sa.bindparam("version"),
+    )
+)
+
+
+async def _statement_outcome(connection: Any, *, session: Session, change: dict[str, Any]) -> bool | None:
+    """Whether a write sent on its own (a transaction of its own) in `session` committed, by the `change` it keeps,
+    once that session has ended (ended here if need be); None when it could not be ended."""
+    ended = await connection.fetch(_END_SESSION, *session, _WAIT_FOR_AN_END_MS)
+    if not all(row[0] for row in ended):
+        return None
+    compiled = _compiled(_CHANGE_KEPT)
+    return bool(await connection.fetchval(compiled[0], *_arguments(compiled, change)))
+
+
+Outcome = Callable[[Any], Awaitable[bool | None]]
+"""What became of a write whose commit went unanswered, asked on a connection of its own: True committed, False
+not, None not known yet."""
 
 
 async def _keep_session(_connection: Any) -> None:
@@ -447,6 +565,10 @@ class PostgresTransaction(SqlTransaction):
         self._open_transaction = False
         self._recover = False
         """The connection was cut short and is recovered in the background (see PostgresStore.recover)."""
+        self._wrote = False
+        """Whether a write was sent: a COMMIT that goes unanswered may then have changed something."""
+        self._xid: int | None = None
+        """The id of the transaction, once a write has assigned it (see `_with`)."""
         self.page_anchors = store.page_anchors
         self.plan_sizes = store.plan_sizes
 
@@ -504,16 +626,29 @@ class PostgresTransaction(SqlTransaction):
         self._connection, self._open_transaction = None, False
         replicas, committed, position = self._store.replicas, False, None
         concerned = self._concerned()
+        unanswered: BaseException | None = None
         try:
             if not in_transaction or self._recover:
                 pass
             elif commit:
-                # COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
-                if await connection.execute("COMMIT") != "COMMIT":
-                    raise RuntimeError("a write transaction was rolled back at its commit")
-                committed = True
-                if concerned and replicas is not None:
-                    position = await replicas.position_after_commit(connection)
+                if self._wrote and self._xid is None:
+                    # Written by statements that answer nothing (run once per row, or reads that write): asked now,
+                    # before the COMMIT. None: nothing was changed after all.
+                    self._xid = await connection.fetchval(_TRANSACTION_ID_IF_ASSIGNED)
+                try:
+                    status = await connection.execute("COMMIT")
+                except DATABASE_ERRORS as exc:
+                    if not _session_ended(exc) or self._xid is None:
+                        raise
+                    self._after_error(connection, exc)
+                    unanswered = exc
+                else:
+                    # COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
+                    if status != "COMMIT":
+                        raise RuntimeError("a write transaction was rolled back at its commit")
+                    committed = True
+                    if concerned and replicas is not None:
+                        position = await replicas.position_after_commit(connection)
             elif _usable(connection):
                 try:
                     await connection.execute("ROLLBACK")
@@ -528,6 +663,10 @@ class PostgresTransaction(SqlTransaction):
         finally:
             recover, self._recover = self._recover, False
             await self._source.give_back(connection, recover=recover)
+        if unanswered is not None and self._xid is not None:
+            # With the connection gone: the answer decides whether this returns (it committed) or raises.
+            await self._store.settle(unanswered, functools.partial(_transaction_outcome, xid=self._xid))
+            committed = True
         if committed and concerned and replicas is not None:
             # With the connection back in the pool: this may wait, when Redis does not answer.
             await replicas.wrote(concerned, position)
@@ -547,6 +686,8 @@ class PostgresTransaction(SqlTransaction):
         compiled = _compiled(statement[0])
         arguments = _arguments(compiled, statement[1])
         connection = await self._open()
+        if isinstance(statement[0], sa.sql.expression.UpdateBase):
+            self._wrote = True  # a write that returns rows (a lease taken, a ticket taken)
         # A read outside a transaction has no statement timeout on the server behind a transaction pooler.
         timeout = None if self._open_transaction else self._source.read_timeout
         try:
@@ -584,9 +725,12 @@ class PostgresTransaction(SqlTransaction):
             # A cursor planned for every row, as a count is, not for the first tenth of them; and each slice of
             # blocks planned with its values, where a plan for any value checks the pattern through like_escape()
             # on every record (7.4 ms against 2.8 ms for 512 blocks of a million pets).
+            # Idle between its slices for as long as the statement timeout allows (it holds no transaction id, which
+            # the change feed would wait for): longer than the sessions' bound.
             await connection.execute(
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1; "
-                "SET LOCAL plan_cache_mode = force_custom_plan"
+                "SET LOCAL plan_cache_mode = force_custom_plan; "
+                f"SET LOCAL idle_in_transaction_session_timeout = {self._store.statement_timeout_ms}"
             )
             slices = (
                 _BlockSlices(connection, matching, values, collection.table)
@@ -641,19 +785,18 @@ class PostgresTransaction(SqlTransaction):
         return await self.fetch(statement)
 
     async def _execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        compiled = _compiled(statement)
-        if isinstance(rows, dict):
-            await self._send(self._connection, (compiled[0], _arguments(compiled, rows), False))
-        else:
-            await self._send(self._connection, (compiled[0], [_arguments(compiled, row) for row in rows], True))
+        # Every write is deferred (see `_write_deferred`); one that is not goes the same way, on its own.
+        self._deferred.append((statement, rows))
+        await self._write_deferred(last=False)
 
     async def _send(self, connection: Any, batch: Batch) -> None:
         sql, arguments, many = batch
+        self._wrote = True
         try:
             if many:
                 await connection.executemany(sql, arguments)
             else:
-                await connection.execute(sql, *arguments)
+                self._xid = await connection.fetchval(sql, *arguments)
         except BaseException as exc:
             self._after_error(connection, exc)
             raise
@@ -674,16 +817,26 @@ class PostgresTransaction(SqlTransaction):
                 raise_translated(exc)
             return
         connection = await self._store.acquire()
+        session: Session | None = connection.session
         replicas, position, concerned = self._store.replicas, None, self._concerned()
+        unanswered: BaseException | None = None
         try:
             await self._send(connection, batches[0])
             if concerned and replicas is not None:
                 position = await replicas.position_after_commit(connection)
         except DATABASE_ERRORS as exc:
-            raise_translated(exc)
+            if not _broken(exc):
+                raise_translated(exc)
+            unanswered = exc  # it may have run, and committed on its own
         finally:
             recover, self._recover = self._recover, False
             await self._store.give_back(connection, recover=recover)
+        if unanswered is not None:
+            change = next((rows for statement, rows in deferred if statement is self.change_insert), None)
+            outcome = None
+            if session is not None and isinstance(change, dict):
+                outcome = functools.partial(_statement_outcome, session=session, change=change)
+            await self._store.settle(unanswered, outcome)
         if concerned and replicas is not None:
             await replicas.wrote(concerned, position)
 
@@ -717,6 +870,13 @@ class PostgresTransaction(SqlTransaction):
         found = [change_of(tuple(row)[1:]) for row in rows if row[1] is not None]
         return found, not rows[0][0]
 
+    async def oldest_write_in_flight(self) -> WriteInFlight | None:
+        rows = await self.fetch((_OLDEST_WRITE_IN_FLIGHT, {}))
+        if not rows:
+            return None
+        seconds, process, state, application = rows[0]
+        return WriteInFlight(seconds=seconds, process=process, state=state, application=application)
+
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         # Held until this transaction ends; a second request with the same key meanwhile is told so
         # at once instead of waiting and then replaying.
@@ -736,11 +896,19 @@ class PostgresStore(SqlStore):
         self._connect_args = postgres_connect_args(settings)
         timeout_ms = statement_timeout_ms(settings)
         pooler = settings.db_pooler
+        bounds = session_bounds(settings)
+        idle_ms = bounds["idle_in_transaction_session_timeout"]
+        if pooler == "none":
+            self._connect_args["server_settings"] = {**self._connect_args["server_settings"], **bounds}
         self.begin_statement = "BEGIN"
         if pooler == "transaction":
             # In the round trip of BEGIN: a simple query may hold several statements.
-            self.begin_statement = f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}"
+            self.begin_statement = (
+                f"BEGIN; SET LOCAL statement_timeout = {timeout_ms}; "
+                f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+            )
         self.statement_timeout_seconds = settings.db_statement_timeout_seconds
+        self.statement_timeout_ms = timeout_ms
         self.long_read_share = settings.long_read_share
         self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
         """The client's bound on a read outside a transaction, when the server has none (None: the default)."""
@@ -751,7 +919,14 @@ class PostgresStore(SqlStore):
         """Whether a connection cut short is recovered rather than terminated: only the client's cancel request
         can end its statement on the server, where nothing else bounds it."""
         # In session pooling a client connection keeps one server connection throughout, until it is closed.
-        self._init = functools.partial(_set_statement_timeout, milliseconds=timeout_ms) if pooler == "session" else None
+        settings_of_session = ""
+        if pooler == "session":
+            settings_of_session = (
+                f"SET statement_timeout = {timeout_ms}; SET idle_in_transaction_session_timeout = {idle_ms}"
+            )
+        self._set_up = functools.partial(
+            _set_up, statements=settings_of_session, session=self.writes_alone and url is None
+        )
         self._recovering: set[asyncio.Task[None]] = set()
         self._size = settings.db_pool_size
         self.replicas: ReadReplicas[PostgresStore] | None = None
@@ -784,7 +959,8 @@ class PostgresStore(SqlStore):
                     min_size=0,
                     max_size=self._size,
                     reset=_keep_session,
-                    init=self._init,
+                    init=self._set_up,
+                    connection_class=_Connection,
                     **self._connect_args,
                 )
         return self._pool
@@ -839,6 +1015,40 @@ class PostgresStore(SqlStore):
             raise
         finally:
             await self.release(connection)
+
+    async def settle(self, unanswered: BaseException, outcome: Outcome | None) -> None:
+        """After a write whose commit went unanswered (`unanswered`: a connection that broke or timed out): return
+        when it committed after all, else raise the 503 that says what became of it, changed nothing or not known.
+        Asked on connections of its own (the pool's may all be in use, or broken), for up to the statement timeout,
+        the database being away meanwhile; `outcome` None: there is no asking."""
+        error = unavailable(unanswered)
+        if error is None:
+            raise unanswered
+        committed = None
+        deadline = time.monotonic() + self.statement_timeout_seconds
+        while outcome is not None and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                async with asyncio.timeout(remaining):
+                    connection = await asyncpg.connect(self._dsn, **self._connect_args)
+                    try:
+                        committed = await outcome(connection)
+                    finally:
+                        connection.terminate()
+            except DATABASE_ERRORS:
+                committed = None
+            if committed is not None:
+                break
+            await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        said = {True: "it committed", False: "it changed nothing", None: "what became of it is not known"}[committed]
+        outcomes_log.warning(
+            "a write's commit went unanswered (%s): %s",
+            error.cause,
+            said,
+            extra={"fields": {"cause": error.cause, "detail": error.detail, "committed": committed}},
+        )
+        if committed:
+            return
+        raise (error if committed is False else unconfirmed(error)) from unanswered
 
     def pool_figures(self) -> dict[str, int]:
         idle = 0 if self._pool is None else self._pool.get_idle_size()

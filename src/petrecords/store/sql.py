@@ -40,6 +40,7 @@ from petrecords.store.base import (
     Transaction,
     Versions,
     Viewer,
+    WriteInFlight,
 )
 from petrecords.store.changelog import (
     PURGE_CHANGES,
@@ -717,6 +718,9 @@ class SqlTransaction(Transaction):
     async def count_changes_after(self, cursor: Cursor) -> int:
         values = {"after_xid": cursor[0], "after_position": cursor[1]}
         return int((await self.fetch((count_after_select(self.horizon), values)))[0][0])
+
+    async def oldest_write_in_flight(self) -> WriteInFlight | None:
+        return None  # one writer (SQLite): the log has no horizon to wait for anything
 
     async def is_a_change(self, cursor: Cursor) -> bool:
         # One point of the (xid, position) index, not bounded by the horizon: a transaction still in flight

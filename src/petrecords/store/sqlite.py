@@ -15,7 +15,7 @@ Group commit: a commit waits for its fsync, and SQLite has one writer, so one co
 writes at the disk's sync rate. Write requests that are ready at the same moment therefore share one
 SQLite transaction, each in its own savepoint (a failed request rolls back only its own work), and
 one COMMIT. No request of the group answers before that COMMIT has returned; if it fails, all of them
-answer 503 and none of their work is kept.
+answer 503 and none of their work is kept (the write-ahead log sealed, see SqliteTransaction._seal_log).
 
 Every statement (one per collection and query shape) is compiled once to SQL with named parameters and run
 on the driver's own connection: SQLAlchemy's per-execution work costs several times a primary-key lookup.
@@ -61,6 +61,7 @@ from petrecords.store.faults import (
     VANISHED,
     raise_translated,
     unavailable,
+    unconfirmed,
     vanished,
 )
 from petrecords.store.grants import PlanSizes
@@ -444,6 +445,7 @@ class SqliteTransaction(SqlTransaction):
         try:
             database.group = None
             store.commits += 1
+            committing = False
             try:
                 if group.broken is not None:
                     raise group.broken
@@ -452,19 +454,50 @@ class SqliteTransaction(SqlTransaction):
                 # Before COMMIT, so that nothing is committed to a file that is no longer the database; after
                 # it, since a file replaced during the commit's sync took the group's work with it.
                 store.verify(database)
+                committing = True
                 writer.driver.execute("COMMIT")
+                committing = False
                 store.verify(database)
             except (sqlite3.Error, DatabaseUnavailable) as exc:
-                # No member is acknowledged. A failed COMMIT (disk full, I/O error) leaves nothing half-written:
-                # roll back and refuse. A file found gone after the COMMIT took the group's work with it.
+                # No member is acknowledged. A file found gone after the COMMIT took the group's work with it.
+                error = unavailable(exc) or exc
+                if committing and not writer.driver.in_transaction and not await self._seal_log(writer):
+                    error = unconfirmed(error) if isinstance(error, DatabaseUnavailable) else error
                 with contextlib.suppress(sqlite3.Error):
                     writer.driver.execute("ROLLBACK")
-                group.committed.set_exception(unavailable(exc) or exc)
+                group.committed.set_exception(error)
                 group.committed.exception()  # every member is told; none may be left to ask
             else:
                 group.committed.set_result(None)
         finally:
             database.release(writer)
+
+    async def _seal_log(self, writer: _Connection) -> bool:
+        """After a COMMIT that failed and that SQLite rolled back, make sure that it stays undone: whether the commit
+        failed before its frames were in the write-ahead log or in their sync, nobody sees it now, but a log whose
+        frames are whole would give it back to the next process that recovers the log after a crash. A write of
+        one page, committed, lands where those frames begin and breaks the chain of their checksums. Whether the
+        seal held (False: nothing can be said of the failed commit)."""
+        deadline = time.monotonic() + self._store.busy_timeout_seconds
+        while True:
+            try:
+                writer.driver.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                error = unavailable(exc)
+                if error is None or error.cause != LOCKED or time.monotonic() >= deadline:
+                    return False
+                await asyncio.sleep(_LAST_BUSY_PAUSE_SECONDS)  # another process writes: its commit seals too
+                continue
+            try:
+                # The header's user version, which nothing else uses: written as it is, it makes page 1 a frame.
+                version = int(writer.driver.execute("PRAGMA user_version").fetchone()[0])
+                writer.driver.execute(f"PRAGMA user_version = {version}")
+                writer.driver.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    writer.driver.execute("ROLLBACK")
+                return False
+            return True
 
     async def _begun(self) -> None:
         if not self.begun:
