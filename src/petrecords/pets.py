@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from petrecords.resources.declaration import Field, Ownership, Resource
+from petrecords.resources.declaration import Field, Ownership, Resource, Unique
 from petrecords.resources.fields import CalendarDate, Email, Flag, Listed, Microchip, Name, pet_type
 from petrecords.resources.filters import AnyOf, Compared, Matches, Owner
 from petrecords.store.base import Operator
@@ -76,7 +76,7 @@ PETS = Resource(
         ),
         Field("microchip", "microchip", Microchip()),
     ),
-    unique=(("microchip",),),
+    unique=(Unique(("microchip",)),),
     ownership=Ownership(column="owner_id", settable=True),
     filters=(
         AnyOf("petType", "pet_type", pet_type(), "Only these pet types (case-insensitive)."),

@@ -198,8 +198,8 @@ def test_every_route_answers_alike_below_the_framework_and_through_it(both: Both
 
 def test_a_second_record_of_each_resource_differs_in_its_unique_values() -> None:
     for resource in RESOURCES.resources:
-        for fields in resource.unique:
-            assert set(fields) & set(ANOTHER.get(resource.name, {})), (resource.name, fields)
+        for unique in resource.unique:
+            assert set(unique.fields) & set(ANOTHER.get(resource.name, {})), (resource.name, unique.fields)
 
 
 def test_the_operations_answered_are_the_documents(both: Both) -> None:

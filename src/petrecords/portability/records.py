@@ -54,6 +54,8 @@ class Column:
     type: sa.types.TypeEngine[Any]
     nullable: bool
     key_column: str | None
+    default: Any
+    """The stored value of a field that an older file does not name (see Field.default), or None."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -67,6 +69,7 @@ def field_columns(resource: Resource) -> tuple[Column, ...]:
             table.c[declared.column].type,
             bool(table.c[declared.column].nullable),
             declared.key_column,
+            declared.default,
         )
         for declared in resource.fields
         if declared.kind.embeds is None
@@ -249,11 +252,14 @@ class Reader:
                 raise Malformed(f"{member} must be a user's e-mail address")
             row[AUDIT[member]] = record[member]
         for column in field_columns(resource):
-            if column.field not in record and not column.nullable:
+            if column.field in record:
+                stored = stored_value(column, record[column.field], self._context)
+            elif column.default is not None or column.nullable:
+                # A field a file does not name (an export made before the field existed) takes its default, or is
+                # not set.
+                stored = column.default
+            else:
                 raise Malformed(f"the record has no {column.field}")
-            value = record.get(column.field)
-            # An optional field a file does not name (an export made before the field existed) is not set.
-            stored = stored_value(column, value, self._context)
             row[column.name] = stored
             if column.key_column is not None:
                 row[column.key_column] = None if stored is None else match_key(stored)
