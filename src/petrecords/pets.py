@@ -85,7 +85,13 @@ PETS = Resource(
         Matches("search", ("name_key",), substring=True, description="Case-insensitive substring of the name."),
         AnyOf("sex", "sex", Listed(values=SEXES), "Only pets of these sexes (case-insensitive)."),
         AnyOf("neutered", "neutered", Flag(), "Only neutered pets (true), or only those that are not (false)."),
-        AnyOf("microchip", "microchip", Microchip(nullable=False), "The pet with this microchip code (15 digits)."),
+        AnyOf(
+            "microchip",
+            "microchip",
+            Microchip(nullable=False),
+            "The pet with this microchip code (15 digits, 10 characters 0-9 and A-F, or 9 digits; separators removed, "
+            "case ignored).",
+        ),
         Matches("breed", ("breed_key",), substring=False, description="Case-insensitive match of the whole breed."),
         Compared("birthDateFrom", "birth_date", CalendarDate(), Operator.AT_LEAST, "birthDate on or after this."),
         Compared("birthDateTo", "birth_date", CalendarDate(), Operator.BELOW, "birthDate before this."),

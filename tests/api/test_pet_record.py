@@ -1,6 +1,6 @@
-"""The pet record a clinic keeps (contract v3 section 2): birth date, sex, neutered, breed and microchip, all
-optional; a microchip code belongs to one pet; clients that send only a name and a type never erase them; list
-filters and sorting. On both databases."""
+"""The pet record a clinic keeps (contract v4 section 2): birth date, sex, neutered, breed and microchip (in three
+formats), all optional; a microchip code belongs to one pet; clients that send only a name and a type never erase
+them; list filters and sorting. On both databases."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, create
 
 Client = AsyncTestClient[Any]
 CHIP = "982000123456789"
+FDX_A = "0A1B2C3D4E"
+AVID = "123456789"
 
 
 class TestFields:
@@ -115,6 +117,63 @@ class TestOlderClients:
 
 
 class TestMicrochip:
+    @pytest.mark.parametrize(
+        ("sent", "stored"),
+        [
+            ("982000123456789", CHIP),
+            ("982*000*123*456*789", CHIP),
+            ("0a1b2c3d4e", FDX_A),
+            (" 0A1B-2C3D-4E ", FDX_A),
+            ("0a.1b.2c.3d.4e", FDX_A),
+            ("0A1B*2C3D*4E", FDX_A),
+            ("1234567890", "1234567890"),
+            ("123456789", AVID),
+            ("123*456*789", AVID),
+            ("123.456 789", AVID),
+        ],
+    )
+    async def test_the_three_formats_as_clinics_write_them(self, client: Client, sent: str, stored: str) -> None:
+        record = (await create(client, microchip=sent)).json()
+
+        assert record["microchip"] == stored
+
+    @pytest.mark.parametrize(
+        "sent",
+        [
+            "12345678",
+            "12345678901",
+            "0A1B2C3D4",
+            "0A1B2C3D4E5",
+            "0A1B2C3D4G",
+            "12345678A",
+            "98200012345678A",
+            "*123456789",
+            "123456789*",
+            "123**456789",
+            "123 - 456789",
+            "123_456_789",
+            "１２３４５６７８９",
+        ],
+    )
+    async def test_anything_else_is_400_naming_the_formats(self, client: Client, sent: str) -> None:
+        response = await client.post(
+            "/v1/pets", json={"name": "Rex", "petType": "Dog", "microchip": sent}, headers=auth()
+        )
+
+        message = assert_error(response, 400, 994)["errors"]["microchip"][0]
+        assert all(format_name in message for format_name in ("ISO 11784", "FDX-A", "AVID"))
+
+    @pytest.mark.parametrize(("first", "second"), [(FDX_A, "0a1b-2c3d-4e"), (AVID, "123*456*789")])
+    async def test_a_code_is_one_pets_however_it_is_written(self, client: Client, first: str, second: str) -> None:
+        made = await create(client, microchip=first)
+
+        again = await client.post(
+            "/v1/pets", json={"name": "Max", "petType": "Dog", "microchip": second}, headers=auth()
+        )
+
+        assert_error(again, 409, 982)
+        assert again.headers["location"] == made.headers["location"]
+
     async def test_a_second_pet_with_the_code_is_409(self, client: Client) -> None:
         first = await create(client, microchip=CHIP)
 
@@ -181,7 +240,7 @@ class TestLists:
             ("Ada", {"birthDate": "2015-01-01", "sex": "female", "neutered": True, "breed": "Beagle"}),
             ("Bo", {"birthDate": "2020-06-15", "sex": "male", "microchip": CHIP}),
             ("Cy", {"birthDate": "2018-03-03", "breed": "beagle"}),
-            ("Di", {}),
+            ("Di", {"microchip": FDX_A}),
         ]:
             made[name] = (await create(client, ALICE, name=name, **extra)).json()
         return made
@@ -200,6 +259,8 @@ class TestLists:
         assert await self.names(client, "birthDateFrom=2018-03-03&birthDateTo=2020-06-15") == ["Cy"]
         assert await self.names(client, "birthDate_gte=2018-03-03&birthDate_lte=2020-06-15&sort=name") == ["Bo", "Cy"]
         assert await self.names(client, "sex_ne=female&sort=name") == ["Bo", "Cy", "Di"]
+        assert await self.names(client, "microchip=0a1b-2c3d-4e") == ["Di"]
+        assert await self.names(client, "microchip=0a1b2c3d4e,982*000*123*456*789&sort=name") == ["Bo", "Di"]
 
     async def test_sorted_by_birth_date(self, client: Client, pets: dict[str, Any]) -> None:
         assert await self.names(client, "sort=birthDate,name") == ["Ada", "Cy", "Bo", "Di"]

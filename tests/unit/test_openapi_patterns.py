@@ -364,3 +364,45 @@ def test_instants_as_stored(moment: int, name: str) -> None:
     kept."""
     schema = _property("PetVaccination", name)
     assert _validator(schema, formats=True).is_valid(format_timestamp(moment)) == (moment <= LATEST_MS)
+
+
+SEPARATORS = " .*-"
+microchips = st.one_of(
+    st.builds(
+        lambda pad, code, end: pad + code + end,
+        _text(WHITE_SPACE, max_size=2),
+        st.sampled_from([9, 10, 15, 8, 11, 14, 16]).flatmap(
+            lambda length: st.lists(
+                st.tuples(
+                    st.sampled_from("0123456789aAfF" if length == 10 else "0123456789"), _text(SEPARATORS, max_size=2)
+                ),
+                min_size=length,
+                max_size=length,
+            ).map(
+                lambda parts: "".join(
+                    char + (sep if index < len(parts) - 1 else "") for index, (char, sep) in enumerate(parts)
+                )
+            )
+        ),
+        _text(WHITE_SPACE, max_size=2),
+    ),
+    _text("0123456789ABCDEFGabcdefg" + SEPARATORS + "_/", max_size=18),
+)
+
+
+@given(value=microchips | st.none())
+def test_microchip_as_sent(value: str | None) -> None:
+    """Any of the three formats, with one separator at most between two characters and white space around, or
+    blank, or null."""
+    schema = _property("PetWrite", "microchip")
+    accepted = value is None or _kind_of(PETS, "microchip").read(value, _context())[1] is None
+    assert _validator(schema).is_valid(value) == accepted
+
+
+@given(value=microchips)
+def test_microchip_as_stored_and_as_a_filter(value: str) -> None:
+    code, problem = _kind_of(PETS, "microchip").read(value, _context())
+    assert _validator(_property("Pet", "microchip")).is_valid(value) == (problem is None and code == value)
+    filtered = _parameter("/v1/pets", "get", "microchip")
+    accepted = _query_accepted("microchip", value)
+    assert _validator(filtered).is_valid([value]) == accepted

@@ -635,8 +635,10 @@ class Flag(PlainKind):
 
 @dataclass(frozen=True)
 class Microchip(PlainKind):
-    """An ISO 11784 transponder code: 15 digits, which may be sent with spaces, dots or hyphens between them (they
-    are removed); blank is null. Returned as the 15 digits."""
+    """A transponder code, in one of the three formats that pets' chips carry: ISO 11784 (15 digits), FDX-A (10
+    characters 0-9 and A-F, matched case-insensitively and returned in upper case) or AVID (9 digits). It may be
+    sent with one space, dot, hyphen or `*` between two of its characters (they are removed) and white space
+    around it; blank is null. Returned as its characters alone."""
 
     description: str = ""
     nullable: bool = True
@@ -644,19 +646,18 @@ class Microchip(PlainKind):
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         if not isinstance(value, str):
-            return None, "must be a string of 15 digits (an ISO 11784 transponder code)."
+            return None, f"must be a string: {self.expected(context)}."
         text = value.strip(WHITE_SPACE)
         if not text:
             return None, None
-        if not _MICROCHIP.fullmatch(text):
-            return (
-                None,
-                "must be 15 digits (an ISO 11784 transponder code); spaces, dots and hyphens between them are allowed.",
-            )
-        return _MICROCHIP_SEPARATORS.sub("", text), None
+        code = _MICROCHIP_SEPARATORS.sub("", text) if _MICROCHIP.fullmatch(text) else ""
+        if not (len(code) in _MICROCHIP_DIGITS and code.isdigit()) and len(code) != _FDX_A_LENGTH:
+            separators = "a space, dot, hyphen or * between two characters is allowed"
+            return None, f"must be {self.expected(context)}; {separators}."
+        return code.upper(), None
 
     def expected(self, context: Context) -> str:
-        return "15 digits (an ISO 11784 transponder code)"
+        return "a transponder code: 15 digits (ISO 11784), 10 characters 0-9 and A-F (FDX-A) or 9 digits (AVID)"
 
     def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
         code, problem = self.read(text, context)
@@ -664,26 +665,31 @@ class Microchip(PlainKind):
 
     def text_schema(self, context: SchemaContext) -> dict[str, Any]:
         # White space around the code is read away, as in a body.
-        return {"type": "string", "pattern": f"^[{_SPACE}]*{_MICROCHIP_PATTERN[1:-1]}[{_SPACE}]*$"}
+        return {"type": "string", "pattern": f"^[{_SPACE}]*{_MICROCHIP_SENT}[{_SPACE}]*$"}
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         description = self.description or (
-            "An ISO 11784 transponder code: 15 digits (spaces, dots and hyphens between them are removed when sent; "
-            "blank is null). Unique among the pets that exist."
+            "A transponder code: 15 digits (ISO 11784), 10 characters 0-9 and A-F (FDX-A, returned in upper case) or "
+            "9 digits (AVID). When sent, one space, dot, hyphen or * between two of its characters is removed, and "
+            "blank is null. Unique among the pets that exist."
         )
         if sent:
-            text: dict[str, Any] = {
-                "type": "string",
-                "pattern": f"^[{_SPACE}]*(?:{_MICROCHIP_PATTERN[1:-1]})?[{_SPACE}]*$",
-            }
+            text: dict[str, Any] = {"type": "string", "pattern": f"^[{_SPACE}]*(?:{_MICROCHIP_SENT})?[{_SPACE}]*$"}
         else:
-            text = {"type": "string", "pattern": r"^\d{15}$"}
+            text = {"type": "string", "pattern": r"^(?:\d{15}|[0-9A-F]{10}|\d{9})$"}
         return {"oneOf": [text, {"type": "null"}], "description": description, "examples": ["982000123456789"]}
 
 
-_MICROCHIP_PATTERN = r"^\d(?:[ .-]?\d){14}$"
-_MICROCHIP = re.compile(r"\d(?:[ .-]?\d){14}", re.ASCII)
-_MICROCHIP_SEPARATORS = re.compile(r"[ .-]")
+_MICROCHIP_DIGITS = (15, 9)
+"""The lengths of the all-digit formats: ISO 11784, AVID."""
+_FDX_A_LENGTH = 10
+_SEPARATED = "[ .*-]?"
+# The three formats as sent, one separator at most between two characters.
+_MICROCHIP_SENT = (
+    rf"(?:\d(?:{_SEPARATED}\d){{14}}|[0-9A-Fa-f](?:{_SEPARATED}[0-9A-Fa-f]){{9}}|\d(?:{_SEPARATED}\d){{8}})"
+)
+_MICROCHIP = re.compile(rf"[0-9A-Fa-f](?:{_SEPARATED}[0-9A-Fa-f])*", re.ASCII)
+_MICROCHIP_SEPARATORS = re.compile(r"[ .*-]")
 
 
 @dataclass(frozen=True)
@@ -746,6 +752,7 @@ __all__ = [
     "Instant",
     "Kind",
     "Listed",
+    "Microchip",
     "Name",
     "Operation",
     "Prose",
