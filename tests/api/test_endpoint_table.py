@@ -32,7 +32,11 @@ _CURSOR = re.compile(r'"(?:cursor|nextCursor)":"[0-9a-f]+-[0-9a-f]+"')
 _ETAG = re.compile(r'"[0-9a-f]{20}"')
 _TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
 # A second record of a resource must differ from the first in the values that are unique among its records.
-ANOTHER = {"pets": {"microchip": "982000123456780"}, "pet-shares": {"grantee": "vet@clinic.example"}}
+ANOTHER = {
+    "pets": {"microchip": "982000123456780"},
+    "pet-shares": {"grantee": "vet@clinic.example"},
+    "pet-vaccination": {"rabiesTag": "R-2026-0043"},
+}
 
 
 @dataclass

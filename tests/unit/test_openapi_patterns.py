@@ -366,6 +366,64 @@ def test_instants_as_stored(moment: int, name: str) -> None:
     assert _validator(schema, formats=True).is_valid(format_timestamp(moment)) == (moment <= LATEST_MS)
 
 
+OPTIONAL_NAMES = st.sampled_from(
+    [
+        (PETS, "color"),
+        (PETS, "breed"),
+        (VACCINES, "group"),
+        (VACCINES, "manufacturer"),
+        (PET_VACCINATIONS, "veterinarian"),
+        (PET_VACCINATIONS, "veterinarianLicence"),
+    ]
+)
+short_names = st.one_of(
+    names,
+    st.builds(
+        lambda pad, core, end: pad + core + end,
+        _text(WHITE_SPACE, max_size=3),
+        st.text("ab", min_size=48, max_size=52),
+        _text(WHITE_SPACE, max_size=3),
+    ),
+)
+
+
+@given(value=short_names | st.none(), field=OPTIONAL_NAMES)
+def test_optional_name_as_sent(value: str | None, field: tuple[Resource, str]) -> None:
+    """A name, or blank text or null, which clear it."""
+    resource, name = field
+    schema = _property(f"{resource.schema_name}Write", name)
+    accepted = value is None or _kind_of(resource, name).read(value, _context())[1] is None
+    assert _validator(schema).is_valid(value) == accepted
+
+
+@given(value=short_names | st.none(), field=OPTIONAL_NAMES)
+def test_optional_name_as_stored(value: str | None, field: tuple[Resource, str]) -> None:
+    resource, name = field
+    schema = _property(resource.schema_name, name)
+    stored, problem = (None, None) if value is None else _kind_of(resource, name).read(value, _context())
+    assert _validator(schema).is_valid(value) == (problem is None and stored == value)
+
+
+MORE_PROSE = st.sampled_from([(PET_VACCINATIONS, "clinic"), (PET_VACCINATIONS, "statusReason")])
+prose_near_300_and_500 = st.sampled_from([300, 500]).flatmap(
+    lambda limit: st.builds(
+        lambda pad, core, end: pad + core + end,
+        _text(WHITE_SPACE, max_size=3),
+        st.text("ab\n\t", min_size=limit - 2, max_size=limit + 2),
+        _text(WHITE_SPACE, max_size=3),
+    )
+)
+
+
+@given(value=prose | prose_near_300_and_500 | st.none(), field=MORE_PROSE)
+def test_more_prose_as_sent_and_stored(value: str | None, field: tuple[Resource, str]) -> None:
+    resource, name = field
+    kind: Prose = _kind_of(resource, name)
+    cleaned, problem = clean_prose(value, max_length=kind.max_length)
+    assert _validator(_property(f"{resource.schema_name}Write", name)).is_valid(value) == (problem is None)
+    assert _validator(_property(resource.schema_name, name)).is_valid(value) == (problem is None and cleaned == value)
+
+
 SEPARATORS = " .*-"
 microchips = st.one_of(
     st.builds(
@@ -406,3 +464,25 @@ def test_microchip_as_stored_and_as_a_filter(value: str) -> None:
     filtered = _parameter("/v1/pets", "get", "microchip")
     accepted = _query_accepted("microchip", value)
     assert _validator(filtered).is_valid([value]) == accepted
+
+
+codes = st.one_of(
+    _text("aZ09-./ _é\t", max_size=8),
+    st.builds(
+        lambda pad, core, end: pad + core + end,
+        _text(WHITE_SPACE, max_size=2),
+        st.text("A1-", min_size=28, max_size=52),
+        _text(WHITE_SPACE, max_size=2),
+    ),
+)
+
+
+@given(value=codes | st.none(), name=st.sampled_from(["lotNumber", "rabiesTag"]))
+def test_codes_as_sent_stored_and_filtered(value: str | None, name: str) -> None:
+    kind = _kind_of(PET_VACCINATIONS, name)
+    stored, problem = (None, None) if value is None else kind.read(value, _context())
+    assert _validator(_property("PetVaccinationWrite", name)).is_valid(value) == (problem is None)
+    assert _validator(_property("PetVaccination", name)).is_valid(value) == (problem is None and stored == value)
+    if value is not None:
+        filtered = _validator(_parameter("/v1/pet-vaccination", "get", name)).is_valid(value)
+        assert filtered == _query_accepted(name, value, "/v1/pet-vaccination")

@@ -274,12 +274,14 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 class Name(PlainKind):
     """A name: trimmed, 1 to `max_length` code points, no control characters or bidirectional controls, at least
     one visible character. Matched and sorted by its key (`key_column`): case-insensitive, in NFC. `nullable`:
-    an optional name, which blank text (or null) clears."""
+    an optional name, which blank text (or null) clears. `meaning`: what the name is of, before its rules in the
+    document."""
 
     max_length: int
     key_column: str | None = None
     example: str = "Rex"
     nullable: bool = False
+    meaning: str = ""
     operations: frozenset[Operation] = frozenset({Operation.MATCH})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
@@ -295,8 +297,9 @@ class Name(PlainKind):
 
     def description(self) -> str:
         blank = " Blank text or null clears it (it is then null)." if self.nullable else ""
+        meaning = f"{self.meaning} " if self.meaning else ""
         return (
-            f"Trimmed of white space at both ends, then 1–{self.max_length} characters (code points) "
+            f"{meaning}Trimmed of white space at both ends, then 1–{self.max_length} characters (code points) "
             "with no control characters (C0, DEL, C1), no bidirectional embedding, override or isolate "
             "(U+202A–U+202E, U+2066–U+2069), and at least one visible character (not only zero-width or other "
             "default-ignorable characters). Stored as sent (after trimming); matched and sorted in Unicode "
@@ -333,11 +336,13 @@ _INVISIBLE_ONLY_TEXT = {"type": "string", **_INVISIBLE_ONLY}
 @dataclass(frozen=True)
 class Prose(PlainKind):
     """Free text or null: trimmed; empty or blank is null; at most `max_length` code points; no control
-    characters but line feed and tab. Searched by its key (`key_column`) when it has one."""
+    characters but line feed and tab. Searched by its key (`key_column`) when it has one. `meaning`: what the text
+    is, before its rules in the document."""
 
     max_length: int
     key_column: str | None = None
     nullable: bool = True
+    meaning: str = ""
     operations: frozenset[Operation] = frozenset({Operation.MATCH})
     kept_controls = PROSE_CONTROLS
 
@@ -351,7 +356,7 @@ class Prose(PlainKind):
         return SortKey(self.key_column or column, nullable=True)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
-        description = (
+        description = (f"{self.meaning} " if self.meaning else "") + (
             f"Trimmed of white space at both ends; at most {self.max_length} characters (code points); no control "
             "characters other than line feed and tab. Empty, blank or null is stored and returned as null."
         )
@@ -693,6 +698,82 @@ _MICROCHIP_SEPARATORS = re.compile(r"[ .*-]")
 
 
 @dataclass(frozen=True)
+class Code(PlainKind):
+    """A code written on a thing (a vial's lot number, a rabies tag): trimmed of white space, then 1 to `max_length`
+    characters, each one of `allowed` (ASCII characters and `a-b` ranges), or of `inner` (a space, say) between two
+    of them; blank is null. `upper`: matched case-insensitively, stored and returned in upper case; else kept as
+    written. `allowed_text` says in words which characters those are."""
+
+    max_length: int
+    allowed: str
+    allowed_text: str
+    inner: str = ""
+    upper: bool = False
+    description: str = ""
+    example: str = ""
+    nullable: bool = True
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def _core(self, *, shown: bool = False) -> str:
+        """The code as a regular expression: its first and last characters of `allowed`, the others of `allowed`
+        or `inner`. `shown`: as the service returns it (in upper case, for an `upper` code)."""
+        allowed = character_class(self.allowed.upper() if shown and self.upper else self.allowed)
+        if self.max_length == 1:
+            return f"[{allowed}]"
+        inner = character_class(self.inner) if self.inner else ""
+        return f"[{allowed}](?:[{allowed}{inner}]{{0,{self.max_length - 2}}}[{allowed}])?"
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        if not isinstance(value, str):
+            return None, f"must be a string: {self.expected(context)}."
+        text = value.strip(WHITE_SPACE)
+        if not text:
+            return None, None
+        if not _code_pattern(self._core()).fullmatch(text):
+            return None, f"must be {self.expected(context)}."
+        return text.upper() if self.upper else text, None
+
+    def expected(self, context: Context) -> str:
+        return f"1 to {self.max_length} characters: {self.allowed_text}"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        code, problem = self.read(text, context)
+        return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^[{_SPACE}]*{self._core()}[{_SPACE}]*$"}
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        case = (
+            "matched case-insensitively and returned in upper case"
+            if self.upper
+            else "kept as written (filters match it exactly, case included)"
+        )
+        description = self.description or (
+            f"Trimmed of white space at both ends, then 1–{self.max_length} characters: {self.allowed_text}; {case}. "
+            "Blank or null is null."
+        )
+        if sent:
+            text: dict[str, Any] = {"type": "string", "pattern": f"^[{_SPACE}]*(?:{self._core()})?[{_SPACE}]*$"}
+        else:
+            text = {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": self.max_length,
+                "pattern": f"^{self._core(shown=True)}$",
+            }
+        schema: dict[str, Any] = {"oneOf": [text, {"type": "null"}], "description": description}
+        if self.example:
+            schema["examples"] = [self.example]
+        return schema
+
+
+@functools.lru_cache(maxsize=16)
+def _code_pattern(core: str) -> re.Pattern[str]:
+    return re.compile(core, re.ASCII)
+
+
+@dataclass(frozen=True)
 class RecordId(PlainKind):
     """The id of a record of another resource (checked against it by the resource's references)."""
 
@@ -746,6 +827,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "PET_TYPES",
     "Choices",
+    "Code",
     "Context",
     "Email",
     "Embedded",

@@ -253,6 +253,64 @@ CONTROL_POINTS = (*range(0x20), *range(0x7F, 0xA0))
 
 
 @dataclass(frozen=True)
+class SameText(OneParameter):
+    """`parameter` is a text (read as `kind` reads it) that the text of a field must equal, case ignored and without
+    wildcards: compared by its match key with the field's key column."""
+
+    key_column: str
+    kind: Kind
+    description: str
+    several = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.key_column,)
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (given := self.given(values)) is None:
+            return []
+        text, problem = self.kind.read_text(given, context)
+        if problem is not None or not isinstance(text, str):
+            errors[self.parameter] = [f"must be {self.kind.expected(context)}."]
+            return []
+        return [Condition((self.key_column,), Operator.EQUAL, (match_key(text),))]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [parameter(self.parameter, self.kind.text_schema(context), self.description)]
+
+
+BOOLEAN_TEXT = ("true", "false")
+
+
+@dataclass(frozen=True)
+class HasValue(OneParameter):
+    """`parameter` is true (only the records whose `column` holds a value) or false (only those where it is null)."""
+
+    column: str
+    description: str
+    several = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (given := self.given(values)) is None:
+            return []
+        if given.strip().lower() not in BOOLEAN_TEXT:
+            errors[self.parameter] = ["must be true or false."]
+            return []
+        # Written with the comparisons the store has: every stored value is at least the least safe integer, and none
+        # is after the greatest (the column holds a number: days, milliseconds).
+        if given.strip().lower() == "true":
+            return [Condition((self.column,), Operator.AT_LEAST, (-MAX_SAFE_INTEGER,))]
+        return [Condition((self.column,), Operator.AFTER_OR_NULL, (MAX_SAFE_INTEGER,))]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [parameter(self.parameter, {"type": "boolean"}, self.description)]
+
+
+@dataclass(frozen=True)
 class Compared(OneParameter):
     """`parameter` is a value of `kind` (read as a query parameter: kinds.Kind.read_text) that `column` must be
     `operator`: a bound, an exact value, or one that the stored value differs from (null included)."""
