@@ -58,6 +58,14 @@ OWNER = "alice@example.com"
 OWNED = Condition(("owner_id",), Operator.EQUAL, (OWNER,))
 DOGS = Condition(("pet_type",), Operator.IN, ("Dog",))
 BY_CREATED = (SortKey("created_at"), SortKey("id"))
+# The filters of a clinic's record (contract v4 sections 2 and 10.2).
+IN_ERROR = Condition(("status",), Operator.IN, ("entered-in-error",))
+BOOSTERS = Condition(("dose_type",), Operator.IN, ("booster",))
+A_TAG = Condition(("rabies_tag",), Operator.EQUAL, ("R-2026-0042",))
+A_LOT = Condition(("lot_number",), Operator.EQUAL, ("A123-45/B",))
+# `deceased=true` compares with the least safe integer, which the store sends as 64 bits; sent here as the column's
+# own 32, the least of those gives the same plan.
+DECEASED = Condition(("deceased_at",), Operator.AT_LEAST, (-(2**31),))
 
 
 def _page_one(
@@ -94,6 +102,8 @@ PAGE_ONE_QUERIES = {
     "vaccinations: due from a date": _page_one(
         VACCINATIONS, Condition(("due_at",), Operator.AT_LEAST, (NOW,)), sort=(SortKey("due_at"), SortKey("id"))
     ),
+    "vaccinations: admin, entered in error": _page_one(VACCINATIONS, IN_ERROR),
+    "vaccinations: admin, boosters": _page_one(VACCINATIONS, BOOSTERS),
 }
 
 
@@ -194,6 +204,21 @@ FILTERED_COUNTS = {
             Condition(("applied_at",), Operator.AT_MOST, (NOW,)),
         ),
     ),
+    "vaccinations entered in error": (VACCINATIONS, (IN_ERROR,)),
+    "boosters": (VACCINATIONS, (BOOSTERS,)),
+    "the doses of a rabies tag": (VACCINATIONS, (A_TAG,)),
+    "the doses of a lot": (VACCINATIONS, (A_LOT,)),
+    # What a rabies tag's uniqueness looks for: the completed doses of the tag applied in a year.
+    "the completed doses of a tag in a year": (
+        VACCINATIONS,
+        (
+            A_TAG,
+            Condition(("status",), Operator.EQUAL, ("completed",)),
+            Condition(("applied_at",), Operator.AT_LEAST, (NOW - 365 * 86_400_000,)),
+            Condition(("applied_at",), Operator.BELOW, (NOW,)),
+        ),
+    ),
+    "deceased pets": (PET_RECORDS, (DECEASED,)),
 }
 
 
