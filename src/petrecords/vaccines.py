@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from petrecords.resources.declaration import Field, Ownership, Resource, Writers
 from petrecords.resources.fields import Name, Prose, WholeNumber, pet_type
-from petrecords.resources.filters import AnyOf, Matches, SameText, number_bound
+from petrecords.resources.filters import AnyOf, Compared, Matches, number_bound
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, trigram_indexed
 from petrecords.text import PROSE_CONTROLS
@@ -78,7 +78,14 @@ VACCINES = Resource(
         ),
         number_bound("durationMin", "duration", Operator.AT_LEAST, "duration ≥ this (days)."),
         number_bound("durationMax", "duration", Operator.AT_MOST, "duration ≤ this (days)."),
-        SameText("group", "group_key", GROUP, "Only the vaccines of this group: the whole group, case ignored."),
+        Compared(
+            "group",
+            "group_key",
+            GROUP,
+            Operator.EQUAL,
+            "Only the vaccines of this group: the whole group, case ignored.",
+            keyed=True,
+        ),
     ),
     sort_fields=("id", "name", "petType", "duration", "group", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
     counted_by="pet_type",

@@ -638,6 +638,19 @@ class Flag(PlainKind):
         return _nullable(schema) if self.nullable else schema
 
 
+def _code_text(kind: Kind, value: Any, context: Context) -> tuple[str, Problem | None]:
+    """A code as sent, trimmed of white space ("" when blank, which is null), or what was expected of it."""
+    if not isinstance(value, str):
+        return "", f"must be a string: {kind.expected(context)}."
+    return value.strip(WHITE_SPACE), None
+
+
+def _read_present(kind: Kind, text: str, context: Context) -> tuple[Any, Problem | None]:
+    """A value that a list compares with, read as a body's is, except that blank text (null in a body) is none."""
+    value, problem = kind.read(text, context)
+    return (None, f"must be {kind.expected(context)}.") if value is None else (value, problem)
+
+
 @dataclass(frozen=True)
 class Microchip(PlainKind):
     """A transponder code, in one of the three formats that pets' chips carry: ISO 11784 (15 digits), FDX-A (10
@@ -650,11 +663,9 @@ class Microchip(PlainKind):
     operations: frozenset[Operation] = frozenset({Operation.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
-        if not isinstance(value, str):
-            return None, f"must be a string: {self.expected(context)}."
-        text = value.strip(WHITE_SPACE)
-        if not text:
-            return None, None
+        text, problem = _code_text(self, value, context)
+        if problem is not None or not text:
+            return None, problem
         code = _MICROCHIP_SEPARATORS.sub("", text) if _MICROCHIP.fullmatch(text) else ""
         if not (len(code) in _MICROCHIP_DIGITS and code.isdigit()) and len(code) != _FDX_A_LENGTH:
             separators = "a space, dot, hyphen or * between two characters is allowed"
@@ -665,8 +676,7 @@ class Microchip(PlainKind):
         return "a transponder code: 15 digits (ISO 11784), 10 characters 0-9 and A-F (FDX-A) or 9 digits (AVID)"
 
     def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
-        code, problem = self.read(text, context)
-        return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
+        return _read_present(self, text, context)
 
     def text_schema(self, context: SchemaContext) -> dict[str, Any]:
         # White space around the code is read away, as in a body.
@@ -724,11 +734,9 @@ class Code(PlainKind):
         return f"[{allowed}](?:[{allowed}{inner}]{{0,{self.max_length - 2}}}[{allowed}])?"
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
-        if not isinstance(value, str):
-            return None, f"must be a string: {self.expected(context)}."
-        text = value.strip(WHITE_SPACE)
-        if not text:
-            return None, None
+        text, problem = _code_text(self, value, context)
+        if problem is not None or not text:
+            return None, problem
         if not _code_pattern(self._core()).fullmatch(text):
             return None, f"must be {self.expected(context)}."
         return text.upper() if self.upper else text, None
@@ -737,8 +745,7 @@ class Code(PlainKind):
         return f"1 to {self.max_length} characters: {self.allowed_text}"
 
     def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
-        code, problem = self.read(text, context)
-        return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
+        return _read_present(self, text, context)
 
     def text_schema(self, context: SchemaContext) -> dict[str, Any]:
         return {"type": "string", "pattern": f"^[{_SPACE}]*{self._core()}[{_SPACE}]*$"}
