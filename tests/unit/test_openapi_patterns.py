@@ -455,3 +455,10 @@ def test_codes_as_sent_stored_and_filtered(value: str | None, name: str) -> None
     if value is not None:
         filtered = _validator(_parameter("/v1/pet-vaccination", "get", name)).is_valid(value)
         assert filtered == _query_accepted(name, value, "/v1/pet-vaccination")
+
+
+@given(value=short_names)
+def test_group_filter(value: str) -> None:
+    """The whole group: a name, never blank text (which a body may send to clear the group, and names nothing)."""
+    schema = _parameter("/v1/vaccines", "get", "group")
+    assert _validator(schema).is_valid(value) == _query_accepted("group", value, "/v1/vaccines")

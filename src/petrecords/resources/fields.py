@@ -10,7 +10,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -294,6 +294,12 @@ class Name(PlainKind):
 
     def sort_key(self, column: str, context: Context) -> SortKey:
         return SortKey(self.key_column or column, nullable=self.nullable)
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        # A filter names a name: blank text, which clears an optional one in a body, names nothing.
+        schema = replace(self, nullable=False).schema(context, sent=True)
+        schema.pop("description", None)
+        return schema
 
     def description(self) -> str:
         blank = " Blank text or null clears it (it is then null)." if self.nullable else ""
