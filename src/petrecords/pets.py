@@ -106,8 +106,8 @@ PETS = Resource(
             "deceased_at",
             CalendarDate(
                 description="The day the pet died, YYYY-MM-DD: not after today (UTC), not before birthDate, nor before "
-                "the day (UTC) of a completed vaccination of it already recorded. A deceased pet is never due, and no "
-                "vaccination of it may be applied after that day. Null: living.",
+                "the day (UTC) of a completed vaccination of it already recorded; no vaccination of it may be applied "
+                "after that day. Null: living.",
                 nullable=True,
             ),
         ),
