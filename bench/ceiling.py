@@ -54,9 +54,12 @@ VACCINE_FIELDS = ("id", "created_at", "created_by", "modified_at", "modified_by"
 VACCINE_COLUMNS = ", ".join(VACCINE_FIELDS)
 SHOWN_PET_COLUMNS = (
     "id, created_at, created_by, modified_at, modified_by, owner_id, name, pet_type, birth_date, sex, neutered, breed, "
-    "microchip"
+    "microchip, color, deceased_at"
 )
-SHOWN_VACCINE_COLUMNS = "id, created_at, created_by, modified_at, modified_by, name, description, pet_type, duration"
+SHOWN_VACCINE_COLUMNS = (
+    "id, created_at, created_by, modified_at, modified_by, name, description, pet_type, duration, group_name, "
+    "manufacturer"
+)
 # Naive on purpose: its isoformat() has no offset, and the "Z" after it says UTC.
 EPOCH = datetime.datetime(1970, 1, 1)  # noqa: DTZ001
 EPOCH_DAY = EPOCH.date()
@@ -83,7 +86,7 @@ def _uuid(value: Any) -> str:
 # a bound that the service's figure would then be stated against.
 def shown_pet(row: Any) -> dict[str, Any]:
     """A pet's row (SHOWN_PET_COLUMNS) as the service's JSON shows it: the same names, ids, instants, dates."""
-    birth_date, neutered = row[8], row[10]
+    birth_date, neutered, deceased_at = row[8], row[10], row[14]
     return {
         "id": _uuid(row[0]),
         "createdAt": _timestamp(row[1]),
@@ -98,6 +101,8 @@ def shown_pet(row: Any) -> dict[str, Any]:
         "neutered": None if neutered is None else bool(neutered),
         "breed": row[11],
         "microchip": row[12],
+        "color": row[13],
+        "deceasedAt": None if deceased_at is None else (EPOCH_DAY + datetime.timedelta(days=deceased_at)).isoformat(),
     }
 
 
@@ -113,6 +118,8 @@ def shown_vaccine(row: Any) -> dict[str, Any]:
         "description": row[6],
         "petType": row[7],
         "duration": row[8],
+        "group": row[9],
+        "manufacturer": row[10],
     }
 
 

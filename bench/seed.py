@@ -37,8 +37,20 @@ from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 
 PET_TYPES = ("Dog", "Cat", "Capybara", "Other")
-CLINIC_FIELDS_UNSET = dict.fromkeys(("birth_date", "sex", "neutered", "breed", "breed_key", "microchip"))
+CLINIC_FIELDS_UNSET = dict.fromkeys(
+    ("birth_date", "sex", "neutered", "breed", "breed_key", "microchip", "color", "deceased_at")
+)
 """The columns of a pet record that a clinic fills in, left empty as most owners leave them."""
+CATALOGUE_FIELDS_UNSET = dict.fromkeys(("group_name", "group_key", "manufacturer"))
+"""The columns of a vaccine that the seeded catalogue leaves empty."""
+DOSE_FIELDS_UNSET: Row = {
+    **dict.fromkeys(
+        ("lot_number", "lot_expires_on", "dose_type", "veterinarian", "veterinarian_licence", "clinic", "rabies_tag")
+    ),
+    "status": "completed",
+    "status_reason": None,
+}
+"""What a clinic records of a dose beyond the vaccine and the dates, left empty as an owner's app leaves it."""
 BATCH = 10_000
 WORDS = ("rex", "tom", "bella", "max", "luna", "coco", "milo", "daisy", "oscar", "ruby")
 CATALOGUE_ADMIN = "vet-admin@example.com"
@@ -126,6 +138,7 @@ def _catalogue(now: int) -> list[Row]:
                 "pet_type": pet_type,
                 "duration": duration,
                 "revision": 1,
+                **CATALOGUE_FIELDS_UNSET,
             }
         )
     return vaccines
@@ -165,6 +178,7 @@ def _doses(rng: random.Random, pet: Row, count: int, vaccines: list[Row], now: i
                 "due_at": applied + vaccine["duration"] * DAY_MS,
                 "notes": None,
                 "revision": 1,
+                **DOSE_FIELDS_UNSET,
             }
         )
     return rows

@@ -207,6 +207,8 @@ FIELDS = {
     "neutered",
     "breed",
     "microchip",
+    "color",
+    "deceasedAt",
 }
 MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
 
@@ -257,11 +259,23 @@ def pet_row(name: str = "Rex", *, owner: str = ALICE, pet_type: str = "Dog", at_
         "breed": None,
         "breed_key": None,
         "microchip": None,
+        "color": None,
+        "deceased_at": None,
     }
 
 
 NOW = 1_795_000_000_000
 """A fixed instant of 2026-11-17, for records written through the store."""
+
+
+VACCINATION_CLINIC_FIELDS_UNSET: Row = {
+    **dict.fromkeys(
+        ("lot_number", "lot_expires_on", "dose_type", "veterinarian", "veterinarian_licence", "clinic", "rabies_tag")
+    ),
+    "status": "completed",
+    "status_reason": None,
+}
+"""What a clinic records of a dose beyond the vaccine and the dates, left unset, as most doses have it."""
 
 
 def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
@@ -275,6 +289,7 @@ def vaccination_row(pet: Row, vaccine: Row, due_at: int) -> Row:
         "due_at": due_at,
         "notes": None,
         "revision": 1,
+        **VACCINATION_CLINIC_FIELDS_UNSET,
     }
 
 
@@ -301,6 +316,9 @@ def vaccine_row() -> Row:
         "duration": 365,
         "description": None,
         "revision": 1,
+        "group_name": None,
+        "group_key": None,
+        "manufacturer": None,
     }
 
 

@@ -135,10 +135,14 @@ async def test_the_lookup_ceilings_answer_the_json_the_service_answers(
         "neutered": True,
         "breed": "Beagle",
         "microchip": "982000123456780",
+        "color": "Tricolour",
+        "deceasedAt": "1969-12-31",
     }
     pets = [await create(client, ALICE, name="Rex", pet_type="Dog"), await create(client, ALICE, name="Mia", **clinic)]
     vaccine = await client.post(
-        "/v1/vaccines", json={"name": "Rabies", "petType": "Dog", "duration": 30}, headers=admin
+        "/v1/vaccines",
+        json={"name": "Rabies", "petType": "Dog", "duration": 30, "group": "Rabies", "manufacturer": "Zoetis"},
+        headers=admin,
     )
     backend = _backend(database_url)
     try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from petrecords.resources.declaration import Field, Ownership, Resource
+from petrecords.resources.declaration import Errors, Field, Ownership, Resource, Unique, Values
 from petrecords.resources.fields import CalendarDate, Email, Flag, Listed, Microchip, Name, pet_type
-from petrecords.resources.filters import AnyOf, Compared, Matches, Owner
+from petrecords.resources.filters import AnyOf, Compared, HasValue, Matches, Owner
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, not_null, trigram_indexed
 
@@ -27,7 +27,9 @@ pets = sa.Table(
     sa.Column("neutered", sa.Boolean(), nullable=True),
     sa.Column("breed", Text, nullable=True),
     sa.Column("breed_key", Text, nullable=True, comment="lower-cased breed, for sorting and matching"),
-    sa.Column("microchip", Text, nullable=True, comment="ISO 11784: 15 digits"),
+    sa.Column("microchip", Text, nullable=True, comment="15 digits (ISO 11784), 10 of 0-9 A-F (FDX-A) or 9 (AVID)"),
+    sa.Column("color", Text, nullable=True),
+    sa.Column("deceased_at", sa.Integer(), nullable=True, comment="days since 1970-01-01"),
     # The default order and the filters each have an index that ends in the order's tie-breaker.
     sa.Index(None, "created_at", "id"),
     sa.Index(None, "owner_id", "created_at", "id"),
@@ -43,10 +45,24 @@ pets = sa.Table(
     sa.Index(None, "birth_date", "id"),
     sa.Index(None, "owner_id", "birth_date", "id"),
     sa.Index(None, "breed_key", "id"),
+    # Few pets have died: `deceased=true` reads them alone.
+    sa.Index(None, "deceased_at", "id", **not_null("deceased_at")),
 )
 
 # `search` (a substring anywhere in the name) reads its candidates from the name's trigrams.
 trigram_indexed(pets, "name_key")
+
+
+def _died_after_birth(stored: Values | None, written: Values) -> Errors:
+    """A pet dies on or after the day it was born."""
+    born, died = written.get("birth_date"), written.get("deceased_at")
+    if born is None or died is None or died >= born:
+        return {}
+    if stored is not None and stored["deceased_at"] == died:
+        # Only the birth date moved: it is the one to name.
+        return {"birthDate": ["must not be after deceasedAt, the day the pet died."]}
+    return {"deceasedAt": ["must not be before birthDate, the day the pet was born."]}
+
 
 PETS = Resource(
     name="pets",
@@ -56,7 +72,7 @@ PETS = Resource(
     plural="Pets",
     path_parameter="petId",
     description="Pet records: name, type and owner, and what a clinic keeps: birth date, sex, neutered, breed, "
-    "microchip.",
+    "microchip, colour and markings, and the day it died.",
     fields=(
         Field(
             "ownerId",
@@ -75,8 +91,28 @@ PETS = Resource(
             "breed", "breed", Name(max_length=NAME_MAX_LENGTH, key_column="breed_key", example="Beagle", nullable=True)
         ),
         Field("microchip", "microchip", Microchip()),
+        Field(
+            "color",
+            "color",
+            Name(
+                max_length=NAME_MAX_LENGTH,
+                example="Tricolour, white blaze",
+                nullable=True,
+                meaning="Colour and markings, as a certificate shows them.",
+            ),
+        ),
+        Field(
+            "deceasedAt",
+            "deceased_at",
+            CalendarDate(
+                description="The day the pet died, YYYY-MM-DD: not after today (UTC), not before birthDate, nor before "
+                "the day (UTC) of a completed vaccination of it already recorded; no vaccination of it may be applied "
+                "after that day. Null: living.",
+                nullable=True,
+            ),
+        ),
     ),
-    unique=(("microchip",),),
+    unique=(Unique(("microchip",)),),
     ownership=Ownership(column="owner_id", settable=True),
     filters=(
         AnyOf("petType", "pet_type", pet_type(), "Only these pet types (case-insensitive)."),
@@ -85,7 +121,14 @@ PETS = Resource(
         Matches("search", ("name_key",), substring=True, description="Case-insensitive substring of the name."),
         AnyOf("sex", "sex", Listed(values=SEXES), "Only pets of these sexes (case-insensitive)."),
         AnyOf("neutered", "neutered", Flag(), "Only neutered pets (true), or only those that are not (false)."),
-        AnyOf("microchip", "microchip", Microchip(nullable=False), "The pet with this microchip code (15 digits)."),
+        AnyOf(
+            "microchip",
+            "microchip",
+            Microchip(nullable=False),
+            "The pet with this microchip code (15 digits, 10 characters 0-9 and A-F, or 9 digits; separators removed, "
+            "case ignored).",
+        ),
+        HasValue("deceased", "deceased_at", "Only deceased pets (true: deceasedAt is set), or living ones (false)."),
         Matches("breed", ("breed_key",), substring=False, description="Case-insensitive match of the whole breed."),
         Compared("birthDateFrom", "birth_date", CalendarDate(), Operator.AT_LEAST, "birthDate on or after this."),
         Compared("birthDateTo", "birth_date", CalendarDate(), Operator.BELOW, "birthDate before this."),
@@ -103,6 +146,7 @@ PETS = Resource(
         "modifiedBy",
     ),
     counted_by="pet_type",
+    review=_died_after_birth,
     examples={
         "name": "Rex",
         "petType": "Dog",

@@ -18,6 +18,7 @@ from petrecords.resources.declaration import (
     Ownership,
     Reference,
     Resource,
+    Unique,
     Values,
 )
 from petrecords.resources.fields import (
@@ -150,7 +151,7 @@ PET_SHARES = Resource(
         writing=("care",),
         most_per_target=MOST_PER_PET,
     ),
-    unique=(("petId", "grantee"),),
+    unique=(Unique(("petId", "grantee")),),
     filters=(
         AnyOf("petId", "pet_id", RecordId(), "Only the shares of these pets."),
         AnyOf("grantee", "grantee", Grantee(), "Only the shares naming these grantees."),

@@ -46,6 +46,13 @@ def trigram_indexed(table: sa.Table, *columns: str) -> None:
         ).ddl_if(dialect="postgresql")
 
 
+def only_on(dialect: str, index: sa.Index) -> sa.Index:
+    """An index that exists on one database alone (its expression written in that database's SQL): made there by the
+    schema and the migrations, and compared with the database there alone."""
+    index.info[_ONLY_ON] = dialect
+    return index.ddl_if(dialect=dialect)
+
+
 def search_table_name(table_name: str) -> str:
     """The SQLite FTS5 table that indexes the trigrams of a table's searchable columns."""
     return f"{table_name}_search"

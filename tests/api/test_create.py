@@ -121,9 +121,9 @@ class TestCreatePet:
         assert await count_all(client) == 0
 
     async def test_unknown_fields_are_400_naming_each(self, client: Client) -> None:
-        response = await client.post("/v1/pets", json=pet_body(color="brown", age=3), headers=auth())
+        response = await client.post("/v1/pets", json=pet_body(weight="12 kg", age=3), headers=auth())
 
-        assert_invalid_fields(response, "color", "age")
+        assert_invalid_fields(response, "weight", "age")
         assert await count_all(client) == 0
 
     async def test_read_only_fields_with_garbage_values_are_ignored(self, client: Client) -> None:
@@ -340,11 +340,11 @@ class TestCreatePetBody:
         assert_invalid_fields(response, "petType")
 
     async def test_every_offending_field_is_reported_at_once(self, client: Client) -> None:
-        body = {"name": 5, "petType": None, "ownerId": "nobody", "color": "brown"}
+        body = {"name": 5, "petType": None, "ownerId": "nobody", "weight": "12 kg"}
 
         response = await client.post("/v1/pets", json=body, headers=auth())
 
-        assert_invalid_fields(response, "name", "petType", "ownerId", "color")
+        assert_invalid_fields(response, "name", "petType", "ownerId", "weight")
 
     async def test_body_that_is_not_an_object_is_400(self, client: Client) -> None:
         for document in [b"[]", b'[{"name": "Rex", "petType": "Dog"}]', b'"Rex"', b"5", b"1.5", b"null", b"true"]:

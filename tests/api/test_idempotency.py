@@ -163,7 +163,7 @@ class TestFailedRequestsDoNotConsumeTheKey:
         [
             pet_body(""),
             pet_body(pet_type="Dragon"),
-            pet_body(color="brown"),
+            pet_body(weight="12 kg"),
             pet_body(ownerId=BOB),  # 403: Alice is not an admin
         ],
     )

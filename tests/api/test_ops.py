@@ -73,6 +73,10 @@ LIST_PARAMETERS = {
     "neutered_ne",
     "sex",
     "sex_ne",
+    # Contract v4 section 2: whether the pet died (deceasedAt, a date, takes the bounds).
+    "deceased",
+    "deceasedAt_gte",
+    "deceasedAt_lte",
     "access",
 }
 PET_FIELDS = FIELDS

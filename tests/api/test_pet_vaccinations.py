@@ -31,6 +31,15 @@ FIELDS = {
     "appliedAt",
     "dueAt",
     "notes",
+    "lotNumber",
+    "lotExpiresOn",
+    "doseType",
+    "veterinarian",
+    "veterinarianLicence",
+    "clinic",
+    "rabiesTag",
+    "status",
+    "statusReason",
     "vaccine",
 }
 

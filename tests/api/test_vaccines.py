@@ -21,6 +21,8 @@ VACCINE_FIELDS = {
     "description",
     "petType",
     "duration",
+    "group",
+    "manufacturer",
 }
 
 
@@ -361,3 +363,61 @@ class TestVaccineIdempotency:
         assert_error(pet, 422, 990)
         listed = await client.get("/v1/vaccines", headers=admin())
         assert listed.json()["totalCount"] == 1
+
+
+class TestGroupAndManufacturer:
+    """A vaccine's group (the disease its doses renew) and manufacturer (contract v4 section 10.1)."""
+
+    async def test_as_an_admin_writes_them(self, client: Client) -> None:
+        body = (await create_vaccine(client, group="  Rabies ", manufacturer=" Boehringer Ingelheim ")).json()
+
+        assert (body["group"], body["manufacturer"]) == ("Rabies", "Boehringer Ingelheim")
+
+    @pytest.mark.parametrize("blank", ["", "  ", None])
+    async def test_blank_or_absent_is_null(self, client: Client, blank: Any) -> None:
+        given = (await create_vaccine(client, group=blank, manufacturer=blank)).json()
+        absent = (await create_vaccine(client)).json()
+
+        assert (given["group"], given["manufacturer"], absent["group"], absent["manufacturer"]) == (None,) * 4
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [("group", "x" * 101), ("group", "a\x00b"), ("group", 5), ("manufacturer", "x" * 101), ("manufacturer", [])],
+    )
+    async def test_a_bad_value_is_400_naming_it(self, client: Client, field: str, value: Any) -> None:
+        response = await client.post("/v1/vaccines", json=vaccine_body(**{field: value}), headers=admin())
+
+        assert list(assert_error(response, 400, 994)["errors"]) == [field]
+
+    async def test_a_replace_that_omits_them_keeps_them(self, client: Client) -> None:
+        created = await create_vaccine(client, group="Rabies", manufacturer="Zoetis")
+
+        replaced = await client.put(created.headers["location"], json=vaccine_body(duration=730), headers=admin())
+        cleared = await client.patch(created.headers["location"], json={"manufacturer": None}, headers=admin())
+
+        assert (replaced.json()["group"], replaced.json()["manufacturer"]) == ("Rabies", "Zoetis")
+        assert (cleared.json()["group"], cleared.json()["manufacturer"]) == ("Rabies", None)
+
+    async def _names(self, client: Client, query: str) -> list[str]:
+        response = await client.get(f"/v1/vaccines?{query}", headers=auth(ALICE))
+        assert response.status_code == 200, response.text
+        return [item["name"] for item in response.json()["items"]]
+
+    async def test_the_group_filter_is_the_whole_group_case_ignored(self, client: Client) -> None:
+        for name, group in [("Rabies 1y", "Rabies"), ("Rabies 3y", "RABIES"), ("DHPP", "DHPP"), ("Lepto", None)]:
+            await create_vaccine(client, name=name, group=group)
+
+        assert await self._names(client, "group=rabies") == ["Rabies 1y", "Rabies 3y"]
+        assert await self._names(client, "group=%20Rabies%20") == ["Rabies 1y", "Rabies 3y"]
+        # No wildcards: a group is named whole.
+        assert await self._names(client, "group=Rab%25") == []
+        assert await self._names(client, "group=dhpp") == ["DHPP"]
+        assert await self._names(client, "sort=group,name") == ["DHPP", "Rabies 1y", "Rabies 3y", "Lepto"]
+        assert await self._names(client, "sort=-group,name") == ["Lepto", "Rabies 1y", "Rabies 3y", "DHPP"]
+        assert await self._names(client, "group_like=abi&sort=name") == ["Rabies 1y", "Rabies 3y"]
+
+    @pytest.mark.parametrize("query", ["group=", "group=%20", "group=a%00b", f"group={'x' * 101}"])
+    async def test_a_bad_group_filter_is_400(self, client: Client, query: str) -> None:
+        response = await client.get(f"/v1/vaccines?{query}", headers=auth(ALICE))
+
+        assert list(assert_error(response, 400, 994)["errors"]) == ["group"]

@@ -60,11 +60,17 @@ SAME_TYPE = "petType"
 GRANTEE = "grantee"
 """The member of a share that names whom it lets see a record: its collection is the one that lists by it."""
 BIRTH_DATE = "birthDate"
+DECEASED_AT = "deceasedAt"
+LOT_EXPIRES_ON = "lotExpiresOn"
+COMPLETED = "completed"
 EXPIRES_AT = "expiresAt"
 FEED = "/v1/changes"
 AFTER = "after"
 LAST_EVENT_ID = "Last-Event-ID"
-UNIQUE_MEMBERS: dict[str, Callable[[], str]] = {"microchip": lambda: f"{secrets.randbelow(10**15):015d}"}
+UNIQUE_MEMBERS: dict[str, Callable[[], str]] = {
+    "microchip": lambda: f"{secrets.randbelow(10**15):015d}",
+    "rabiesTag": lambda: f"T-{secrets.token_hex(8).upper()}",
+}
 """Members whose values no two records may share (the document says so in prose), with a maker of a value no
 record has yet: left out of copies, and made afresh in a body generated as valid. Not from `random`, which
 hypothesis seeds alike for every example it runs: the "fresh" microchips repeated."""
@@ -504,6 +510,45 @@ def _a_past_day(body: dict[str, Any]) -> None:
         body[BIRTH_DATE] = dt.date(1900, 1, 1).isoformat() if parsed < dt.date(1900, 1, 1) else today.isoformat()
 
 
+def _a_day_of_death(body: dict[str, Any]) -> None:
+    """`deceasedAt`: today (UTC), which is not after today, nor before the pet's birth, nor before the day of a dose
+    of it (none is applied after now)."""
+    if isinstance(body.get(DECEASED_AT), str):
+        body[DECEASED_AT] = dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def _completed(body: dict[str, Any]) -> None:
+    """A vaccination's `status`: completed, with no `statusReason`. A create must be completed, and a dose marked
+    entered-in-error could then only be deleted: every later case that writes it would be refused."""
+    if body.get("status") is not None:
+        body["status"] = COMPLETED
+    if body.get("statusReason") is not None:
+        body["statusReason"] = None
+
+
+def _not_expired_when_given(body: dict[str, Any], *, creating: bool) -> None:
+    """`lotExpiresOn`: not before the day (UTC) of `appliedAt`, or, in a patch without it, of any stored dose (the
+    day after today). A replace or patch that moves `appliedAt` and does not name the expiry clears it: the stored
+    one may come before the new day."""
+    applied = parse_datetime_ms(body["appliedAt"]) if isinstance(body.get("appliedAt"), str) else None
+    if not creating and applied is not None and LOT_EXPIRES_ON not in body:
+        body[LOT_EXPIRES_ON] = None
+        return
+    if not isinstance(body.get(LOT_EXPIRES_ON), str):
+        return
+    try:
+        expires = dt.date.fromisoformat(body[LOT_EXPIRES_ON])
+    except ValueError:
+        return
+    first_day = (
+        dt.date(1970, 1, 1) + dt.timedelta(days=math.floor(applied / DAY_MS))
+        if applied is not None
+        else dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)
+    )
+    if expires < first_day:
+        body[LOT_EXPIRES_ON] = first_day.isoformat()
+
+
 def _a_future_moment(body: dict[str, Any]) -> None:
     """`expiresAt`: a moment after the service's clock (a day after now, when the one generated is not)."""
     moment = parse_datetime_ms(body[EXPIRES_AT]) if isinstance(body.get(EXPIRES_AT), str) else None
@@ -575,8 +620,11 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
       (no schema knows which records exist);
     - `appliedAt` is not before 1900 nor after the service's clock, and `dueAt` is later than it (a patch that
       moves `appliedAt` has its `dueAt` computed again, since the stored one may come before it);
-    - a pet's `birthDate` is not before 1900 nor after today, a share's `expiresAt` is in the future, and a
-      share names someone other than the pet's owner, and a microchip code is one no other pet has;
+    - a pet's `birthDate` is not before 1900 nor after today, nor its `deceasedAt` before its birth or its doses, a
+      share's `expiresAt` is in the future, and a share names someone other than the pet's owner, and a microchip
+      code is one no other pet has, a rabies tag one no other dose has;
+    - a vaccination is completed (a dose marked entered-in-error could only be deleted), and its product had not
+      expired on the day it was given;
     - in a list's query, `order` gives one direction for each `sort` field, or one for all; the feed's `after`
       or `Last-Event-ID` is a cursor the service handed out.
 
@@ -602,8 +650,10 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     if collection in api.paths and "post" in api.paths[collection] and api.references(collection):
         _name_real_records(api, base, collection, case.body, _caller())
     _a_past_day(case.body)
+    _a_day_of_death(case.body)
     _a_future_moment(case.body)
     _values_no_record_has(case.body)
+    _completed(case.body)
     if collection == api.shares:
         if method != "POST" and case.path_parameters:
             _as_it_was(api, base, collection, case)
@@ -615,6 +665,8 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         _in_time(case.body)
     elif method == "PATCH" and isinstance(case.body.get("dueAt"), str):
         _after_any_stored_application(case.body)
+    if "appliedAt" in case.body or LOT_EXPIRES_ON in case.body:
+        _not_expired_when_given(case.body, creating=method == "POST")
 
 
 # --- a schemathesis bug ----------------------------------------------------------------------------

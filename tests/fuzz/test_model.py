@@ -8,6 +8,11 @@ status, error code, body, ETag, ownership, references and page counts.
 What the model keeps of a vaccination is what was written; its `ownerId` follows its pet, and its
 `vaccine` is the vaccine as it is now. Its ETag changes when the vaccination, its vaccine or its pet's
 owner changes; the model then knows only that the next one it sees is new.
+
+The clinic's fields follow the contract's rules (v4 sections 2, 10.1 and 10.2): a pet dies on or after the day it
+was born and of each completed dose of it, and no dose of it is given later; a dose is created completed, is marked
+entered-in-error with a reason, and is then only deleted; a product had not expired on the day it was given; a
+rabies tag belongs to one completed dose a calendar year.
 """
 
 from __future__ import annotations
@@ -47,9 +52,11 @@ PETS, VACCINES, VACCINATIONS = "/v1/pets", "/v1/vaccines", "/v1/pet-vaccination"
 AUDIT_SORT_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
 SORT_FIELDS = {
     PETS: ("name", "petType", "ownerId", *AUDIT_SORT_FIELDS),
-    VACCINES: ("name", "petType", "duration", *AUDIT_SORT_FIELDS),
-    VACCINATIONS: ("petId", "vaccineId", "ownerId", "appliedAt", "dueAt", *AUDIT_SORT_FIELDS),
+    VACCINES: ("name", "petType", "duration", "group", *AUDIT_SORT_FIELDS),
+    VACCINATIONS: ("petId", "vaccineId", "ownerId", "appliedAt", "dueAt", "status", "doseType", *AUDIT_SORT_FIELDS),
 }
+CASE_IGNORED = ("name", "petType", "group")
+"""The sort fields compared case-insensitively (the others are stored in one case)."""
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 # Names from a small alphabet, so that filters and sorting meet equal, case-different and wildcard names.
@@ -68,6 +75,14 @@ pet_types = st.one_of(st.sampled_from(["Dog", "Cat"]), st.sampled_from(DEFAULT_P
 # Free text as sent (None: left out, "null": null): blank is null; line feeds and tabs stay inside, and
 # `search` may name them; wildcards for `search`.
 prose = st.sampled_from([None, "null", "", "  ", "\n\t", " Core. ", "a\nb", "b\ta", "ab", "AB%", "b_a", "Ba\\"])
+# A vaccine's group and manufacturer, each left out, null or given; groups equal but for case and white space.
+catalogue_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "group": st.sampled_from([None, "", " Rabies ", "rabies", "DHPP"]),
+        "manufacturer": st.sampled_from([None, "Zoetis", "  "]),
+    },
+)
 # Refused as a description (at most 1000 characters) and as notes (2000).
 invalid_prose: st.SearchStrategy[Any] = st.sampled_from(["x" * 2001, "x" * 1001, "a\rb", "nul\x00", 5, ["x"]])
 durations = st.sampled_from([1, 30, 365, 365, 1095, 36_500])
@@ -92,11 +107,15 @@ VACCINATION_FILTERS = (
     "appliedAtMax",
     "dueFrom",
     "dueTo",
+    "status",
+    "doseType",
+    "rabiesTag",
+    "lotNumber",
     "common",
 )
-# A clinic's fields of a pet, each left out, null or given as a client may spell it; a few microchip codes, so
-# that two pets come to claim one.
-CLINIC_FIELDS = ("birthDate", "sex", "neutered", "breed", "microchip")
+# A clinic's fields of a pet, each left out, null or given as a client may spell it; a few microchip codes in each
+# format, so that two pets come to claim one; days of death before and after the days of birth and of the doses.
+CLINIC_FIELDS = ("birthDate", "sex", "neutered", "breed", "microchip", "color", "deceasedAt")
 clinic_fields = st.fixed_dictionaries(
     {},
     optional={
@@ -104,9 +123,50 @@ clinic_fields = st.fixed_dictionaries(
         "sex": st.sampled_from([None, "female", "MALE", "Unknown"]),
         "neutered": st.sampled_from([None, True, False]),
         "breed": st.sampled_from([None, " Beagle ", "", "border collie"]),
-        "microchip": st.sampled_from([None, "", "982000123456789", "982 000 123 456 789", "982.000-123.456.780"]),
+        "microchip": st.sampled_from(
+            [
+                *(None, "", "982000123456789", "982 000 123 456 789", "982.000-123.456.780"),
+                *("0a1b2c3d4e", "0A1B-2C3D-4E", "123*456*789"),
+            ]
+        ),
+        "color": st.sampled_from([None, "", " Black ", "brindle"]),
+        "deceasedAt": st.sampled_from([None, "2019-04-23", "2025-06-01", "2026-01-01", "1900-01-01"]),
     },
 )
+# What a clinic records of a dose, each left out, null or given as a client may spell it; a few rabies tags, so that
+# two doses come to claim one, and expiries before and after the days of the doses.
+CERTIFICATE_FIELDS = ("lotNumber", "lotExpiresOn", "doseType", "veterinarian", "veterinarianLicence", "clinic")
+DOSE_FIELDS = (*CERTIFICATE_FIELDS, "rabiesTag", "status", "statusReason")
+certificate_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "lotNumber": st.sampled_from([None, "", " A1 b/2 ", "L-7"]),
+        "lotExpiresOn": st.sampled_from([None, "2020-02-29", "2025-06-01", "2030-01-01", "2030-01-01"]),
+        "doseType": st.sampled_from([None, "primary", "BOOSTER"]),
+        "veterinarian": st.sampled_from([None, " Dr. Ruiz ", ""]),
+        "veterinarianLicence": st.sampled_from([None, "VET-1"]),
+        "clinic": st.sampled_from([None, "Riverside\nSpringfield ", "  "]),
+        "rabiesTag": st.sampled_from([None, "", "r-1", "R-1", "T-2", "r-1", "R-1"]),
+    },
+)
+# A dose's status as a replace or update sends it: mostly left out, often marked in error with a reason, sometimes
+# without one, or a reason without the status.
+IN_ERROR = {"status": "entered-in-error", "statusReason": " Wrong pet. "}
+statuses = st.sampled_from(
+    [
+        {},
+        {},
+        {},
+        {},
+        IN_ERROR,
+        {**IN_ERROR, "status": "Entered-In-Error"},
+        {"status": "entered-in-error"},
+        {"status": None},
+        {"status": "completed", "statusReason": None},
+        {"statusReason": "Why."},
+    ]
+)
+SEPARATORS = re.compile(r"[ .*-]")
 
 
 def clinic_values(sent: Body) -> Body:
@@ -115,12 +175,34 @@ def clinic_values(sent: Body) -> Body:
     for name, value in sent.items():
         if name == "sex" and value is not None:
             value = value.lower()
-        elif name == "breed" and value is not None:
+        elif name in ("breed", "color") and value is not None:
             value = value.strip() or None
         elif name == "microchip" and value is not None:
-            value = re.sub(r"[ .-]", "", value) or None
+            value = SEPARATORS.sub("", value).upper() or None
         kept[name] = value
     return kept
+
+
+def dose_values(sent: Body) -> Body:
+    """The fields of a clinic's record of a dose that a body sets, as the service keeps them (a null status is not
+    given)."""
+    kept: Body = {}
+    for name, value in sent.items():
+        if name not in DOSE_FIELDS or (name == "status" and value is None):
+            continue
+        if isinstance(value, str):
+            value = value.strip(" \t\n") or None
+            if value is not None and name in ("doseType", "status"):
+                value = value.lower()
+            elif value is not None and name == "rabiesTag":
+                value = value.upper()
+        kept[name] = value
+    return kept
+
+
+def day_of(instant: str) -> str:
+    """The calendar day (UTC) of an instant as the service returns it."""
+    return instant[:10]
 
 
 # The preconditions a request can carry: the record's ETag, its weak form, an older one, or `*`.
@@ -209,9 +291,12 @@ def ordering(keys: list[tuple[str, bool]]) -> Callable[[Body, Body], int]:
         keys = [*keys, ("id", False)]
 
     def value(record: Body, name: str) -> Any:
+        # Null after every value (before them descending).
+        if record[name] is None:
+            return (True, "")
         if name == "duration":
-            return record[name]
-        return str(record[name]).lower() if name in ("name", "petType") else str(record[name])
+            return (False, record[name])
+        return (False, str(record[name]).lower() if name in CASE_IGNORED else str(record[name]))
 
     def compare(left: Body, right: Body) -> int:
         for name, descending in keys:
@@ -365,6 +450,47 @@ class PetRecordsModel(RuleBasedStateMachine):
             assert response.headers["location"] == f"{PETS}/{other}"
         else:
             assert "location" not in response.headers
+        return True
+
+    def tag_taken(self, response: Any, user: str, dose: Body, dose_id: str | None) -> bool:
+        """Whether another completed dose applied in the same calendar year has the dose's rabies tag (checked
+        here): 409, with the other dose's Location when the caller may see it."""
+        if dose["rabiesTag"] is None or dose["status"] != "completed":
+            return False
+        other = next(
+            (
+                other_id
+                for other_id, other in sorted(self.vaccination_records.items())
+                if other_id != dose_id
+                and other.body["rabiesTag"] == dose["rabiesTag"]
+                and other.body["status"] == "completed"
+                and other.body["appliedAt"][:4] == dose["appliedAt"][:4]
+            ),
+            None,
+        )
+        if other is None:
+            return False
+        self.assert_error(response, 409, 982)
+        if self.visible(user, VACCINATIONS, other) is not None:
+            assert response.headers["location"] == f"{VACCINATIONS}/{other}"
+        else:
+            assert "location" not in response.headers
+        return True
+
+    def death_refused(self, response: Any, pet_id: str | None, stored: Body | None, written: Body) -> bool:
+        """Whether a write of a pet would have it die before it was born, or before the day of a completed dose of
+        it (checked here): 400 naming deceasedAt (birthDate, when only the birth date moved)."""
+        born, died = written["birthDate"], written["deceasedAt"]
+        named = None
+        if born is not None and died is not None and died < born:
+            named = "birthDate" if stored is not None and stored["deceasedAt"] == died else "deceasedAt"
+        elif died is not None and pet_id is not None:
+            doses = [dose.body for dose in self.of_pet(pet_id) if dose.body["status"] == "completed"]
+            if any(day_of(dose["appliedAt"]) > died for dose in doses):
+                named = "deceasedAt"
+        if named is None:
+            return False
+        self.assert_invalid(response, named)
         return True
 
     def replayed(self, response: Any, path: str, user: str, key: str | None, request: Any) -> bool:
@@ -572,12 +698,15 @@ class PetRecordsModel(RuleBasedStateMachine):
 
         if self.replayed(response, PETS, user, key, body):
             return multiple()
+        kept = {**dict.fromkeys(CLINIC_FIELDS), **clinic_values(clinic)}
+        # The contract's order: 400, then 403, then 409.
+        if self.death_refused(response, None, None, kept):
+            return multiple()
         named = body.get("ownerId")
         owner_id = named.lower() if named is not None else user
         if owner_id != user and user != ADMIN:
             self.assert_error(response, 403, 997)
             return multiple()
-        kept = {**dict.fromkeys(CLINIC_FIELDS), **clinic_values(clinic)}
         if self.chip_taken(response, user, kept["microchip"], None):
             return multiple()
         pet = self.assert_new(response, PETS, user)
@@ -650,9 +779,12 @@ class PetRecordsModel(RuleBasedStateMachine):
             f"{PETS}/{pet_id}", json=body, headers=self.with_condition(user, "If-Match", record, condition)
         )
 
-        # The contract's order: 404, then 403, then 412.
+        # The contract's order: 404, then 400 (rules on the stored record), 403, 412 and 409.
         if record is None:
             self.assert_error(response, 404, 995)
+            return
+        kept = clinic_values(clinic)
+        if self.death_refused(response, pet_id, record.body, {**record.body, **kept}):
             return
         named = body.get("ownerId")
         owner_id = named.lower() if named is not None else record.body["ownerId"]
@@ -662,7 +794,6 @@ class PetRecordsModel(RuleBasedStateMachine):
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
-        kept = clinic_values(clinic)
         if self.chip_taken(response, user, kept.get("microchip"), pet_id):
             return
         moved = owner_id != record.body["ownerId"]
@@ -710,6 +841,9 @@ class PetRecordsModel(RuleBasedStateMachine):
         if record is None:
             self.assert_error(response, 404, 995)
             return
+        kept = clinic_values(clinic)
+        if self.death_refused(response, pet_id, record.body, {**record.body, **kept}):
+            return
         named = patch.get("ownerId")
         owner_id = named.lower() if named is not None else record.body["ownerId"]
         if owner_id != user and user != ADMIN and named is not None:
@@ -718,7 +852,6 @@ class PetRecordsModel(RuleBasedStateMachine):
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
-        kept = clinic_values(clinic)
         if self.chip_taken(response, user, kept.get("microchip"), pet_id):
             return
         moved = owner_id != record.body["ownerId"]
@@ -763,9 +896,10 @@ class PetRecordsModel(RuleBasedStateMachine):
         self.assert_error(response, 404, 995)
 
     def fitting(self, user: str) -> tuple[str, str] | None:
-        """A pet the user may see and a vaccine for its type, when there are such."""
+        """A pet the user may see, alive on the day of APPLIED[0], and a vaccine for its type, when there are such."""
         for pet_id, pet in sorted(self.pet_records.items()):
-            if user == ADMIN or pet.body["ownerId"] == user:
+            alive = pet.body["deceasedAt"] is None or pet.body["deceasedAt"] >= day_of(APPLIED[0][1])
+            if (user == ADMIN or pet.body["ownerId"] == user) and alive:
                 for vaccine_id, vaccine in sorted(self.vaccine_records.items()):
                     if vaccine.body["petType"] == pet.body["petType"]:
                         return pet_id, vaccine_id
@@ -830,6 +964,10 @@ class PetRecordsModel(RuleBasedStateMachine):
             params["petType"] = ",".join(types)
             filters.append(lambda pet: pet["petType"] in {canonical_type(pet_type) for pet_type in types})
         self.owner_filter(data, params, filters)
+        if data.draw(sometimes, label="by death"):
+            deceased = data.draw(st.booleans(), label="deceased")
+            params["deceased"] = str(deceased).lower()
+            filters.append(lambda pet: (pet["deceasedAt"] is not None) == deceased)
         self.text_filters(data, lambda pet: [pet["name"]], known, params, filters)
         self.common_filters(data, known, params, filters)
         visible = [pet for pet in known if user == ADMIN or pet["ownerId"] == user]
@@ -847,11 +985,23 @@ class PetRecordsModel(RuleBasedStateMachine):
     # --- vaccines ------------------------------------------------------------------------------------
 
     @staticmethod
-    def vaccine_body(name: str, pet_type: str, description: str | None, duration: Any) -> Body:
-        body: Body = {"name": name, "petType": pet_type, "duration": duration}
+    def vaccine_body(
+        name: str, pet_type: str, description: str | None, duration: Any, catalogue: Body | None = None
+    ) -> Body:
+        body: Body = {"name": name, "petType": pet_type, "duration": duration, **(catalogue or {})}
         if description is not None:
             body["description"] = None if description == "null" else description
         return body
+
+    @staticmethod
+    def catalogue_values(body: Body, before: Body | None) -> Body:
+        """A vaccine's group and manufacturer as a body leaves them: trimmed, blank is null, an omitted one kept."""
+        return {
+            name: (body[name].strip() or None if isinstance(body[name], str) else None)
+            if name in body
+            else (before[name] if before is not None else None)
+            for name in ("group", "manufacturer")
+        }
 
     @rule(
         user=st.sampled_from([ADMIN, ADMIN, ALICE]),
@@ -861,11 +1011,20 @@ class PetRecordsModel(RuleBasedStateMachine):
         duration=durations,
         key=keys,
         echo=st.booleans(),
+        catalogue=catalogue_fields,
     )
     def create_vaccine(
-        self, user: str, name: str, pet_type: str, description: str | None, duration: int, key: str | None, echo: bool
+        self,
+        user: str,
+        name: str,
+        pet_type: str,
+        description: str | None,
+        duration: int,
+        key: str | None,
+        echo: bool,
+        catalogue: Body | None = None,
     ) -> None:
-        body = self.vaccine_body(name, pet_type, description, duration)
+        body = self.vaccine_body(name, pet_type, description, duration, catalogue)
         if echo:
             body.update({"id": str(uuid.uuid4()), "createdBy": BOB, "modifiedAt": "1999-01-01T00:00:00.000Z"})
 
@@ -889,6 +1048,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             "description": clean_prose(body.get("description")),
             "petType": canonical_type(pet_type),
             "duration": duration,
+            **self.catalogue_values(body, None),
         }
         self.keep(response, VACCINES, user, key, body)
 
@@ -932,6 +1092,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         duration=durations,
         condition=conditions,
         echo_id=st.booleans(),
+        catalogue=catalogue_fields,
     )
     def replace_vaccine(
         self,
@@ -943,10 +1104,11 @@ class PetRecordsModel(RuleBasedStateMachine):
         duration: int,
         condition: str | None,
         echo_id: bool,
+        catalogue: Body,
     ) -> None:
         vaccine_id = self.pick(data, VACCINES)
         record = self.visible(user, VACCINES, vaccine_id)
-        body = self.vaccine_body(name, pet_type, description, duration)
+        body = self.vaccine_body(name, pet_type, description, duration, catalogue)
         if echo_id:
             body["id"] = vaccine_id
 
@@ -970,6 +1132,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             "description": clean_prose(body["description"]) if "description" in body else record.body["description"],
             "petType": canonical_type(pet_type),
             "duration": duration,
+            **self.catalogue_values(body, record.body),
         }
         self.check_replaced(response, VACCINES, user, record, expected)
         # The vaccinations that embed it show it as it is now, under a new ETag; their dueAt stays.
@@ -1033,6 +1196,10 @@ class PetRecordsModel(RuleBasedStateMachine):
             params,
             filters,
         )
+        if data.draw(sometimes, label="by group"):
+            group = data.draw(st.sampled_from(["rabies", " RABIES ", "dhpp"]), label="group")
+            params["group"] = group
+            filters.append(lambda vaccine: (vaccine["group"] or "").lower() == group.strip().lower())
         for parameter, at_least in (("durationMin", True), ("durationMax", False)):
             if data.draw(sometimes, label=f"by {parameter}"):
                 bound = data.draw(st.sampled_from([0, 1, 30, 364, 365, 366, 36_500]), label=parameter)
@@ -1085,8 +1252,11 @@ class PetRecordsModel(RuleBasedStateMachine):
             body["dueAt"] = given = due
         return body, applied, given
 
-    def vaccination_errors(self, user: str, pet_id: str, vaccine_id: str) -> dict[str, list[str]]:
-        """The references' answer: a pet the user may not see is alike whether it exists or not."""
+    def vaccination_errors(
+        self, user: str, pet_id: str, vaccine_id: str, applied: str | None = None
+    ) -> dict[str, list[str]]:
+        """The references' answer: a pet the user may not see is alike whether it exists or not; then the rules
+        between the dose and its records: a vaccine for the pet's type, not given after the day the pet died."""
         pet = self.visible(user, PETS, pet_id)
         vaccine = self.vaccine_records.get(vaccine_id)
         errors = {
@@ -1097,10 +1267,32 @@ class PetRecordsModel(RuleBasedStateMachine):
             pet_type = pet.body["petType"]
             if vaccine.body["petType"] != pet_type:
                 errors["vaccineId"] = [f"must be a vaccine for the pet's type, {pet_type}."]
+            died = pet.body["deceasedAt"]
+            if applied is not None and died is not None and day_of(applied) > died:
+                errors["appliedAt"] = [f"must not be after the day the pet died (deceasedAt, UTC), {died}."]
         return errors
 
-    def vaccination_fields(self, pet_id: str, vaccine_id: str, applied: str, due: str | None, notes: Any) -> Body:
-        """What a valid write stores: dueAt, when not given, is appliedAt plus the vaccine's duration now."""
+    @staticmethod
+    def dose_refusal(stored: Body | None, written: Body) -> list[str]:
+        """The fields that the rules between a dose as written and as stored refuse (None: a create), in the order
+        the service names them: a dose entered in error is written no more, a new one is completed, a reason goes
+        with entered-in-error alone, and the product had not expired on the day of the dose."""
+        if stored is not None and stored["status"] == "entered-in-error":
+            return ["status"]
+        refused = []
+        if stored is None and written["status"] != "completed":
+            refused.append("status")
+        elif (written["status"] == "entered-in-error") == (written["statusReason"] is None):
+            refused.append("statusReason")
+        if written["lotExpiresOn"] is not None and written["lotExpiresOn"] < day_of(written["appliedAt"]):
+            refused.append("lotExpiresOn")
+        return refused
+
+    def vaccination_fields(
+        self, pet_id: str, vaccine_id: str, applied: str, due: str | None, notes: Any, dose: Body
+    ) -> Body:
+        """What a valid write stores: dueAt, when not given, is appliedAt plus the vaccine's duration now; the
+        clinic's fields of the dose as `dose` has them."""
         if due is None:
             days = self.vaccine_records[vaccine_id].body["duration"]
             due = format_time(parse_time(applied) + timedelta(days=days))
@@ -1111,6 +1303,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             "appliedAt": applied,
             "dueAt": due,
             "notes": clean_prose(notes),
+            **{name: dose[name] for name in DOSE_FIELDS},
         }
 
     @staticmethod
@@ -1119,11 +1312,26 @@ class PetRecordsModel(RuleBasedStateMachine):
         if data.draw(st.booleans(), label="echo"):
             body.update({"ownerId": BOB, "createdBy": BOB, "vaccine": None, "pet": {"name": "Rex"}})
 
-    @rule(user=st.sampled_from(USERS), data=st.data(), notes=prose, key=keys)
-    def create_vaccination(self, user: str, data: st.DataObject, notes: str | None, key: str | None) -> None:
+    @rule(
+        user=st.sampled_from(USERS),
+        data=st.data(),
+        notes=prose,
+        key=keys,
+        certificate=certificate_fields,
+        status=st.sampled_from([{}, {}, {"status": None}, {"status": "entered-in-error"}, {"statusReason": "Why."}]),
+    )
+    def create_vaccination(
+        self,
+        user: str,
+        data: st.DataObject,
+        notes: str | None,
+        key: str | None,
+        certificate: Body | None = None,
+        status: Body | None = None,
+    ) -> None:
         pet_id, vaccine_id = self.draw_references(data, user)
         times, applied, due = self.draw_times(data)
-        body: Body = {"petId": pet_id, "vaccineId": vaccine_id, **times}
+        body: Body = {"petId": pet_id, "vaccineId": vaccine_id, **times, **(certificate or {}), **(status or {})}
         if notes is not None:
             body["notes"] = None if notes == "null" else notes
         self.echoed(body, data)
@@ -1134,14 +1342,22 @@ class PetRecordsModel(RuleBasedStateMachine):
         # The key is looked at after validation, before the references.
         if self.replayed(response, VACCINATIONS, user, key, body):
             return
-        errors = self.vaccination_errors(user, pet_id, vaccine_id)
+        errors = self.vaccination_errors(user, pet_id, vaccine_id, applied)
         if errors:
             assert response.status_code == 400, response.text
             assert response.json() == validation_failure(errors)
             return
+        dose = {**dict.fromkeys(DOSE_FIELDS), "status": "completed", **dose_values(body), "appliedAt": applied}
+        refused = self.dose_refusal(None, dose)
+        if refused:
+            self.assert_invalid(response, *refused)
+            return
+        if self.tag_taken(response, user, dose, None):
+            return
         created = self.assert_new(response, VACCINATIONS, user)
         audit = {name: created[name] for name in ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")}
-        expected = {**audit, **self.vaccination_fields(pet_id, vaccine_id, applied, due, body.get("notes"))}
+        fields = self.vaccination_fields(pet_id, vaccine_id, applied, due, body.get("notes"), dose)
+        expected = {**audit, **fields}
         assert created == {**expected, "vaccine": self.vaccine_records[vaccine_id].body}
         record_id = self.keep(response, VACCINATIONS, user, key, body)
         self.vaccination_records[record_id].body = expected
@@ -1159,6 +1375,10 @@ class PetRecordsModel(RuleBasedStateMachine):
                 "field",
                 "petId",
                 "missing",
+                "lotNumber",
+                "rabiesTag",
+                "doseType",
+                "status",
             ]
         ),
         data=st.data(),
@@ -1178,6 +1398,10 @@ class PetRecordsModel(RuleBasedStateMachine):
             "field": ("dose", 2),
             "petId": ("petId", "nope"),
             "missing": ("vaccineId", None),
+            "lotNumber": ("lotNumber", "A_1"),
+            "rabiesTag": ("rabiesTag", "R 1"),
+            "doseType": ("doseType", "second"),
+            "status": ("status", "void"),
         }
         name, value = invalid[bad]
         if value is None:
@@ -1204,6 +1428,8 @@ class PetRecordsModel(RuleBasedStateMachine):
         notes=prose,
         condition=conditions,
         echo_id=st.booleans(),
+        certificate=certificate_fields,
+        status=statuses,
     )
     def replace_vaccination(
         self,
@@ -1212,12 +1438,14 @@ class PetRecordsModel(RuleBasedStateMachine):
         notes: str | None,
         condition: str | None,
         echo_id: bool,
+        certificate: Body,
+        status: Body,
     ) -> None:
         vaccination_id = self.pick(data, VACCINATIONS)
         record = self.visible(user, VACCINATIONS, vaccination_id)
         pet_id, vaccine_id = self.draw_references(data, user)
         times, applied, due = self.draw_times(data)
-        body: Body = {"petId": pet_id, "vaccineId": vaccine_id, **times}
+        body: Body = {"petId": pet_id, "vaccineId": vaccine_id, **times, **certificate, **status}
         if notes is not None:
             body["notes"] = None if notes == "null" else notes
         if echo_id:
@@ -1231,8 +1459,9 @@ class PetRecordsModel(RuleBasedStateMachine):
             headers=self.with_condition(user, "If-Match", record, condition),
         )
 
-        # The contract's order: the references (400) come before 404, then 412.
-        errors = self.vaccination_errors(user, pet_id, vaccine_id)
+        # The contract's order: the references (400) come before 404, then the rules on the stored record (400),
+        # 412 and 409.
+        errors = self.vaccination_errors(user, pet_id, vaccine_id, applied)
         if errors:
             assert response.status_code == 400, response.text
             assert response.json() == validation_failure(errors)
@@ -1240,12 +1469,19 @@ class PetRecordsModel(RuleBasedStateMachine):
         if record is None:
             self.assert_error(response, 404, 995)
             return
+        dose = {**{name: record.body[name] for name in DOSE_FIELDS}, **dose_values(body), "appliedAt": applied}
+        refused = self.dose_refusal(record.body, dose)
+        if refused:
+            self.assert_invalid(response, *refused)
+            return
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
+        if self.tag_taken(response, user, dose, vaccination_id):
+            return
         # Omitted notes keep their stored value; null clears them (contract v3 section 3).
         notes_after = body["notes"] if "notes" in body else record.body["notes"]
-        expected = self.vaccination_fields(pet_id, vaccine_id, applied, due, notes_after)
+        expected = self.vaccination_fields(pet_id, vaccine_id, applied, due, notes_after, dose)
         self.check_replaced(response, VACCINATIONS, user, record, expected)
 
     @rule(
@@ -1254,9 +1490,24 @@ class PetRecordsModel(RuleBasedStateMachine):
         notes=st.sampled_from([None, "null", " Left leg. "]),
         due=st.sampled_from([None, "null", "2099-01-01T00:00:00.000Z"]),
         condition=conditions,
+        dose=st.fixed_dictionaries(
+            {},
+            optional={
+                "rabiesTag": st.sampled_from([None, "r-1", "T-2"]),
+                "lotExpiresOn": st.sampled_from([None, "2020-02-29", "2030-01-01"]),
+            },
+        ),
+        status=statuses,
     )
     def update_vaccination(
-        self, user: str, data: st.DataObject, notes: str | None, due: str | None, condition: str | None
+        self,
+        user: str,
+        data: st.DataObject,
+        notes: str | None,
+        due: str | None,
+        condition: str | None,
+        dose: Body,
+        status: Body,
     ) -> None:
         """A JSON Merge Patch: only the members it names change; `dueAt: null` computes it again from the vaccine
         as it is now."""
@@ -1267,6 +1518,7 @@ class PetRecordsModel(RuleBasedStateMachine):
             patch["notes"] = None if notes == "null" else notes
         if due is not None:
             patch["dueAt"] = None if due == "null" else due
+        patch.update(dose, **status)
 
         self.touched |= {VACCINATIONS}
         response = self.client.patch(
@@ -1280,17 +1532,33 @@ class PetRecordsModel(RuleBasedStateMachine):
             return
         # The stored record with the patch applied is checked as a replace: its vaccine may fit its pet no more
         # (either's type changed since), and then the patch is refused as that replace would be.
-        errors = self.vaccination_errors(user, record.body["petId"], record.body["vaccineId"])
+        before = record.body
+        errors = self.vaccination_errors(user, before["petId"], before["vaccineId"], before["appliedAt"])
         if errors:
             assert self.assert_error(response, 400, 994)["errors"] == errors
+            return
+        written = {
+            **{name: before[name] for name in DOSE_FIELDS},
+            **dose_values(patch),
+            "appliedAt": before["appliedAt"],
+        }
+        refused = self.dose_refusal(before, written)
+        if refused:
+            self.assert_invalid(response, *refused)
             return
         if not self.if_match_holds(record, condition):
             self.assert_error(response, 412, 992)
             return
-        before = record.body
+        if self.tag_taken(response, user, written, vaccination_id):
+            return
         kept_due = None if "dueAt" in patch and patch["dueAt"] is None else patch.get("dueAt", before["dueAt"])
         expected = self.vaccination_fields(
-            before["petId"], before["vaccineId"], before["appliedAt"], kept_due, patch.get("notes", before["notes"])
+            before["petId"],
+            before["vaccineId"],
+            before["appliedAt"],
+            kept_due,
+            patch.get("notes", before["notes"]),
+            written,
         )
         self.check_replaced(response, VACCINATIONS, user, record, expected)
 
@@ -1369,11 +1637,32 @@ class PetRecordsModel(RuleBasedStateMachine):
             bound = data.draw(st.sampled_from(instants), label=parameter)
             params[parameter] = bound
             filters.append(lambda record, name=name, holds=holds, bound=bound: holds(record[name], bound))
+        self.dose_filters(data, chosen, params, filters)
         if "common" in chosen:
             self.common_filters(data, known, params, filters)
         visible = [record for record in known if user == ADMIN or record["ownerId"] == user]
         matching = [record for record in visible if all(keep(record) for keep in filters)]
         self.check_page(VACCINATIONS, user, params, matching, sort, order, page_size, page_index)
+
+    @staticmethod
+    def dose_filters(
+        data: st.DataObject, chosen: set[str], params: dict[str, str], filters: list[Callable[[Body], bool]]
+    ) -> None:
+        """`status`, `doseType` (one or more, case ignored), `rabiesTag` (case ignored) and `lotNumber` (exactly)."""
+        for parameter, values in (("status", ["completed", "entered-in-error"]), ("doseType", ["primary", "BOOSTER"])):
+            if parameter in chosen:
+                named = data.draw(st.lists(st.sampled_from(values), min_size=1, max_size=2), label=parameter)
+                params[parameter] = ",".join(named)
+                lowered = {value.lower() for value in named}
+                filters.append(lambda record, parameter=parameter, lowered=lowered: record[parameter] in lowered)
+        if "rabiesTag" in chosen:
+            tag = data.draw(st.sampled_from(["r-1", "T-2", "X-9"]), label="rabiesTag")
+            params["rabiesTag"] = tag
+            filters.append(lambda record: record["rabiesTag"] == tag.upper())
+        if "lotNumber" in chosen:
+            lot = data.draw(st.sampled_from(["A1 b/2", "a1 b/2", "L-7"]), label="lotNumber")
+            params["lotNumber"] = lot
+            filters.append(lambda record: record["lotNumber"] == lot)
 
     # --- invariants ----------------------------------------------------------------------------------
 

@@ -132,7 +132,11 @@ def seed(settings: Settings) -> None:
             created: dict[str, Any] = response.json()
             return created
 
-        rabies = post("/v1/vaccines", {"name": "Rabies", "petType": "Dog", "duration": 365}, admin)
+        rabies = post(
+            "/v1/vaccines",
+            {"name": "Rabies", "petType": "Dog", "duration": 365, "group": "Rabies", "manufacturer": "Zoetis"},
+            admin,
+        )
         felv = post(
             "/v1/vaccines", {"name": "FeLV", "description": "Feline\tleukemia", "petType": "Cat", "duration": 30}, admin
         )
@@ -142,6 +146,8 @@ def seed(settings: Settings) -> None:
             body = {"name": f"Pet Ünïcode {index}", "petType": pet_type, **(clinic if index % 2 else {})}
             if index == 1:
                 body["microchip"] = "982 000 123 456 789"
+            if index == 2:
+                body.update(microchip="0a1b-2c3d-4e", color="Tricolour", deceasedAt="2026-06-01")
             pets.append(post("/v1/pets", body, auth(owner)))
         shots = []
         for pet in pets:
@@ -152,7 +158,17 @@ def seed(settings: Settings) -> None:
                 "appliedAt": "2026-01-02T03:04:05.678Z",
                 "notes": "ok",
             }
+            if vaccine is rabies:
+                certificate = {"lotNumber": "A1 b/2", "lotExpiresOn": "2026-12-31", "doseType": "primary"}
+                body.update(
+                    certificate, veterinarian="Dr. Ruiz", clinic="Riverside\nSpringfield", rabiesTag=f"r-{len(shots)}"
+                )
             shots.append(post("/v1/pet-vaccination", body, auth(pet["ownerId"])))
+        # A correction: the dose stays, marked in error, which frees its tag for the next.
+        in_error = {"status": "entered-in-error", "statusReason": "Another dog's."}
+        assert (
+            client.patch(f"/v1/pet-vaccination/{shots[0]['id']}", json=in_error, headers=auth(ALICE)).status_code == 200
+        )
         care = post(
             "/v1/pet-shares", {"petId": pets[1]["id"], "grantee": f"group:{CLINIC}", "access": "care"}, auth(ALICE)
         )

@@ -76,16 +76,21 @@ def _text(*interesting: str, max_size: int = 30) -> st.SearchStrategy[str]:
     return st.text(st.sampled_from("".join(interesting)) | st.characters(codec="utf-8"), max_size=max_size)
 
 
+def _padded(core: st.SearchStrategy[str], *, max_size: int = 3) -> st.SearchStrategy[str]:
+    """`core` with white space at both ends, which a body's value may carry."""
+    return st.builds(
+        lambda pad, middle, end: pad + middle + end,
+        _text(WHITE_SPACE, max_size=max_size),
+        core,
+        _text(WHITE_SPACE, max_size=max_size),
+    )
+
+
 names = st.one_of(
     _text(WHITE_SPACE, CONTROLS, "Rex é"),
     _text(WHITE_SPACE, INVISIBLE, BIDI, "x"),
     _text(WHITE_SPACE, INVISIBLE),
-    st.builds(
-        lambda pad, core, end: pad + core + end,
-        _text(WHITE_SPACE, max_size=3),
-        st.text("ab", min_size=98, max_size=102),
-        _text(WHITE_SPACE, max_size=3),
-    ),
+    _padded(st.text("ab", min_size=98, max_size=102)),
 )
 
 
@@ -106,14 +111,16 @@ def test_name_as_stored(value: str, resource: Resource) -> None:
     assert _validator(schema).is_valid(value) == (clean_name(value, max_length=kind.max_length)[0] == value)
 
 
-PROSE_FIELDS = st.sampled_from([(VACCINES, "description"), (PET_VACCINATIONS, "notes")])
-NEAR_THE_LIMIT = st.sampled_from([1000, 2000]).flatmap(
-    lambda limit: st.builds(
-        lambda pad, core, end: pad + core + end,
-        _text(WHITE_SPACE, max_size=3),
-        st.text("ab\n\t", min_size=limit - 2, max_size=limit + 2),
-        _text(WHITE_SPACE, max_size=3),
-    )
+PROSE_FIELDS = st.sampled_from(
+    [
+        (VACCINES, "description"),
+        (PET_VACCINATIONS, "notes"),
+        (PET_VACCINATIONS, "clinic"),
+        (PET_VACCINATIONS, "statusReason"),
+    ]
+)
+NEAR_THE_LIMIT = st.sampled_from([300, 500, 1000, 2000]).flatmap(
+    lambda limit: _padded(st.text("ab\n\t", min_size=limit - 2, max_size=limit + 2))
 )
 prose = st.one_of(
     _text(WHITE_SPACE, CONTROLS, "ab é\n\t"),
@@ -364,3 +371,94 @@ def test_instants_as_stored(moment: int, name: str) -> None:
     kept."""
     schema = _property("PetVaccination", name)
     assert _validator(schema, formats=True).is_valid(format_timestamp(moment)) == (moment <= LATEST_MS)
+
+
+OPTIONAL_NAMES = st.sampled_from(
+    [
+        (PETS, "color"),
+        (PETS, "breed"),
+        (VACCINES, "group"),
+        (VACCINES, "manufacturer"),
+        (PET_VACCINATIONS, "veterinarian"),
+        (PET_VACCINATIONS, "veterinarianLicence"),
+    ]
+)
+short_names = st.one_of(names, _padded(st.text("ab", min_size=48, max_size=52)))
+
+
+@given(value=short_names | st.none(), field=OPTIONAL_NAMES)
+def test_optional_name_as_sent(value: str | None, field: tuple[Resource, str]) -> None:
+    """A name, or blank text or null, which clear it."""
+    resource, name = field
+    schema = _property(f"{resource.schema_name}Write", name)
+    accepted = value is None or _kind_of(resource, name).read(value, _context())[1] is None
+    assert _validator(schema).is_valid(value) == accepted
+
+
+@given(value=short_names | st.none(), field=OPTIONAL_NAMES)
+def test_optional_name_as_stored(value: str | None, field: tuple[Resource, str]) -> None:
+    resource, name = field
+    schema = _property(resource.schema_name, name)
+    stored, problem = (None, None) if value is None else _kind_of(resource, name).read(value, _context())
+    assert _validator(schema).is_valid(value) == (problem is None and stored == value)
+
+
+SEPARATORS = " .*-"
+microchips = st.one_of(
+    _padded(
+        st.sampled_from([9, 10, 15, 8, 11, 14, 16]).flatmap(
+            lambda length: st.lists(
+                st.tuples(
+                    st.sampled_from("0123456789aAfF" if length == 10 else "0123456789"), _text(SEPARATORS, max_size=2)
+                ),
+                min_size=length,
+                max_size=length,
+            ).map(
+                lambda parts: "".join(
+                    char + (sep if index < len(parts) - 1 else "") for index, (char, sep) in enumerate(parts)
+                )
+            )
+        ),
+        max_size=2,
+    ),
+    _text("0123456789ABCDEFGabcdefg" + SEPARATORS + "_/", max_size=18),
+)
+
+
+@given(value=microchips | st.none())
+def test_microchip_as_sent(value: str | None) -> None:
+    """Any of the three formats, with one separator at most between two characters and white space around, or
+    blank, or null."""
+    schema = _property("PetWrite", "microchip")
+    accepted = value is None or _kind_of(PETS, "microchip").read(value, _context())[1] is None
+    assert _validator(schema).is_valid(value) == accepted
+
+
+@given(value=microchips)
+def test_microchip_as_stored_and_as_a_filter(value: str) -> None:
+    code, problem = _kind_of(PETS, "microchip").read(value, _context())
+    assert _validator(_property("Pet", "microchip")).is_valid(value) == (problem is None and code == value)
+    filtered = _parameter("/v1/pets", "get", "microchip")
+    accepted = _query_accepted("microchip", value)
+    assert _validator(filtered).is_valid([value]) == accepted
+
+
+codes = st.one_of(_text("aZ09-./ _é\t", max_size=8), _padded(st.text("A1-", min_size=28, max_size=52), max_size=2))
+
+
+@given(value=codes | st.none(), name=st.sampled_from(["lotNumber", "rabiesTag"]))
+def test_codes_as_sent_stored_and_filtered(value: str | None, name: str) -> None:
+    kind = _kind_of(PET_VACCINATIONS, name)
+    stored, problem = (None, None) if value is None else kind.read(value, _context())
+    assert _validator(_property("PetVaccinationWrite", name)).is_valid(value) == (problem is None)
+    assert _validator(_property("PetVaccination", name)).is_valid(value) == (problem is None and stored == value)
+    if value is not None:
+        filtered = _validator(_parameter("/v1/pet-vaccination", "get", name)).is_valid(value)
+        assert filtered == _query_accepted(name, value, "/v1/pet-vaccination")
+
+
+@given(value=short_names)
+def test_group_filter(value: str) -> None:
+    """The whole group: a name, never blank text (which a body may send to clear the group, and names nothing)."""
+    schema = _parameter("/v1/vaccines", "get", "group")
+    assert _validator(schema).is_valid(value) == _query_accepted("group", value, "/v1/vaccines")

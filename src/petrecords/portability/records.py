@@ -58,6 +58,8 @@ class Column:
     type: sa.types.TypeEngine[Any]
     nullable: bool
     key_column: str | None
+    default: Any
+    """The stored value of a field that an older file does not name (see Field.default), or None."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -71,6 +73,7 @@ def field_columns(resource: Resource) -> tuple[Column, ...]:
             table.c[declared.column].type,
             bool(table.c[declared.column].nullable),
             declared.key_column,
+            declared.default,
         )
         for declared in resource.fields
         if declared.kind.embeds is None
@@ -274,10 +277,14 @@ class Reader:
             row[REVISION] = whole_number(VERSION, record[VERSION], resource.table.c[REVISION].type, least=1)
         context = Context(self._choices, row["modified_at"] if self._now_ms is None else self._now_ms)
         for column in field_columns(resource):
-            if column.field not in record and not column.nullable:
+            if column.field in record:
+                stored = stored_value(column, record[column.field], context)
+            elif column.default is not None or column.nullable:
+                # A field a file does not name (an export made before the field existed) takes its default, or is
+                # not set.
+                stored = column.default
+            else:
                 raise Malformed(f"the record has no {column.field}")
-            # An optional field a file does not name (an export made before the field existed) is not set.
-            stored = stored_value(column, record.get(column.field), context)
             row[column.name] = stored
             if column.key_column is not None:
                 row[column.key_column] = None if stored is None else match_key(stored)

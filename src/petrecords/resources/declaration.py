@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
-from petrecords.store.base import Collection, Granting, Join, SharedBy
+from petrecords.store.base import Collection, Condition, Granting, Join, SharedBy
 from petrecords.tables import HOUR_INDEXED, SEARCHABLE
 
 Values = dict[str, Any]
@@ -40,6 +40,9 @@ class Field:
     computes it again instead of keeping the stored value."""
     fixed: bool = False
     """Set when the record is created and never changed: a replace or update naming another value is 400."""
+    default: Any = None
+    """The stored value a new record takes when its create does not give the field (or gives null), for a field that
+    cannot be null; an import of a record written before the field existed takes it too."""
 
     @property
     def key_column(self) -> str | None:
@@ -74,6 +77,33 @@ class Reference:
     message: str
     owned: bool = False
     """The caller must own the target record (an administrator: any), not only see it."""
+    requires: TargetRule | None = None
+    """What the referring records require of the record they refer to, checked on every replace or update of it."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Referring records that a referenced record may not have: any that matches `conditions` (and refers to it)
+    makes its write 400, with `errors`."""
+
+    conditions: tuple[Condition, ...]
+    errors: Errors
+
+
+TargetRule = Callable[[Values], Refused | None]
+"""Given a referenced record as a write would leave it (every column), the referring records it may then not have;
+None when it may have any."""
+
+
+@dataclass(frozen=True)
+class Unique:
+    """Fields whose values no two records share (null excepted): a write that would repeat them is 409. `within`:
+    given a record as written, the conditions that pick the records it must differ from (beside its values), or None
+    when it may share its values with any; `among` says which those are, as the message's tail."""
+
+    fields: tuple[str, ...]
+    within: Callable[[Values], tuple[Condition, ...] | None] | None = None
+    among: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,6 +138,8 @@ Check = Callable[[Values], Errors]
 """Rules between fields of one body, on the values as read (wire field names -> stored values)."""
 Complete = Callable[[Values, Mapping[str, Values]], Errors]
 """Rules that need the referenced records (reference field -> that record as stored): may fill in values."""
+Review = Callable[[Values | None, Values], Errors]
+"""Rules on a record as a write would leave it (every column), beside the record as stored (None for a create)."""
 
 
 @dataclass(eq=False)
@@ -135,12 +167,13 @@ class Resource:
     it (what is overdue) count their records from a few kept rows."""
     tolerated: tuple[str, ...] = ()
     """Members a body may carry that are no field of the record (clients send back what they read): ignored."""
-    unique: tuple[tuple[str, ...], ...] = ()
+    unique: tuple[Unique, ...] = ()
     """Sets of fields whose values no two records share (null excepted): a write that would repeat one is 409."""
     grants: Grants | None = None
     """The records of this resource grant access to others' records (shares)."""
     check: Check | None = None
     complete: Complete | None = None
+    review: Review | None = None
     examples: Mapping[str, Any] = field(default_factory=dict)
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""
@@ -347,6 +380,8 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     if len(set(names)) != len(names) or set(names) & set(AUDIT_FIELDS):
         return "its fields' names must be distinct, and none may be an audit field's"
     for declared in resource.fields:
+        if declared.default is not None and (declared.nullable or declared.required or declared.read_only):
+            return f"field {declared.name!r} has a default, which only an optional field that cannot be null takes"
         if declared.kind.embeds is not None:
             if declared.kind.embeds not in {reference.field for reference in resource.references}:
                 return f"field {declared.name!r} embeds {declared.kind.embeds!r}, which is not one of its references"
@@ -362,6 +397,9 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
             return f"sort field {name!r} is not one of its fields ({', '.join(sorted(sortable))})"
     if len({name.lower() for name in resource.sort_fields}) != len(resource.sort_fields):
         return "its sort fields must be distinct"
+    for unique in resource.unique:
+        if not unique.fields or not set(unique.fields) <= set(names):
+            return f"unique fields {', '.join(unique.fields)} are not among its fields"
     for one in resource.filters:
         for column in one.columns:
             if column not in columns:

@@ -10,7 +10,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -274,12 +274,14 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 class Name(PlainKind):
     """A name: trimmed, 1 to `max_length` code points, no control characters or bidirectional controls, at least
     one visible character. Matched and sorted by its key (`key_column`): case-insensitive, in NFC. `nullable`:
-    an optional name, which blank text (or null) clears."""
+    an optional name, which blank text (or null) clears. `meaning`: what the name is of, before its rules in the
+    document."""
 
     max_length: int
     key_column: str | None = None
     example: str = "Rex"
     nullable: bool = False
+    meaning: str = ""
     operations: frozenset[Operation] = frozenset({Operation.MATCH})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
@@ -293,10 +295,17 @@ class Name(PlainKind):
     def sort_key(self, column: str, context: Context) -> SortKey:
         return SortKey(self.key_column or column, nullable=self.nullable)
 
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        # A filter names a name: blank text, which clears an optional one in a body, names nothing.
+        schema = replace(self, nullable=False).schema(context, sent=True)
+        schema.pop("description", None)
+        return schema
+
     def description(self) -> str:
         blank = " Blank text or null clears it (it is then null)." if self.nullable else ""
+        meaning = f"{self.meaning} " if self.meaning else ""
         return (
-            f"Trimmed of white space at both ends, then 1–{self.max_length} characters (code points) "
+            f"{meaning}Trimmed of white space at both ends, then 1–{self.max_length} characters (code points) "
             "with no control characters (C0, DEL, C1), no bidirectional embedding, override or isolate "
             "(U+202A–U+202E, U+2066–U+2069), and at least one visible character (not only zero-width or other "
             "default-ignorable characters). Stored as sent (after trimming); matched and sorted in Unicode "
@@ -333,11 +342,13 @@ _INVISIBLE_ONLY_TEXT = {"type": "string", **_INVISIBLE_ONLY}
 @dataclass(frozen=True)
 class Prose(PlainKind):
     """Free text or null: trimmed; empty or blank is null; at most `max_length` code points; no control
-    characters but line feed and tab. Searched by its key (`key_column`) when it has one."""
+    characters but line feed and tab. Searched by its key (`key_column`) when it has one. `meaning`: what the text
+    is, before its rules in the document."""
 
     max_length: int
     key_column: str | None = None
     nullable: bool = True
+    meaning: str = ""
     operations: frozenset[Operation] = frozenset({Operation.MATCH})
     kept_controls = PROSE_CONTROLS
 
@@ -351,7 +362,7 @@ class Prose(PlainKind):
         return SortKey(self.key_column or column, nullable=True)
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
-        description = (
+        description = (f"{self.meaning} " if self.meaning else "") + (
             f"Trimmed of white space at both ends; at most {self.max_length} characters (code points); no control "
             "characters other than line feed and tab. Empty, blank or null is stored and returned as null."
         )
@@ -633,57 +644,146 @@ class Flag(PlainKind):
         return _nullable(schema) if self.nullable else schema
 
 
+def _code_text(kind: Kind, value: Any, context: Context) -> tuple[str, Problem | None]:
+    """A code as sent, trimmed of white space ("" when blank, which is null), or what was expected of it."""
+    if not isinstance(value, str):
+        return "", f"must be a string: {kind.expected(context)}."
+    return value.strip(WHITE_SPACE), None
+
+
+def _read_present(kind: Kind, text: str, context: Context) -> tuple[Any, Problem | None]:
+    """A value that a list compares with, read as a body's is, except that blank text (null in a body) is none."""
+    value, problem = kind.read(text, context)
+    return (None, f"must be {kind.expected(context)}.") if value is None else (value, problem)
+
+
 @dataclass(frozen=True)
 class Microchip(PlainKind):
-    """An ISO 11784 transponder code: 15 digits, which may be sent with spaces, dots or hyphens between them (they
-    are removed); blank is null. Returned as the 15 digits."""
+    """A transponder code, in one of the three formats that pets' chips carry: ISO 11784 (15 digits), FDX-A (10
+    characters 0-9 and A-F, matched case-insensitively and returned in upper case) or AVID (9 digits). It may be
+    sent with one space, dot, hyphen or `*` between two of its characters (they are removed) and white space
+    around it; blank is null. Returned as its characters alone."""
 
     description: str = ""
     nullable: bool = True
     operations: frozenset[Operation] = frozenset({Operation.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
-        if not isinstance(value, str):
-            return None, "must be a string of 15 digits (an ISO 11784 transponder code)."
-        text = value.strip(WHITE_SPACE)
-        if not text:
-            return None, None
-        if not _MICROCHIP.fullmatch(text):
-            return (
-                None,
-                "must be 15 digits (an ISO 11784 transponder code); spaces, dots and hyphens between them are allowed.",
-            )
-        return _MICROCHIP_SEPARATORS.sub("", text), None
+        text, problem = _code_text(self, value, context)
+        if problem is not None or not text:
+            return None, problem
+        code = _MICROCHIP_SEPARATORS.sub("", text) if _MICROCHIP.fullmatch(text) else ""
+        if not (len(code) in _MICROCHIP_DIGITS and code.isdigit()) and len(code) != _FDX_A_LENGTH:
+            separators = "a space, dot, hyphen or * between two characters is allowed"
+            return None, f"must be {self.expected(context)}; {separators}."
+        return code.upper(), None
 
     def expected(self, context: Context) -> str:
-        return "15 digits (an ISO 11784 transponder code)"
+        return "a transponder code: 15 digits (ISO 11784), 10 characters 0-9 and A-F (FDX-A) or 9 digits (AVID)"
 
     def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
-        code, problem = self.read(text, context)
-        return (None, f"must be {self.expected(context)}.") if code is None else (code, problem)
+        return _read_present(self, text, context)
 
     def text_schema(self, context: SchemaContext) -> dict[str, Any]:
         # White space around the code is read away, as in a body.
-        return {"type": "string", "pattern": f"^[{_SPACE}]*{_MICROCHIP_PATTERN[1:-1]}[{_SPACE}]*$"}
+        return {"type": "string", "pattern": f"^[{_SPACE}]*{_MICROCHIP_SENT}[{_SPACE}]*$"}
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         description = self.description or (
-            "An ISO 11784 transponder code: 15 digits (spaces, dots and hyphens between them are removed when sent; "
-            "blank is null). Unique among the pets that exist."
+            "A transponder code: 15 digits (ISO 11784), 10 characters 0-9 and A-F (FDX-A, returned in upper case) or "
+            "9 digits (AVID). When sent, one space, dot, hyphen or * between two of its characters is removed, and "
+            "blank is null. Unique among the pets that exist."
         )
         if sent:
-            text: dict[str, Any] = {
-                "type": "string",
-                "pattern": f"^[{_SPACE}]*(?:{_MICROCHIP_PATTERN[1:-1]})?[{_SPACE}]*$",
-            }
+            text: dict[str, Any] = {"type": "string", "pattern": f"^[{_SPACE}]*(?:{_MICROCHIP_SENT})?[{_SPACE}]*$"}
         else:
-            text = {"type": "string", "pattern": r"^\d{15}$"}
+            text = {"type": "string", "pattern": r"^(?:\d{15}|[0-9A-F]{10}|\d{9})$"}
         return {"oneOf": [text, {"type": "null"}], "description": description, "examples": ["982000123456789"]}
 
 
-_MICROCHIP_PATTERN = r"^\d(?:[ .-]?\d){14}$"
-_MICROCHIP = re.compile(r"\d(?:[ .-]?\d){14}", re.ASCII)
-_MICROCHIP_SEPARATORS = re.compile(r"[ .-]")
+_MICROCHIP_DIGITS = (15, 9)
+"""The lengths of the all-digit formats: ISO 11784, AVID."""
+_FDX_A_LENGTH = 10
+_SEPARATED = "[ .*-]?"
+# The three formats as sent, one separator at most between two characters.
+_MICROCHIP_SENT = (
+    rf"(?:\d(?:{_SEPARATED}\d){{14}}|[0-9A-Fa-f](?:{_SEPARATED}[0-9A-Fa-f]){{9}}|\d(?:{_SEPARATED}\d){{8}})"
+)
+_MICROCHIP = re.compile(rf"[0-9A-Fa-f](?:{_SEPARATED}[0-9A-Fa-f])*", re.ASCII)
+_MICROCHIP_SEPARATORS = re.compile(r"[ .*-]")
+
+
+@dataclass(frozen=True)
+class Code(PlainKind):
+    """A code written on a thing (a vial's lot number, a rabies tag): trimmed of white space, then 1 to `max_length`
+    characters, each one of `allowed` (ASCII characters and `a-b` ranges), or of `inner` (a space, say) between two
+    of them; blank is null. `upper`: matched case-insensitively, stored and returned in upper case; else kept as
+    written. `allowed_text` says in words which characters those are."""
+
+    max_length: int
+    allowed: str
+    allowed_text: str
+    inner: str = ""
+    upper: bool = False
+    description: str = ""
+    example: str = ""
+    nullable: bool = True
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def _core(self, *, shown: bool = False) -> str:
+        """The code as a regular expression: its first and last characters of `allowed`, the others of `allowed`
+        or `inner`. `shown`: as the service returns it (in upper case, for an `upper` code)."""
+        allowed = character_class(self.allowed.upper() if shown and self.upper else self.allowed)
+        if self.max_length == 1:
+            return f"[{allowed}]"
+        inner = character_class(self.inner) if self.inner else ""
+        return f"[{allowed}](?:[{allowed}{inner}]{{0,{self.max_length - 2}}}[{allowed}])?"
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        text, problem = _code_text(self, value, context)
+        if problem is not None or not text:
+            return None, problem
+        if not _code_pattern(self._core()).fullmatch(text):
+            return None, f"must be {self.expected(context)}."
+        return text.upper() if self.upper else text, None
+
+    def expected(self, context: Context) -> str:
+        return f"1 to {self.max_length} characters: {self.allowed_text}"
+
+    def read_text(self, text: str, context: Context) -> tuple[Any, Problem | None]:
+        return _read_present(self, text, context)
+
+    def text_schema(self, context: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^[{_SPACE}]*{self._core()}[{_SPACE}]*$"}
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        case = (
+            "matched case-insensitively and returned in upper case"
+            if self.upper
+            else "kept as written (filters match it exactly, case included)"
+        )
+        description = self.description or (
+            f"Trimmed of white space at both ends, then 1–{self.max_length} characters: {self.allowed_text}; {case}. "
+            "Blank or null is null."
+        )
+        if sent:
+            text: dict[str, Any] = {"type": "string", "pattern": f"^[{_SPACE}]*(?:{self._core()})?[{_SPACE}]*$"}
+        else:
+            text = {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": self.max_length,
+                "pattern": f"^{self._core(shown=True)}$",
+            }
+        schema: dict[str, Any] = {"oneOf": [text, {"type": "null"}], "description": description}
+        if self.example:
+            schema["examples"] = [self.example]
+        return schema
+
+
+@functools.lru_cache(maxsize=16)
+def _code_pattern(core: str) -> re.Pattern[str]:
+    return re.compile(core, re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -740,12 +840,14 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "PET_TYPES",
     "Choices",
+    "Code",
     "Context",
     "Email",
     "Embedded",
     "Instant",
     "Kind",
     "Listed",
+    "Microchip",
     "Name",
     "Operation",
     "Prose",

@@ -78,6 +78,17 @@ class OneParameter:
         return given[0] if given else None
 
 
+@dataclass(frozen=True)
+class OneColumn(OneParameter):
+    """A filter of one query parameter that compares one column."""
+
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+
 def split_values(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",")]
 
@@ -252,28 +263,56 @@ class Matches(OneParameter):
 CONTROL_POINTS = (*range(0x20), *range(0x7F, 0xA0))
 
 
-@dataclass(frozen=True)
-class Compared(OneParameter):
-    """`parameter` is a value of `kind` (read as a query parameter: kinds.Kind.read_text) that `column` must be
-    `operator`: a bound, an exact value, or one that the stored value differs from (null included)."""
+BOOLEAN_TEXT = ("true", "false")
 
-    column: str
-    kind: Kind
-    operator: Operator
+
+@dataclass(frozen=True)
+class HasValue(OneColumn):
+    """`parameter` is true (only the records whose `column` holds a value) or false (only those where it is null)."""
+
     description: str
     several = False
 
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        if (given := self.given(values)) is None:
+            return []
+        if given.strip().lower() not in BOOLEAN_TEXT:
+            errors[self.parameter] = ["must be true or false."]
+            return []
+        # Written with the comparisons the store has: every stored value is at least the least safe integer, and none
+        # is after the greatest (the column holds a number: days, milliseconds).
+        if given.strip().lower() == "true":
+            return [Condition((self.column,), Operator.AT_LEAST, (-MAX_SAFE_INTEGER,))]
+        return [Condition((self.column,), Operator.AFTER_OR_NULL, (MAX_SAFE_INTEGER,))]
+
+    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
+        return [parameter(self.parameter, {"type": "boolean"}, self.description)]
+
+
+@dataclass(frozen=True)
+class Compared(OneColumn):
+    """`parameter` is a value of `kind` (read as a query parameter: kinds.Kind.read_text) that `column` must be
+    `operator`: a bound, an exact value, or one that the stored value differs from (null included). `keyed`: the
+    column holds a text field's match keys (Kind.key_column), and the text is compared by its key: case ignored."""
+
+    kind: Kind
+    operator: Operator
+    description: str
+    keyed: bool = False
+    several = False
 
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
         if (given := self.given(values)) is None:
             return []
         value, problem = self.kind.read_text(given, context)
+        if problem is None and value is None:
+            # Blank text, which a body may send for null: no value to compare with.
+            problem = f"must be {self.kind.expected(context)}."
         if problem is not None:
             errors[self.parameter] = [problem]
             return []
+        if self.keyed:
+            value = match_key(value)
         if self.operator is Operator.DIFFERS:
             return [Condition((self.column,), self.operator, (value,))]
         return [_bound_condition(self.column, self.operator, value)]

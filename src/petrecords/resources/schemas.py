@@ -41,7 +41,10 @@ def _field_schema(resource: Resource, field: Field, context: SchemaContext, *, s
         schema["description"] = field.description
     optional_owner = sent and field.name == resource.ownership.field and resource.ownership.settable
     if optional_owner or (sent and not field.required and not field.nullable and not field.read_only):
-        return _not_given(schema)
+        given = _not_given(schema)
+        if field.default is not None:
+            given["default"] = field.kind.show(field.default)
+        return given
     if field.read_only:
         return _read_only(schema, schema.get("description", field.description))
     return schema

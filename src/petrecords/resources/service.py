@@ -24,7 +24,7 @@ from petrecords.resources.access import (
     seen,
     visible,
 )
-from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Values
+from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Unique, Values
 from petrecords.resources.fields import Context
 from petrecords.resources.listing import ListRequest
 from petrecords.resources.requests import Body, EntityTags, Patch, entity_tag, read_body
@@ -168,8 +168,12 @@ def _writable_values(resource: Resource, body: Body, *, creating: bool) -> Value
     values = {column: value for column, value in body.values.items() if column != resource.ownership.column}
     if creating:
         for declared in resource.fields:
-            if declared.nullable and not declared.read_only and declared.column not in values:
+            if declared.read_only or declared.column in values:
+                continue
+            if declared.nullable:
                 values[declared.column] = None
+            elif declared.default is not None:
+                values[declared.column] = declared.default
     return values
 
 
@@ -249,6 +253,7 @@ async def create_record(
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
     await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
     values = _writable_values(resource, body, creating=True)
+    _review(resource, None, values)
     timestamp = now_ms()
     row: Row = {
         "id": new_record_id(),
@@ -405,10 +410,12 @@ async def _replace_held(
     and read."""
     current = held.row
     _check_fixed(resource, body, current)
+    values = _writable_values(resource, body, creating=False)
+    _review(resource, current, {**current, **values})
+    await _check_referrers(tx=tx, resources=resources, resource=resource, row={**current, **values})
     permit_write(resource, caller, held.permission)
     owner_column = resource.ownership.column
     owner = _owner_of(resource, caller, body, referenced, current=current[owner_column] if owner_column else None)
-    values = _writable_values(resource, body, creating=False)
     timestamp = max(now_ms(), current["modified_at"])  # never earlier than the last write, whatever the clocks
     replaced: Row = {
         **current,
@@ -622,7 +629,19 @@ _UNIQUE = uuid.UUID("5b0a3c64-8f7e-4f7b-9a53-6a3f0e7c2d11")
 
 
 def _unique_fields(resource: Resource) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(name for fields in resource.unique for name in fields))
+    return tuple(dict.fromkeys(name for unique in resource.unique for name in unique.fields))
+
+
+def _unique_conditions(resource: Resource, unique: Unique, values: Values) -> tuple[Condition, ...] | None:
+    """The conditions that find the records whose values a record with `values` would repeat; None when it repeats
+    none (a value is null, or the record is not among those whose values must differ)."""
+    columns = [resource.field_named(name).column for name in unique.fields]
+    if any(values.get(column) is None for column in columns):
+        return None
+    within = () if unique.within is None else unique.within(values)
+    if within is None:
+        return None
+    return (*(Condition((column,), Operator.EQUAL, (values[column],)) for column in columns), *within)
 
 
 def _target_of(resource: Resource, values: Values) -> Any:
@@ -635,11 +654,12 @@ def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> 
     """Locks on the values a write may make two records share, and on the target whose shares it counts: held
     until it commits, so that of two writers of the same value, the second sees the first's record."""
     locks = []
-    for fields in resource.unique:
-        columns = [resource.field_named(name).column for name in fields]
-        if all(values.get(column) is not None for column in columns):
-            key = uuid.uuid5(_UNIQUE, msgspec.json.encode([str(values[column]) for column in columns]).decode())
-            locks.append(Lock(resources.rank(resource), f"{resource.name}:{'+'.join(fields)}", key))
+    for unique in resource.unique:
+        conditions = _unique_conditions(resource, unique, values)
+        if conditions is not None:
+            held = [str(value) for condition in conditions for value in condition.values]
+            key = uuid.uuid5(_UNIQUE, msgspec.json.encode(held).decode())
+            locks.append(Lock(resources.rank(resource), f"{resource.name}:{'+'.join(unique.fields)}", key))
     grants = resource.grants
     if grants is not None and (target := _target_of(resource, values)) is not None:
         # The shared record itself, exclusively: its shares' writes wait for each other (their number is bounded),
@@ -682,19 +702,43 @@ async def expire_grants(*, store: Store, resources: ResourceSet, now: int, limit
 async def _check_unique(*, tx: Transaction, caller: Caller, resource: Resource, row: Row) -> None:
     """409 when another record already has the values that must stay unique, with its Location when the caller
     may see it."""
-    for fields in resource.unique:
-        columns = [resource.field_named(name).column for name in fields]
-        if any(row.get(column) is None for column in columns):
+    for unique in resource.unique:
+        conditions = _unique_conditions(resource, unique, row)
+        if conditions is None:
             continue
-        conditions = tuple(Condition((column,), Operator.EQUAL, (row[column],)) for column in columns)
         query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=2, offset=0)
         other = next((found for found in await tx.list(resource.collection, query) if found["id"] != row["id"]), None)
         if other is not None:
             may = await permission(tx, caller, resource, other)
             location = f"{resource.path}/{other['id']}" if may is not Permission.NONE else None
+            among = f" {unique.among}" if unique.among else ""
             raise Duplicate(
-                f"Another {resource.title} record already has this {' and '.join(fields)}.", location=location
+                f"Another {resource.title} record already has this {' and '.join(unique.fields)}{among}.",
+                location=location,
             )
+
+
+def _review(resource: Resource, stored: Values | None, written: Values) -> None:
+    """400 naming each field that breaks a rule between the record as written and as stored (see Resource.review)."""
+    errors = resource.review(stored, written) if resource.review is not None else {}
+    if errors:
+        raise ValidationFailed(errors, what="request body")
+
+
+async def _check_referrers(*, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row) -> None:
+    """400 when records that refer to this one require what it would no longer be (see Reference.requires)."""
+    errors: dict[str, list[str]] = {}
+    for dependent in resources.dependents(resource):
+        requires = dependent.reference.requires
+        refused = None if requires is None else requires(row)
+        if refused is None:
+            continue
+        conditions = (Condition((dependent.column,), Operator.EQUAL, (row["id"],)), *refused.conditions)
+        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=1, offset=0)
+        if await tx.list(dependent.resource.collection, query):
+            errors.update(refused.errors)
+    if errors:
+        raise ValidationFailed(errors, what="request body")
 
 
 async def _check_room(*, tx: Transaction, resource: Resource, row: Row) -> None:
