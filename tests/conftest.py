@@ -62,7 +62,13 @@ def _heaviest_first(item: pytest.Item) -> int:
     """Where a test of `make test-long` is handed out: the long ones (minutes each), then the parts of state
     machines, then the rest (seconds); in each, those on PostgreSQL first. Handed out in this order, no worker is
     left with a long test to run alone at the end while the others sit idle (a thorough schemathesis run did, for
-    a quarter of an hour)."""
+    a quarter of an hour).
+
+    Not in `make test`: there worksteal gives each worker a third of the queue, in order, and takes from the end
+    of a busy one's for one that ran out, so the heaviest first would all be the first worker's. Replayed on the
+    durations of a whole run of `make test` (4,046 tests), that order ended 772 s in, the collection's order 708 s
+    against a bound of 705 s (the work shared exactly), and in the run itself the three workers ended within 12 s
+    of each other."""
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
     # On PostgreSQL, each step waits for a server's answers: the same test takes longer than on SQLite.

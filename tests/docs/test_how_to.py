@@ -56,6 +56,11 @@ PAGES = {
     **{f"how-to/{path.name}": path for path in sorted((ROOT / "docs" / "how-to").glob("*.md"))},
     "README.md": ROOT / "README.md",
 }
+LONG_PAGES = {"how-to/install.md"}
+"""Pages whose examples `make test-long` runs, not `make test`: the install page fills a new virtual environment
+with every pinned requirement (half a minute of a processor). `make test` still checks what it installs (the
+wheel's dependencies and the pins, tests/e2e/test_container.py) and that the page installs those two files
+(tests/docs/test_site.py)."""
 README_WALK_THROUGH = "## Five minutes with curl"
 """The README's section whose blocks run; the ones before it (make install, make run) are the server's."""
 MAKE_RUN = ".venv/bin/petrecords serve --host 127.0.0.1 --port 8000"
@@ -273,7 +278,9 @@ class _Shell:
         self.process.stdout.close()
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize(
+    "page", [pytest.param(page, marks=pytest.mark.long) if page in LONG_PAGES else page for page in PAGES]
+)
 def test_every_shell_example_runs(page: str, tmp_path: Path) -> None:
     blocks = page_blocks(page)
     assert blocks, f"{page} has no ```sh example"

@@ -11,6 +11,9 @@ them.
   data must be written as that user, STOPSIGNAL must end it cleanly. The environment it made holds the
   requirements' packages alone, at the versions these tests run with.
 - Where a Docker engine answers, the image is built and run: healthy, not root, stopped cleanly.
+
+The two that install (the script, the image) are long tests, run by `make test-long`; `make test` checks the two
+files of dist/ they install.
 """
 
 from __future__ import annotations
@@ -213,6 +216,7 @@ def _as_user(user: str) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={gid or uid}", "--clear-groups", "--"]
 
 
+@pytest.mark.long  # a new virtual environment filled with every requirement: half a minute of a processor
 def test_the_dockerfile_runs_as_a_script_in_an_empty_directory(dist: Path, tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("running the image's steps as its user, in a network namespace of its own, takes root")
@@ -301,6 +305,7 @@ def _docker(*arguments: str, timeout: float = 60) -> subprocess.CompletedProcess
     return subprocess.run(["docker", *arguments], capture_output=True, text=True, timeout=timeout, check=False)
 
 
+@pytest.mark.long  # an image built: minutes
 def test_the_image_builds_runs_healthy_and_stops_cleanly(dist: Path) -> None:
     if shutil.which("docker") is None or _docker("info", timeout=20).returncode != 0:
         pytest.skip("no Docker engine answers here; the Dockerfile's steps run as a script in the test above")

@@ -26,16 +26,27 @@ SETTINGS = {"PETRECORDS_EVENTS_KEEP_ALIVE_SECONDS": "0.5", "PETRECORDS_RATE_LIMI
 DELIVERY_SECONDS = 1.0
 
 
+@contextlib.contextmanager
+def _started(database: str, data_dir: Path) -> Iterator[Server]:
+    """A server of two workers on a new database of the kind named."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(throwaway_postgres()) if database == "postgresql" else None
+        yield stack.enter_context(running_server(data_dir, database_url=url, workers=2, users=USERS, settings=SETTINGS))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server a database for the module's tests that leave it running: each opens its streams before the
+    writes it waits for (a stream opened without Last-Event-ID starts at its opening) and resumes only after an
+    event of its own, so what earlier tests wrote reaches none of them."""
+    with _started(request.param, tmp_path_factory.mktemp("live") / "data") as started:
+        yield started
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
-    if request.param == "sqlite":
-        with running_server(tmp_path / "data", workers=2, users=USERS, settings=SETTINGS) as started:
-            yield started
-        return
-    with (
-        throwaway_postgres() as url,
-        running_server(tmp_path / "data", database_url=url, workers=2, users=USERS, settings=SETTINGS) as started,
-    ):
+def server_to_stop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """A server of its own, for a test that stops it."""
+    with _started(request.param, tmp_path / "data") as started:
         yield started
 
 
@@ -164,7 +175,8 @@ async def test_a_change_on_one_instance_reaches_a_stream_of_another(two_instance
     assert event["arrived"] - committed < DELIVERY_SECONDS
 
 
-async def test_open_streams_do_not_hold_up_a_shutdown(server: Server) -> None:
+async def test_open_streams_do_not_hold_up_a_shutdown(server_to_stop: Server) -> None:
+    server = server_to_stop
     async with stream(server, ADMIN) as events, stream(server, "alice@example.com"):
         await _create_pet(server, "alice@example.com", "Rex")
         await next_change(events)
