@@ -208,6 +208,8 @@ def _synthetic_pet(index: int) -> dict[str, Any]:
         "neutered": (True, False, None)[index % 3],
         "breed": f"Breed {index % 50}" if index % 5 else None,
         "microchip": f"982{index:012d}" if index % 2 else None,
+        "color": f"Color {index % 7}" if index % 7 else None,
+        "deceasedAt": "2026-01-01" if index % 11 == 0 else None,
     }
 
 
