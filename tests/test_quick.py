@@ -3,6 +3,7 @@ leaves out the PostgreSQL variants."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -146,10 +147,20 @@ def test_a_change_is_every_file_committed_staged_edited_or_new_since_the_branch_
     assert quick.changed_files(tmp_path) == ["committed.py", "edited.py", "new.py", "staged.py"]
 
 
-def test_with_no_test_to_run_the_last_runs_failures_run_again() -> None:
-    command = quick.run_command([])
-    assert command[-3:] == ["--lf", "--last-failed-no-failures", "none"]
-    assert quick.run_command(["tests/test_x.py"])[-2:] == ["--ff", "tests/test_x.py"]
+def test_with_no_test_to_run_the_last_runs_failures_run_again_from_their_files(tmp_path: Path) -> None:
+    cache = tmp_path / ".pytest_cache" / "v" / "cache"
+    assert quick.last_failed(tmp_path) == []  # no run yet
+    cache.mkdir(parents=True)
+    _tree(tmp_path, {"tests/api/test_a.py": "", "tests/test_b.py": ""})
+    failed = {"tests/api/test_a.py::test_one[sqlite]": True, "tests/api/test_a.py::T::two": True}
+    failed |= {"tests/test_b.py::test_three": True, "tests/test_gone.py::test_four": True}
+    (cache / "lastfailed").write_text(json.dumps(failed))
+
+    files = quick.last_failed(tmp_path)
+
+    assert files == ["tests/api/test_a.py", "tests/test_b.py"]  # a file since removed is none of them
+    assert quick.run_command([], failed=files)[-3:] == ["--lf", "tests/api/test_a.py", "tests/test_b.py"]
+    assert quick.run_command(["tests/test_x.py"], failed=files)[-2:] == ["--ff", "tests/test_x.py"]
 
 
 def test_the_run_leaves_out_the_postgresql_variants_and_the_long_tests(tmp_path: Path) -> None:
