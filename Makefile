@@ -1,7 +1,7 @@
 # Pet Records. `make run` serves on 127.0.0.1:8000 (SQLite in ./data; PORT=… HOST=… to change it);
 # `make test` runs the linters, the type checks and every test but the long ones (the documentation build among
-# them), on PYTEST_WORKERS processes; `make test-long` runs those, and every property-based test again with the full
-# number of examples.
+# them), on PYTEST_WORKERS processes; `make test-quick` the tests of one change, in seconds; `make test-long` the
+# long ones, and every property-based test again with the full number of examples.
 PYTHON ?= python3
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -20,7 +20,7 @@ export NO_MKDOCS_2_WARNING := 1
 PYTEST_WORKERS ?= 3
 LONG_TEST_WORKERS ?= 3
 
-.PHONY: install compile run dist test test-long bench lint typecheck docs reference check clean
+.PHONY: install compile run dist test test-quick test-long bench lint typecheck docs reference check clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ test: install compile
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not long"; tests=$$?; \
 	wait $$typing; types=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
+
+# The tests of one change (every file that differs from main, committed or not), on SQLite only and without the
+# long ones: tests/quick.py says which tests each file leads to. QUICK_ARGS go to pytest (QUICK_ARGS="-x -k create").
+test-quick: install
+	$(VENV)/bin/python -m tests.quick $(if $(QUICK_ARGS),-- $(QUICK_ARGS))
 
 # Handed out one by one, the heaviest first (see tests/conftest.py), so that none is left to run alone at the end.
 test-long: install compile

@@ -1,5 +1,8 @@
 """The OpenAPI 3.1 document of the service, made from the table of endpoints it answers (each one's operation)
-and the declarations of its resources (their schemas), so that it says exactly what the service does."""
+and the declarations of its resources (their schemas), so that it says exactly what the service does.
+
+The whole document is put together here; petrecords.openapi holds its building blocks (parameters, headers,
+failure answers), and resources/documents.py the operation of each endpoint of a resource."""
 
 from __future__ import annotations
 

@@ -83,7 +83,8 @@ class Endpoint:
     body_media_types: tuple[str, ...] = ()
     """The media types of the body it reads; none: it reads no body."""
     direct: bool = False
-    """Answered below the framework (see petrecords.routes.DirectRoutes) when no CORS headers are due."""
+    """Answered below the framework (see petrecords.routes.DirectRoutes), an Origin or not: the CORS headers are
+    the edge's (petrecords.http.ServiceEdge), added around both ways."""
     aliases: tuple[str, ...] = ()
     """Other paths that are the same endpoint, answered alike, never redirected (`/v1/pets/`)."""
     opens_with_ticket: bool = False

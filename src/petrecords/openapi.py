@@ -1,5 +1,5 @@
 """Building blocks of the OpenAPI document: parameters, headers, and answers, each failure's from the one
-exception tree of petrecords.errors."""
+exception tree of petrecords.errors. petrecords.document puts the whole document together from them."""
 
 from __future__ import annotations
 

@@ -53,6 +53,9 @@ HEALTH_SCHEMA = {
 
 
 class Operations:
+    """The handlers of the operational endpoints, those an operator's tools call (no resource's: those are
+    resources/operations.py)."""
+
     def __init__(self, services: Services, openapi: Callable[[], bytes]) -> None:
         self.services = services
         self._openapi = openapi

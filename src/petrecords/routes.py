@@ -1,7 +1,8 @@
 """The two ways a request reaches its endpoint, both made from the one table of endpoints: the framework's
 routes, and the direct routes below the framework. Both let a request in the same way (`enter`: the caller,
 its rate, its body) and hand it to the same handler; they differ only in how they find the endpoint and send
-the answer, and in the CORS headers that only the framework adds."""
+the answer. What every answer carries besides (the request id, the security headers, CORS) is added around both
+by the edge, petrecords.http.ServiceEdge, so a request with an Origin is answered directly too."""
 
 from __future__ import annotations
 

@@ -241,7 +241,8 @@ def _members(resource: Resource, *, versioned: bool) -> tuple[frozenset[str], tu
 
 
 class Reader:
-    """Turns exported records back into rows, against the configured lists of values (the pet types)."""
+    """Turns exported records back into rows, against the configured lists of values (the pet types). (Not
+    store.records.Reader, which turns a query's result rows into Rows.)"""
 
     def __init__(
         self, resources: ResourceSet, lists: Mapping[str, tuple[str, ...]], *, now_ms: int | None = None

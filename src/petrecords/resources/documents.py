@@ -1,5 +1,6 @@
 """The OpenAPI operation of each endpoint of a resource, made from its declaration (see operations.py for the
-endpoints themselves). The operation id, summary and tag come from the endpoint."""
+endpoints themselves). The operation id, summary and tag come from the endpoint; petrecords.document puts
+every endpoint's operation into the whole document."""
 
 from __future__ import annotations
 

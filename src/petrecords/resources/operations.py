@@ -1,5 +1,8 @@
 """The endpoints of a resource, made from its declaration: list, create, get, replace, update, delete and
-history. Each handler reads the request, calls one service function and shapes the answer."""
+history. Each handler reads the request, calls one service function and shapes the answer.
+
+"Operations" here are a resource's endpoints; each one's OpenAPI operation is made in documents.py, the list
+comparisons are fields.Operation, and the health and metrics endpoints are petrecords.ops."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The operations every resource has, from its declaration: load what the caller may see, create, replace,
-delete, list. They read and write through a transaction and never commit."""
+"""The service functions every resource has, from its declaration: load what the caller may see, create,
+replace, delete, list. They read and write through a transaction and never commit; the endpoint handlers of
+resources/operations.py call them."""
 
 from __future__ import annotations
 

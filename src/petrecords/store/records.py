@@ -32,7 +32,8 @@ def stored_uuid(value: Any) -> Any:
 
 
 class Reader:
-    """How the rows of a table's queries become Rows: its own columns, then each join's."""
+    """How the rows of a table's queries become Rows: its own columns, then each join's. (Not
+    portability.records.Reader, which reads the records of an export file.)"""
 
     def __init__(self, table: sa.Table, joins: tuple[Join, ...] = ()) -> None:
         self.columns: list[sa.ColumnElement[Any]] = list(table.c)
