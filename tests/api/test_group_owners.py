@@ -11,6 +11,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords.auth import MAX_GROUPS
 from tests.api.test_vaccines import create_vaccine
 from tests.support import ADMIN, ALICE, BOB, assert_error, auth, token
 
@@ -350,3 +351,31 @@ class TestChanges:
         rest = (await client.get(f"/v1/changes?resource=pets&after={first['nextCursor']}", headers=headers)).json()
 
         assert [change["id"] for change in first["items"] + rest["items"]] == created
+
+
+class TestTheMostGroups:
+    async def test_a_member_of_as_many_groups_as_a_token_may_list_reads_everything(
+        self, client: Client, rabies: dict[str, Any]
+    ) -> None:
+        """Every group of a token's (MAX_GROUPS) is an owner key of its caller's: lists, their totals from the kept
+        counts (with shares to some of the groups), the overdue list and the feed read them all in one request."""
+        groups = [f"clinic-{index}" for index in range(MAX_GROUPS)]
+        headers = member(NURSE, *groups)
+        owned = [await register(client, member(VET, name), owner=f"group:{name}") for name in groups[::25]]
+        alices = await register(client, auth(ALICE), owner=None)
+        for name in groups[-2:]:
+            body = {"petId": alices["id"], "grantee": f"group:{name}", "access": "care"}
+            assert (await client.post("/v1/pet-shares", json=body, headers=auth(ALICE))).status_code == 201
+        for pet in (*owned, alices):
+            assert (await vaccinate(client, pet, rabies, headers)).status_code == 201
+
+        pets = await client.get("/v1/pets?pageSize=2", headers=headers)
+        shared = await client.get("/v1/pets?access=shared", headers=headers)
+        overdue = await client.get("/v1/pet-vaccination?dueTo=2027-01-01T00:00:00Z", headers=headers)
+        changes = await client.get("/v1/changes?resource=pets&limit=1000", headers=headers)
+
+        assert pets.json()["totalCount"] == len(owned) + 1
+        assert [pet["id"] for pet in shared.json()["items"]] == [alices["id"]]
+        assert overdue.json()["totalCount"] == len(owned) + 1
+        # Alice's pet was made before she shared it: that change is not one the shares let the groups see.
+        assert [change["id"] for change in changes.json()["items"]] == [pet["id"] for pet in owned]
