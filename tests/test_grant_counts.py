@@ -1,7 +1,8 @@
 """The grantees' kept counts (store/grants.py) give exactly what counting the records shared with a caller gives
 (alone, as `access=shared` asks, or with the caller's own, as a list without `access` does), on both databases:
 for pets and for vaccinations (every one, and below, from and between instants of their due dates), for callers
-with several grantees (a user and the groups they are in, of which the pets' owners may be members), shares that
+with several grantees (a user and the groups they are in, of which the pets' owners may be members, and which may own
+pets themselves: a member's own records are then theirs and their groups'), shares that
 never expire, will expire, have expired unseen by the expiry duty or were taken out by it. The same lists' pages
 hold the same records whichever way they are read (gathered, or looked up record by record in the shares).
 
@@ -57,7 +58,7 @@ VACCINATIONS = PET_VACCINATIONS.collection
 SHARES = PET_SHARES.collection
 CAROL = "carol@example.com"
 CLINIC, OTHER = "group:clinic", "group:other"
-OWNERS = (ALICE, BOB)
+OWNERS = (ALICE, BOB, CLINIC)
 GRANTEES = (CAROL, ALICE, CLINIC, OTHER)
 CALLERS = (
     (CAROL, (CAROL, CLINIC)),
@@ -72,9 +73,11 @@ HOUR_MS = 3_600_000
 def shared_conditions(
     key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
 ) -> tuple[Condition, ...]:
-    """What a list with `access=shared` asks of the store (resources/access.py): not the caller's, shared now."""
+    """What a list with `access=shared` asks of the store (resources/access.py): not the caller's (nor their
+    groups'), shared now. The caller is the first of their grantees."""
+    assert grantees[0] == caller
     return (
-        Condition(("owner_id",), Operator.DIFFERS, (caller,)),
+        Condition(("owner_id",), Operator.DIFFERS, grantees),
         Condition((key,), Operator.SHARED, (now, *grantees)),
         *bounds(below, at_least, None),
     )
@@ -83,9 +86,11 @@ def shared_conditions(
 def seen_conditions(
     key: str, caller: str, grantees: tuple[str, ...], now: int, below: int | None = None, at_least: int | None = None
 ) -> tuple[Condition, ...]:
-    """What a list without `access` asks of the store for a caller with grants: theirs, and shared now."""
+    """What a list without `access` asks of the store for a caller with grants: theirs (and their groups'), and
+    shared now."""
+    assert grantees[0] == caller
     return (
-        Condition(("owner_id", key), Operator.OWNED_OR_SHARED, (caller, now, *grantees)),
+        Condition(("owner_id", key), Operator.OWNED_OR_SHARED, (now, *grantees)),
         *bounds(below, at_least, None),
     )
 
@@ -100,12 +105,16 @@ class GrantCounts(StoreMachine):
         """The requests' now: never behind the real time that the writes see, nor behind the last expiry duty."""
 
     @initialize()
-    def pets_of_two_owners(self) -> None:
+    def pets_of_each_owner(self) -> None:
         pets = [pet_row(owner=owner) for owner in OWNERS for _ in range(2)]
         self.write_vaccine_and_pets(pets)
         self.pets = pets
 
-    @rule(pet=st.integers(0, 3), days=st.lists(st.integers(-5, 5), min_size=1, max_size=3), nudge=st.integers(-1, 1))
+    @rule(
+        pet=st.integers(0, 2 * len(OWNERS) - 1),
+        days=st.lists(st.integers(-5, 5), min_size=1, max_size=3),
+        nudge=st.integers(-1, 1),
+    )
     def vaccinate(self, pet: int, days: list[int], nudge: int) -> None:
         rows = [vaccination_row(self.pets[pet], self.vaccine, NOW + day * DAY_MS + nudge) for day in days]
 
@@ -128,7 +137,7 @@ class GrantCounts(StoreMachine):
         self.vaccinations[row["id"]] = row
 
     @rule(
-        pet=st.integers(0, 3),
+        pet=st.integers(0, 2 * len(OWNERS) - 1),
         grantee=st.sampled_from(GRANTEES),
         expires_in=st.sampled_from([None, -HOUR_MS, 1, HOUR_MS, DAY_MS, 3 * DAY_MS]),
     )
@@ -198,9 +207,10 @@ class GrantCounts(StoreMachine):
         """The ids of the records that the conditions let through, in order."""
         with_own = conditions[0].operator is Operator.OWNED_OR_SHARED
         if with_own:
-            caller, now, *grantees = conditions[0].values
+            now, *grantees = conditions[0].values
+            owners = set(grantees)
         else:
-            caller = conditions[0].values[0]
+            owners = set(conditions[0].values)
             now, *grantees = conditions[1].values
         below = next((c.values[0] for c in conditions if c.operator is Operator.BELOW), None)
         at_least = next((c.values[0] for c in conditions if c.operator is Operator.AT_LEAST), None)
@@ -211,7 +221,7 @@ class GrantCounts(StoreMachine):
         }
 
         def seen(key: uuid.UUID, owner: str) -> bool:
-            return (with_own and owner == caller) or (key in visible and owner != caller)
+            return (with_own and owner in owners) or (key in visible and owner not in owners)
 
         if collection is PET_RECORDS:
             return sorted(pet["id"] for pet in self.pets if seen(pet["id"], pet["owner_id"]))

@@ -327,7 +327,8 @@ async def test_a_pets_vaccinations_are_three_statements_however_many_there_are(
 
 VET = "vet@clinic.example"
 VETS_GRANTEES = (VET, "group:clinic-42")
-NOT_THE_VETS = Condition(("owner_id",), Operator.DIFFERS, (VET,))
+NOT_THE_VETS = Condition(("owner_id",), Operator.DIFFERS, VETS_GRANTEES)
+"""Not the vet's own: neither theirs nor their clinic's (resources/access.py)."""
 GRANTEE_QUERIES = {
     "pets shared with a clinic's vet": (
         PET_RECORDS,
@@ -335,7 +336,7 @@ GRANTEE_QUERIES = {
     ),
     "a vet's pets, own or shared": (
         PET_RECORDS,
-        (Condition(("owner_id", "id"), Operator.OWNED_OR_SHARED, (VET, NOW, *VETS_GRANTEES)),),
+        (Condition(("owner_id", "id"), Operator.OWNED_OR_SHARED, (NOW, *VETS_GRANTEES)),),
     ),
     "what is overdue among a clinic's patients": (
         VACCINATIONS,
@@ -343,7 +344,7 @@ GRANTEE_QUERIES = {
     ),
     "a vet's overdue vaccinations, own or shared": (
         VACCINATIONS,
-        (Condition(("owner_id", "pet_id"), Operator.OWNED_OR_SHARED, (VET, NOW, *VETS_GRANTEES)), OVERDUE),
+        (Condition(("owner_id", "pet_id"), Operator.OWNED_OR_SHARED, (NOW, *VETS_GRANTEES)), OVERDUE),
     ),
 }
 
@@ -652,9 +653,7 @@ async def test_a_grantees_count_up_to_an_instant_leads_with_the_records_of_its_h
     looked up in the shares by its pet. On PostgreSQL in the plan made for any value too (the plan a cached prepared
     statement takes after five runs), which led with every share of the grantee when the two were joined: 300 ms a
     count at a clinic with 95,000 shares, where a plan made for each run's values took 2-3 ms to make."""
-    shared = grants.SharedCount(
-        caller=VET, now=NOW, grantees=(VET,), below=NOW, at_least=NOW - 30 * DAY_MS, with_own=with_own
-    )
+    shared = grants.SharedCount(now=NOW, grantees=(VET,), below=NOW, at_least=NOW - 30 * DAY_MS, with_own=with_own)
     statement = grants.shared_count_select(VACCINATIONS, 1, below=True, at_least=True, with_own=with_own)
     values = grants.shared_count_values(VACCINATIONS, shared, [VET])
     if database_url.startswith("sqlite"):
@@ -744,7 +743,7 @@ COUNTS_UP_TO_AN_INSTANT = {
 
 
 def _clinic_count(*, with_own: bool) -> Statement:
-    shared = grants.SharedCount(caller=VET, now=NOW, grantees=VETS_GRANTEES[::-1], below=NOW, with_own=with_own)
+    shared = grants.SharedCount(now=NOW, grantees=VETS_GRANTEES[::-1], below=NOW, with_own=with_own)
     statement = grants.shared_count_select(VACCINATIONS, 2, below=True, at_least=False, with_own=with_own)
     return statement, grants.shared_count_values(VACCINATIONS, shared, list(VETS_GRANTEES[::-1]))
 

@@ -58,6 +58,15 @@ def group_name(value: str) -> str | None:
     return name if GROUP_NAME.fullmatch(name) else None
 
 
+def user_or_group(value: str) -> str | None:
+    """The owner or grantee `value` names: a user by e-mail address (in lower case), or everyone whose token lists a
+    group, as `group:NAME` (the name as `group_name` reads it); None when it names neither."""
+    if value.startswith(GROUP_PREFIX):
+        name = group_name(value.removeprefix(GROUP_PREFIX))
+        return None if name is None else GROUP_PREFIX + name
+    return normalize_email(value)
+
+
 def load_or_create_secret(settings: Settings) -> bytes:
     """The local signing secret: from the settings, else from the data directory, created on first use.
 

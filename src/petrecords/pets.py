@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from petrecords.resources.declaration import Errors, Field, Ownership, Resource, Unique, Values
-from petrecords.resources.fields import CalendarDate, Email, Flag, Listed, Microchip, Name, pet_type
+from petrecords.resources.fields import CalendarDate, Flag, Listed, Microchip, Name, UserOrGroup, pet_type
 from petrecords.resources.filters import AnyOf, Compared, HasValue, Matches, Owner
 from petrecords.store.base import Operator
 from petrecords.tables import Text, audit_columns, metadata, not_null, trigram_indexed
@@ -77,9 +77,10 @@ PETS = Resource(
         Field(
             "ownerId",
             "owner_id",
-            Email(
-                "The owner. Defaults to the caller (on replace: the current owner); only an admin may name "
-                "another user."
+            UserOrGroup(
+                "The owner: a user (an e-mail address), or a group as group:NAME (a clinic, whose members all have "
+                "the owner's rights). Defaults to the caller (on replace: the current owner). A non-admin may name "
+                "themselves or a group their token lists; only an admin may name another user or group."
             ),
         ),
         Field("name", "name", Name(max_length=NAME_MAX_LENGTH, key_column="name_key"), required=True),

@@ -8,7 +8,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from petrecords.auth import GROUP_NAME_RULE, GROUP_PREFIX, group_name
 from petrecords.pets import PETS
 from petrecords.resources.declaration import (
     Errors,
@@ -22,21 +21,16 @@ from petrecords.resources.declaration import (
     Values,
 )
 from petrecords.resources.fields import (
-    EMAIL_SCHEMA,
-    Context,
-    Email,
+    USER_OR_GROUP_SCHEMA,
     Instant,
     Listed,
-    Operation,
-    PlainKind,
-    Problem,
     RecordId,
     SchemaContext,
+    UserOrGroup,
 )
 from petrecords.resources.filters import AnyOf, Owner
 from petrecords.store.base import Row
 from petrecords.tables import Text, audit_columns, metadata
-from petrecords.values import normalize_email
 
 ACCESS = ("read", "care")
 """`read`: the pet, its vaccinations and their history; `care`: that, and writing the pet's vaccinations."""
@@ -61,29 +55,12 @@ pet_shares = sa.Table(
 )
 
 
-class Grantee(PlainKind):
-    """Who a share names: a user, by e-mail address (stored in lower case), or everyone whose token lists a group,
-    as `group:NAME` (the name compared exactly, case included; a leading `/`, as Keycloak writes a group's path, is
-    not part of it)."""
-
-    operations = frozenset({Operation.DIFFER})
-
-    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
-        if isinstance(value, str) and value.startswith(GROUP_PREFIX):
-            name = group_name(value.removeprefix(GROUP_PREFIX))
-            return (GROUP_PREFIX + name, None) if name is not None else (None, f"must be {self.expected(context)}.")
-        email = normalize_email(value) if isinstance(value, str) else None
-        return (email, None) if email is not None else (None, f"must be {self.expected(context)}.")
-
-    def expected(self, context: Context) -> str:
-        return f"an e-mail address, or group:NAME (a group name of {GROUP_NAME_RULE})"
+class Grantee(UserOrGroup):
+    """Who a share names: a user, or everyone whose token lists a group (read as an owner is)."""
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         return {
-            "oneOf": [
-                EMAIL_SCHEMA,
-                {"type": "string", "pattern": r"^group:/?[A-Za-z0-9._:@-][A-Za-z0-9._:@/-]{0,99}$"},
-            ],
+            **USER_OR_GROUP_SCHEMA,
             "description": "A user, by e-mail address, or `group:NAME`: everyone whose token lists the group NAME "
             "(1-100 letters, digits and `. _ : @ - /`, compared exactly, case included). One leading `/`, as "
             "Keycloak writes a group's full path, is not part of the name: `group:/clinic-42` is `group:clinic-42`.",
@@ -109,7 +86,12 @@ PET_SHARES = Resource(
     "vaccinations and their history, and with `care` also write the pet's vaccinations, until the share expires or "
     "is deleted. Its owner writes it; the grantee may read it, and a user grantee may delete it (to leave).",
     fields=(
-        Field("ownerId", "owner_id", Email("The pet's owner: it follows the pet."), read_only=True),
+        Field(
+            "ownerId",
+            "owner_id",
+            UserOrGroup("The pet's owner (a user, or group:NAME): it follows the pet."),
+            read_only=True,
+        ),
         Field(
             "petId",
             "pet_id",

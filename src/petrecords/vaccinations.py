@@ -24,13 +24,13 @@ from petrecords.resources.fields import (
     DAY_MS,
     CalendarDate,
     Code,
-    Email,
     Embedded,
     Instant,
     Listed,
     Name,
     Prose,
     RecordId,
+    UserOrGroup,
 )
 from petrecords.resources.filters import AnyOf, Compared, Owner, time_bound
 from petrecords.store.base import Condition, Operator, Row
@@ -216,7 +216,12 @@ PET_VACCINATIONS = Resource(
     "Someone else's pet's vaccination answers exactly as one that does not exist. A dose recorded in error is marked "
     "so (status entered-in-error, with a statusReason) and kept; from then on it can only be deleted.",
     fields=(
-        Field("ownerId", "owner_id", Email("The pet's owner: it follows the pet to a new owner."), read_only=True),
+        Field(
+            "ownerId",
+            "owner_id",
+            UserOrGroup("The pet's owner (a user, or group:NAME): it follows the pet to a new owner."),
+            read_only=True,
+        ),
         Field("petId", "pet_id", RecordId("A pet the caller may see."), required=True),
         Field("vaccineId", "vaccine_id", RecordId("A vaccine for the pet's type."), required=True),
         Field(

@@ -20,7 +20,9 @@ from tests.support import throwaway_postgres
 
 pytestmark = pytest.mark.slow
 
-USERS = ["alice@example.com", "bob@example.com", "admin@example.com --admin"]
+VET = "vet@clinic.example --group clinic-42"
+NURSE = "nurse@clinic.example --group clinic-42"
+USERS = ["alice@example.com", "bob@example.com", "admin@example.com --admin", VET, NURSE]
 ADMIN = "admin@example.com --admin"
 SETTINGS = {"PETRECORDS_EVENTS_KEEP_ALIVE_SECONDS": "0.5", "PETRECORDS_RATE_LIMIT": "0"}
 DELIVERY_SECONDS = 1.0
@@ -144,6 +146,19 @@ async def test_a_caller_receives_only_what_they_may_see(server: Server) -> None:
         received = await next_change(events)
 
     assert received["data"]["record"]["name"] == "Bob's"
+
+
+async def test_a_member_receives_the_changes_of_the_groups_records(server: Server) -> None:
+    """A pet the clinic owns, registered by one of its vets, reaches the stream of another member."""
+    async with stream(server, NURSE) as events:
+        await _create_pet(server, "alice@example.com", "Alice's")
+        async with httpx.AsyncClient(timeout=10) as client:
+            body = {"name": "The clinic's", "petType": "Cat", "ownerId": "group:clinic-42"}
+            response = await client.post(f"{server.url}/v1/pets", json=body, headers=_headers(server, VET))
+            assert response.status_code == 201, response.text
+        received = await next_change(events)
+
+    assert received["data"]["record"] == response.json()
 
 
 async def test_a_quiet_stream_sends_comments(server: Server) -> None:

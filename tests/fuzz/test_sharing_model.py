@@ -2,10 +2,13 @@
 
 A `RuleBasedStateMachine` makes pets and vaccinations, moves vaccinations between pets by PUT and PATCH (permitted
 only to a caller who may write the vaccination both as it is and as it will be), shares pets with users and groups
-(read or care), lets shares expire, be deleted or left, transfers and deletes pets; after every step it checks that
-each caller's view equals the model's: every get, every list and its count, every history (a moved vaccination's
-without the versions from while it belonged to a pet the caller may not see), and the change feed, which holds
-exactly the changes of what a share let the caller see while it granted access, in commit order.
+(read or care), lets shares expire, be deleted or left, transfers and deletes pets; pets are owned by users and by
+groups (a clinic: every member has the owner's rights), and callers join and leave groups (their next token lists
+the group, or no longer does). After every step it checks that each caller's view equals the model's: every get,
+every list and its count, every history (a moved vaccination's without the versions from while it belonged to a pet
+the caller may not see), and the change feed, which holds exactly the changes of what a share let the caller see
+while it granted access, and every change of what they or one of their groups owned before or after it, whenever
+they joined, in commit order.
 
 A share's expiry is made to pass by moving its `expiresAt` into the past in the database (as time would), with a
 millisecond kept clear on either side so that every change is plainly before or after it.
@@ -26,6 +29,7 @@ from hypothesis.stateful import (
     consumes,
     initialize,
     invariant,
+    multiple,
     precondition,
     rule,
     run_state_machine_as_test,
@@ -39,14 +43,14 @@ Client = TestClient[Any]
 CAROL = "carol@example.com"
 DAVE = "dave@example.com"
 GROUPS = {ALICE: (), BOB: ("clinic-a",), CAROL: ("clinic-a", "clinic-b"), DAVE: ()}
+"""Who is in which group at first: callers join and leave them as the machine runs."""
 CALLERS = tuple(GROUPS)
-GRANTEES = (BOB, CAROL, DAVE, "group:clinic-a", "group:clinic-b")
+GROUP_NAMES = ("clinic-a", "clinic-b")
+CLINIC_A, CLINIC_B = (f"group:{name}" for name in GROUP_NAMES)
+GRANTEES = (BOB, CAROL, DAVE, CLINIC_A, CLINIC_B)
+OWNERS = (ALICE, BOB, CLINIC_A)
 ACCESS = ("read", "care")
 VACCINE_NAME = "Core"
-
-
-def grantees_of(caller: str) -> set[str]:
-    return {caller, *(f"group:{group}" for group in GROUPS[caller])}
 
 
 @dataclass
@@ -101,11 +105,11 @@ class SharingModel(RuleBasedStateMachine):
         self.client = client
         self.database_url = database_url
         asyncio.run(wipe(database_url))
-        self.headers = {
-            caller: {"Authorization": f"Bearer {token(caller, groups=list(GROUPS[caller]) or None)}"}
-            for caller in CALLERS
-        }
-        self.headers[ADMIN] = {"Authorization": f"Bearer {token(ADMIN, admin=True)}"}
+        self.groups = dict(GROUPS)
+        """The groups each caller's token lists now."""
+        self.headers = {ADMIN: {"Authorization": f"Bearer {token(ADMIN, admin=True)}"}}
+        for caller in CALLERS:
+            self._issue_token(caller)
         self.owner: dict[str, str] = {}
         self.vaccinations: dict[str, str] = {}
         """Vaccination id -> its pet."""
@@ -139,6 +143,20 @@ class SharingModel(RuleBasedStateMachine):
 
     # --- the model ------------------------------------------------------------------------------------
 
+    def _issue_token(self, caller: str) -> None:
+        groups = list(self.groups[caller]) or None
+        self.headers[caller] = {"Authorization": f"Bearer {token(caller, groups=groups)}"}
+
+    def grantees_of(self, caller: str) -> set[str]:
+        """The caller and their groups now: whose shares grant to them, and whose records are theirs."""
+        return {caller, *(f"group:{group}" for group in self.groups[caller])}
+
+    def _an_owner(self, pet: str) -> str:
+        """Who acts for the pet's owner: the owner, or a member of the owning group (an administrator when it has
+        none)."""
+        owner = self.owner[pet]
+        return next((caller for caller in CALLERS if owner in self.grantees_of(caller)), ADMIN)
+
     def _log(
         self,
         resource: str,
@@ -159,9 +177,9 @@ class SharingModel(RuleBasedStateMachine):
 
     def _access(self, caller: str, pet: str) -> str | None:
         """What the caller may do with a pet's records: "own", "care", "read", or None."""
-        if self.owner.get(pet) == caller:
+        if self.owner.get(pet) in self.grantees_of(caller):
             return "own"
-        granted = {share.access for share in self._active(pet) if share.grantee in grantees_of(caller)}
+        granted = {share.access for share in self._active(pet) if share.grantee in self.grantees_of(caller)}
         return "care" if "care" in granted else "read" if granted else None
 
     def _close(self, share: Share) -> None:
@@ -174,7 +192,8 @@ class SharingModel(RuleBasedStateMachine):
         del self.all_shares[share.id]
 
     def _sees(self, caller: str, change: LoggedChange) -> bool:
-        if change.owner_after == "" or caller in (change.owner_before, change.owner_after):
+        grantees = self.grantees_of(caller)
+        if change.owner_after == "" or change.owner_before in grantees or change.owner_after in grantees:
             return True
         if change.shared_key is None:
             return False
@@ -182,7 +201,7 @@ class SharingModel(RuleBasedStateMachine):
             if pet != change.shared_key:
                 continue
             for window in windows:
-                if window.grantee not in grantees_of(caller):
+                if window.grantee not in grantees:
                     continue
                 if change.grantee is not None and change.grantee != window.grantee:
                     continue
@@ -197,10 +216,16 @@ class SharingModel(RuleBasedStateMachine):
     def _next_step(self) -> None:
         self.step += 1
 
-    @rule(target=pets, owner=st.sampled_from((ALICE, BOB)))
-    def create_pet(self, owner: str) -> str:
+    @rule(target=pets, owner=st.sampled_from(OWNERS), by=st.sampled_from(CALLERS))
+    def create_pet(self, owner: str, by: str = "") -> Any:
+        """A pet of a user's, by themselves (`by` ignored), or of a group's, by `by`: a member, or refused (403)."""
         self._next_step()
-        response = self.client.post("/v1/pets", json={"name": "Rex", "petType": "Dog"}, headers=self.headers[owner])
+        creator = by if owner.startswith("group:") else owner
+        body = {"name": "Rex", "petType": "Dog", "ownerId": owner}
+        response = self.client.post("/v1/pets", json=body, headers=self.headers[creator])
+        if owner not in self.grantees_of(creator):
+            assert response.status_code == 403, response.text
+            return multiple()
         assert response.status_code == 201, response.text
         pet: str = response.json()["id"]
         self.owner[pet] = owner
@@ -212,7 +237,9 @@ class SharingModel(RuleBasedStateMachine):
         self._next_step()
         owner = self.owner.get(pet)
         body = {"petId": pet, "grantee": grantee, "access": access}
-        response = self.client.post("/v1/pet-shares", json=body, headers=self.headers[owner or ALICE])
+        response = self.client.post(
+            "/v1/pet-shares", json=body, headers=self.headers[self._an_owner(pet) if owner else ALICE]
+        )
         if owner is None or owner == grantee:
             assert response.status_code == 400, response.text
             return ""
@@ -233,7 +260,7 @@ class SharingModel(RuleBasedStateMachine):
         share = self.all_shares.get(share_id)
         if share is None:
             return
-        caller = share.grantee if by_grantee and not share.grantee.startswith("group:") else self.owner[share.pet]
+        caller = share.grantee if by_grantee and not share.grantee.startswith("group:") else self._an_owner(share.pet)
         response = self.client.delete(f"/v1/pet-shares/{share_id}", headers=self.headers[caller])
         assert response.status_code == 200, response.text
         self._delete_share(share)
@@ -270,11 +297,15 @@ class SharingModel(RuleBasedStateMachine):
     def bobs_vaccinated_pet(self) -> str:
         return self._vaccinated_pet(BOB)
 
-    def _vaccinated_pet(self, owner: str) -> str:
-        """A pet of `owner`'s with a vaccination, to begin with: something to move (between the owners' pets, by a
-        grantee of both) from the first step."""
-        pet = self.create_pet(owner)
-        self.vaccinate(pet, owner)
+    @initialize(target=pets)
+    def a_clinics_vaccinated_pet(self) -> str:
+        return self._vaccinated_pet(CLINIC_A, by=CAROL)
+
+    def _vaccinated_pet(self, owner: str, by: str = "") -> str:
+        """A pet of `owner`'s (made and vaccinated `by` a member of a group) with a vaccination, to begin with:
+        something to move (between the owners' pets, by a grantee of both) from the first step."""
+        pet: str = self.create_pet(owner, by)
+        self.vaccinate(pet, by or owner)
         return pet
 
     @rule(pet=pets, caller=st.sampled_from(CALLERS))
@@ -349,7 +380,15 @@ class SharingModel(RuleBasedStateMachine):
             if pet != now:
                 self.moved.add(vaccination)
 
-    @rule(pet=pets, new_owner=st.sampled_from((ALICE, BOB, CAROL)))
+    @rule(caller=st.sampled_from(CALLERS), group=st.sampled_from(GROUP_NAMES))
+    def join_or_leave(self, caller: str, group: str) -> None:
+        """The caller joins the group, or leaves it: their next token lists it, or no longer does. Nothing is
+        written: what they may see follows from the token alone."""
+        groups = self.groups[caller]
+        self.groups[caller] = tuple(one for one in groups if one != group) if group in groups else (*groups, group)
+        self._issue_token(caller)
+
+    @rule(pet=pets, new_owner=st.sampled_from((ALICE, BOB, CAROL, CLINIC_A, CLINIC_B)))
     def transfer(self, pet: str, new_owner: str) -> None:
         self._next_step()
         response = self.client.patch(f"/v1/pets/{pet}", json={"ownerId": new_owner}, headers=self.headers[ADMIN])
@@ -374,7 +413,7 @@ class SharingModel(RuleBasedStateMachine):
     def delete_pet(self, pet: str) -> None:
         self._next_step()
         owner = self.owner.get(pet)
-        response = self.client.delete(f"/v1/pets/{pet}", headers=self.headers[owner or ALICE])
+        response = self.client.delete(f"/v1/pets/{pet}", headers=self.headers[self._an_owner(pet) if owner else ALICE])
         if owner is None:
             assert response.status_code == 404, response.text
             return
@@ -402,14 +441,17 @@ class SharingModel(RuleBasedStateMachine):
         for caller in CALLERS:
             pets = {pet for pet in self.owner if self._access(caller, pet) is not None}
             assert self._listed("/v1/pets", caller) == (pets, len(pets)), caller
-            shared = {pet for pet in pets if self.owner[pet] != caller}
+            grantees = self.grantees_of(caller)
+            shared = {pet for pet in pets if self.owner[pet] not in grantees}
             assert self._listed("/v1/pets", caller, access="shared") == (shared, len(shared)), caller
+            owned = pets - shared
+            assert self._listed("/v1/pets", caller, access="owned") == (owned, len(owned)), caller
             doses = {one for one, pet in self.vaccinations.items() if pet in pets}
             assert self._listed("/v1/pet-vaccination", caller) == (doses, len(doses)), caller
             named = {
                 share.id
                 for share in self.all_shares.values()
-                if self.owner[share.pet] == caller or share.grantee in grantees_of(caller)
+                if self.owner[share.pet] in grantees or share.grantee in grantees
             }
             assert self._listed("/v1/pet-shares", caller) == (named, len(named)), caller
             for pet in self.owner:
@@ -442,7 +484,7 @@ class SharingModel(RuleBasedStateMachine):
         expected = [
             number
             for number, version in enumerate(versions, start=1)
-            if version.pet in seen or caller in (version.before, version.after)
+            if version.pet in seen or bool({version.before, version.after} & self.grantees_of(caller))
         ]
         body = response.json()
         assert [item["version"] for item in body["items"]] == expected, (caller, vaccination, versions)

@@ -122,7 +122,8 @@ def view(settings: Settings) -> dict[str, Any]:
 def seed(settings: Settings) -> None:
     """Records of every resource, written as clients write them: creates, a rename, a transfer (the pet's
     vaccinations follow it, its shares go), a change of a vaccine (its vaccinations' ETags change), shares given,
-    changed and taken back (the vet sees what they granted while they did), and deletions."""
+    changed and taken back (the vet sees what they granted while they did), deletions, and a pet a group (the vet's
+    clinic) owns."""
     admin = auth(ADMIN, admin=True)
     with TestClient(app=create_app(settings)) as client:  # type: ignore[arg-type]
 
@@ -190,6 +191,11 @@ def seed(settings: Settings) -> None:
         assert client.put(f"/v1/vaccines/{rabies['id']}", json=longer, headers=admin).status_code == 200
         assert client.delete(f"/v1/pet-vaccination/{shots[1]['id']}", headers=auth(ALICE)).status_code == 200
         assert client.delete(f"/v1/pets/{pets[3]['id']}", headers=auth(ALICE)).status_code == 200
+        # A clinic's own patient: the vet registers it as the clinic's, records a dose, and shares it with Bob.
+        patient = post("/v1/pets", {"name": "Bella", "petType": "Cat", "ownerId": f"group:{CLINIC}"}, as_vet())
+        dose = {"petId": patient["id"], "vaccineId": felv["id"], "appliedAt": "2026-04-05T06:07:08.901Z"}
+        post("/v1/pet-vaccination", dose, as_vet())
+        post("/v1/pet-shares", {"petId": patient["id"], "grantee": BOB, "access": "read"}, as_vet())
 
 
 def _synthetic_pet(index: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from petrecords.app import openapi_document
+from petrecords.auth import user_or_group
 from petrecords.config import Settings
 from petrecords.errors import ValidationFailed
 from petrecords.pets import PETS
@@ -178,6 +179,20 @@ def _context() -> Context:
 def test_email(value: str) -> None:
     schema = _document()["components"]["schemas"]["Pet"]["properties"]["ownerId"]
     assert _validator(schema).is_valid(value) == (normalize_email(value) is not None)
+
+
+@given(
+    value=st.emails().map(str)
+    | _text("group:/aZ9.@-", max_size=14).map(lambda s: "group:" + s)
+    | st.text("a", min_size=98, max_size=102).map(lambda s: "group:/" + s)
+    | _text("group:@.aZ", max_size=20)
+)
+def test_owner(value: str) -> None:
+    """An owner is a user or `group:NAME`, in a body and in the `ownerId` filter alike."""
+    accepted = user_or_group(value) is not None
+    assert _validator(_property("Pet", "ownerId")).is_valid(value) == accepted, value
+    if value == value.strip():  # a query's value is read trimmed
+        assert _validator(_parameter("/v1/pets", "get", "ownerId")).is_valid(value) == accepted, value
 
 
 entity_tags = st.one_of(

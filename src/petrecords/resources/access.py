@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from petrecords.auth import Caller
+from petrecords.auth import GROUP_PREFIX, Caller
 from petrecords.errors import Forbidden, NotFound
 from petrecords.resources.declaration import Resource, Sharing, Writers
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
@@ -38,6 +38,22 @@ class Seen:
     """A share that names the caller as its user grantee: they may delete it (leave), not change it."""
 
 
+def is_owner(caller: Caller, owner: str) -> bool:
+    """Whether the caller has the owner's rights over the records of `owner`: they are that user, or `owner` is
+    `group:NAME` and their token lists NAME (a clinic's vets, over the clinic's patients). The one owner check: every
+    rule of whose a record is asks here."""
+    if owner == caller.email:
+        return True
+    return bool(caller.groups) and owner.startswith(GROUP_PREFIX) and owner[len(GROUP_PREFIX) :] in caller.groups
+
+
+def owner_keys(caller: Caller) -> tuple[str, ...]:
+    """Every owner whose records are the caller's own (`is_owner`): the caller, and each of their groups. The same
+    names as the grantees a share may name to grant to them (Caller.grantees): a list condition names them once for
+    both."""
+    return caller.grantees
+
+
 def quick_permission(caller: Caller, resource: Resource, row: Row | None) -> Permission | None:
     """What the caller may do with a record, when that needs no look at its shares; None when it does."""
     column = resource.ownership.column
@@ -47,7 +63,7 @@ def quick_permission(caller: Caller, resource: Resource, row: Row | None) -> Per
         if row is None:
             return Permission.NONE
         return Permission.READ if resource.ownership.writers is Writers.ADMIN else Permission.WRITE
-    if row is not None and row[column] == caller.email:
+    if row is not None and is_owner(caller, row[column]):
         return Permission.WRITE
     grants = resource.grants
     if grants is not None:
@@ -146,34 +162,45 @@ async def list_scope(
     tx: Transaction, caller: Caller, resource: Resource, *, owner: str | None, scope: str | None
 ) -> list[Condition] | None:
     """The conditions that keep a list to what the caller may see (with the `ownerId` and `access` asked for);
-    None when nothing can match."""
+    None when nothing can match. The caller's own records are those of each of their owner keys (`owner_keys`)."""
     column = resource.ownership.column
     if column is None:
         return []
     named_owner = [Condition((column,), Operator.EQUAL, (owner,))] if owner is not None else []
     sharing = resource.sharing
-    mine = Condition((column,), Operator.EQUAL, (caller.email,))
+    keys = owner_keys(caller)
+    mine = _owned_by(column, keys)
     if caller.is_admin:
         if scope == "owned":
             return [*named_owner, mine]
         if scope == "shared" and sharing is not None:
-            return [*named_owner, Condition((column,), Operator.DIFFERS, (caller.email,)), _shared(sharing, caller)]
+            return [*named_owner, _not_owned_by(column, keys), _shared(sharing, caller)]
+        return named_owner
+    if owner is not None and scope != "shared" and is_owner(caller, owner):
+        # Every record of one of their own owners is theirs to see: that owner's kept counts answer the total.
         return named_owner
     grants = resource.grants
     if grants is not None:
-        visible = Condition((column, grants.grantee_column), Operator.OWNED_OR_NAMED, (caller.email, *caller.grantees))
+        # Theirs (as an owner of the pet), or naming them (as the grantee): owners and grantees are named alike.
+        visible = Condition((column, grants.grantee_column), Operator.OWNED_OR_NAMED, keys)
         return [*named_owner, visible]
-    if sharing is None:
-        if owner is not None and owner != caller.email:
-            return None
-        return [mine]
-    if scope == "owned":
-        return [*named_owner, mine]
+    if sharing is None or scope == "owned":
+        # Another owner's records are never theirs; with no sharing, never seen either.
+        return None if owner is not None else [mine]
     if scope == "shared":
         # Shared with them and not their own (an owner may share a pet with a group they belong to).
-        return [*named_owner, Condition((column,), Operator.DIFFERS, (caller.email,)), _shared(sharing, caller)]
-    both = Condition((column, sharing.key_column), Operator.OWNED_OR_SHARED, (caller.email, now_ms(), *caller.grantees))
+        return [*named_owner, _not_owned_by(column, keys), _shared(sharing, caller)]
+    both = Condition((column, sharing.key_column), Operator.OWNED_OR_SHARED, (now_ms(), *keys))
     return [*named_owner, both]
+
+
+def _owned_by(column: str, keys: tuple[str, ...]) -> Condition:
+    """The records of one of these owners (one: an equality, which the owner's kept counts answer alone)."""
+    return Condition((column,), Operator.EQUAL if len(keys) == 1 else Operator.IN, keys)
+
+
+def _not_owned_by(column: str, keys: tuple[str, ...]) -> Condition:
+    return Condition((column,), Operator.DIFFERS, keys)
 
 
 def _shared(sharing: Sharing, caller: Caller) -> Condition:

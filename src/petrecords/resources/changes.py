@@ -52,10 +52,10 @@ def viewer_of(caller: Caller) -> Viewer | None:
 
 def sees(reader: Viewer | None, change: Change) -> bool:
     """Whether a caller (None: an administrator) may see a change, as far as the change says: of the shared
-    catalogue, of a record they owned before or after the write, or one a share let one of their grantees see
-    (as the read that found it looked: Change.seen_by)."""
+    catalogue, of a record they owned before or after the write (they, or one of their groups: their grantees name
+    both), or one a share let one of their grantees see (as the read that found it looked: Change.seen_by)."""
     if reader is None or change.owner_after == SHARED:
         return True
-    if reader.email in (change.owner_after, change.owner_before):
+    if change.owner_after in reader.grantees or change.owner_before in reader.grantees:
         return True
     return any(grantee in change.seen_by for grantee in reader.grantees)

@@ -79,7 +79,9 @@ def _forbidden(resource: Resource, *, existing: bool = True, written: bool = Tru
     title, through = resource.title, moves_between(resource)
     cases = []
     if written and resource.ownership.settable:
-        cases.append(f"a non-admin naming another user as {resource.ownership.field}")
+        cases.append(
+            f"a non-admin naming another user, or a group they are not a member of, as {resource.ownership.field}"
+        )
     if existing and resource.sharing is not None:
         cases.append(f"a caller who may see the {title} record through a share but not write it")
     if existing and resource.grants is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
+from petrecords.auth import GROUP_NAME_RULE, user_or_group
 from petrecords.store.base import SortKey
 from petrecords.text import (
     BIDI_CONTROLS,
@@ -247,6 +248,14 @@ EMAIL_SCHEMA: dict[str, Any] = {
     "pattern": f"^{EMAIL_PATTERN}$",
     "examples": ["alice@example.com"],
 }
+GROUP_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^group:/?[A-Za-z0-9._:@-][A-Za-z0-9._:@/-]{0,99}$",
+    "examples": ["group:clinic-42"],
+}
+"""`group:NAME` (auth.group_name: one leading `/` is not part of the name)."""
+USER_OR_GROUP_SCHEMA: dict[str, Any] = {"oneOf": [EMAIL_SCHEMA, GROUP_SCHEMA]}
+USER_OR_GROUP = "an e-mail address, or group:NAME (a group name of " + GROUP_NAME_RULE + ")"
 # Of RFC 3339 date-times, the service reads those with any number of digits of a second, no leap second and a
 # year from 0001.
 DATE_TIME_INPUT_PATTERN = (
@@ -460,6 +469,29 @@ class Email(PlainKind):
 
     def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
         return {**EMAIL_SCHEMA, "description": self.description} if self.description else dict(EMAIL_SCHEMA)
+
+
+@dataclass(frozen=True)
+class UserOrGroup(PlainKind):
+    """A user, by e-mail address (stored in lower case), or everyone whose token lists a group, as `group:NAME` (the
+    name compared exactly, case included; a leading `/`, as Keycloak writes a group's path, is not part of it)."""
+
+    description: str = ""
+    examples: tuple[str, ...] = ("alice@example.com", "group:clinic-42")
+    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+
+    def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
+        named = user_or_group(value) if isinstance(value, str) else None
+        return (named, None) if named is not None else (None, f"must be {self.expected(context)}.")
+
+    def expected(self, context: Context) -> str:
+        return USER_OR_GROUP
+
+    def schema(self, context: SchemaContext, *, sent: bool) -> dict[str, Any]:
+        schema: dict[str, Any] = {**USER_OR_GROUP_SCHEMA, "examples": list(self.examples)}
+        if self.description:
+            schema["description"] = self.description
+        return schema
 
 
 @dataclass(frozen=True)

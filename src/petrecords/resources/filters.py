@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
+from petrecords.auth import user_or_group
 from petrecords.openapi import parameter
 from petrecords.resources.fields import (
-    EMAIL_SCHEMA,
     MAX_SAFE_INTEGER,
+    USER_OR_GROUP,
+    USER_OR_GROUP_SCHEMA,
     UUID_SCHEMA,
     Context,
     Instant,
@@ -25,7 +27,6 @@ from petrecords.resources.fields import (
 )
 from petrecords.store.base import Condition, Operator
 from petrecords.text import has_forbidden_pattern_characters, match_key
-from petrecords.values import normalize_email
 
 MAX_IDS = 1000
 MAX_PATTERN_LENGTH = 200
@@ -132,7 +133,8 @@ class AnyOf:
 
 @dataclass(frozen=True)
 class Owner:
-    """`ownerId`: only this owner's records. For a non-admin, another owner matches nothing."""
+    """`ownerId`: only this owner's records (a user, or `group:NAME`). For a non-admin, an owner that is neither
+    them nor one of their groups matches only what it shared with them."""
 
     column: str
     parameter: str = "ownerId"
@@ -150,9 +152,9 @@ class Owner:
         given = values.get(self.parameter)
         if not given:
             return None
-        owner = normalize_email(given[0].strip())
+        owner = user_or_group(given[0].strip())
         if owner is None:
-            errors[self.parameter] = ["must be an e-mail address."]
+            errors[self.parameter] = [f"must be {USER_OR_GROUP}."]
         return owner
 
     def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
@@ -161,7 +163,12 @@ class Owner:
 
     def document(self, context: SchemaContext) -> list[dict[str, Any]]:
         return [
-            parameter(self.parameter, EMAIL_SCHEMA, "Only this owner. For a non-admin, another owner matches nothing.")
+            parameter(
+                self.parameter,
+                USER_OR_GROUP_SCHEMA,
+                "Only this owner: a user, or group:NAME. For a non-admin, an owner that is neither them nor one of "
+                "their groups matches only what it shared with them.",
+            )
         ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from petrecords.auth import Caller
 from petrecords.errors import NotFound
-from petrecords.resources.access import Permission, list_scope, moves_between, permission
+from petrecords.resources.access import Permission, list_scope, moves_between, owner_keys, permission
 from petrecords.resources.changes import change_wire, sees, viewer_of
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Change, Condition, Operator, PageQuery, Row, SortKey, Transaction, Versions
@@ -76,7 +76,7 @@ async def _versions_shown(
         conditions = (Condition(("id",), Operator.IN, others), *scope)
         query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=len(others), offset=0)
         seen.update(found["id"] for found in await tx.list(through.collection, query))
-    return Versions(caller.email, tuple(key for key in keys if key in seen))
+    return Versions(owner_keys(caller), tuple(key for key in keys if key in seen))
 
 
 async def _could_read_before(tx: Transaction, caller: Caller, last: Change | None) -> bool:

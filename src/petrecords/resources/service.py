@@ -17,6 +17,7 @@ from petrecords.errors import Duplicate, Forbidden, NotFound, PreconditionFailed
 from petrecords.resources.access import (
     Permission,
     Seen,
+    is_owner,
     list_scope,
     permission,
     permission_as_written,
@@ -148,8 +149,11 @@ def _owner_of(
         return {ownership.column: referenced[ownership.through][owner_column_of(target)]}
     requested = body.values.get(ownership.column)
     owner = requested or current or caller.email
-    if requested is not None and owner != caller.email and not caller.is_admin:
-        raise Forbidden(f"Only an administrator may set {ownership.field} to another user.")
+    if requested is not None and not caller.is_admin and not is_owner(caller, owner):
+        raise Forbidden(
+            f"You may set {ownership.field} to yourself or to a group you are a member of; only an administrator may "
+            "name another user or group."
+        )
     return {ownership.column: owner}
 
 

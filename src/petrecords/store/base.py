@@ -87,7 +87,7 @@ class Operator(enum.Enum):
     NEVER = "never"
     """Matches nothing (a bound that no stored value can meet)."""
     DIFFERS = "differs"
-    """The value differs from the one given, null included."""
+    """The value differs from each of those given, null included."""
     AFTER_OR_NULL = "after or null"
     """The value is greater than the one given, or null (a moment that has not passed, or none)."""
     SHARED = "shared"
@@ -97,13 +97,14 @@ class Operator(enum.Enum):
     """As SHARED, written so that each record in the list's order is looked up in the shares: what a page reads
     when the records shared are many (see SqlTransaction.list), instead of gathering and sorting all of them."""
     OWNED_OR_SHARED = "owned or shared"
-    """The record is the owner's, or shared with one of the grantees: values (owner, now, *grantees), columns (owner
-    column, key column)."""
+    """The record is owned by one of a caller's keys, or shared with one of them: values (now, *keys), columns (owner
+    column, key column). A caller's keys (their e-mail address and `group:NAME` of each of their groups) name both the
+    owners whose records are theirs and the grantees whose shares grant to them."""
     OWNED_OR_SHARED_EACH = "owned or shared, looked up for each record"
     """As OWNED_OR_SHARED, each record looked up as SHARED_EACH does."""
     OWNED_OR_NAMED = "owned or named"
-    """The record is the owner's, or names one of the grantees (a share): values (owner, *grantees), columns (owner
-    column, grantee column)."""
+    """The record is owned by one of a caller's keys, or names one of them as its grantee (a share): values (*keys),
+    columns (owner column, grantee column)."""
 
 
 class Condition(msgspec.Struct, frozen=True):
@@ -166,10 +167,10 @@ class Change(NewChange, frozen=True, kw_only=True):
 
 class Versions(msgspec.Struct, frozen=True):
     """Which of a record's changes its history shows a reader: those of the writes before or after which the record
-    was `owner`'s, and those that left it shared through one of `keys` (the records, pets, through which it may be
-    seen: a vaccination moves between pets)."""
+    was one of `owners`' (the reader's, or one of their groups'), and those that left it shared through one of
+    `keys` (the records, pets, through which it may be seen: a vaccination moves between pets)."""
 
-    owner: str
+    owners: tuple[str, ...]
     keys: tuple[uuid.UUID, ...]
 
 
@@ -213,8 +214,9 @@ class WriteInFlight(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Viewer(msgspec.Struct, frozen=True):
-    """Whose changes a non-administrator may see: their own (by e-mail), the shared catalogue's, and those that
-    their shares let them see (as any of their grantees: their e-mail, or a group)."""
+    """Whose changes a non-administrator may see: their own and their groups' (as owners, by the same names as
+    their grantees), the shared catalogue's, and those that their shares let them see (as any of their grantees:
+    their e-mail, or a group)."""
 
     email: str
     grantees: tuple[str, ...]

@@ -75,20 +75,24 @@ SELECT_HISTORY_KEYS = (
 )
 
 
-def _shown(keys: int) -> sa.ColumnElement[bool]:
+def _shown(keys: int, owners: int) -> sa.ColumnElement[bool]:
     """The changes of a record that a history shows (see Versions): those of the writes before or after which it
-    was the owner's, and those that kept it shared through one of the keys."""
-    owner = sa.bindparam("owner", type_=changes.c.owner_after.type)
+    was one of the owners', and those that kept it shared through one of the keys."""
+    named = [sa.bindparam(f"owner_{i}", type_=changes.c.owner_after.type) for i in range(owners)]
     return sa.or_(
-        changes.c.owner_before == owner,
-        changes.c.owner_after == owner,
+        changes.c.owner_before.in_(named),
+        changes.c.owner_after.in_(named),
         changes.c.shared_key.in_([sa.bindparam(f"key_{i}", type_=changes.c.shared_key.type) for i in range(keys)]),
     )
 
 
+Shown = tuple[int, int] | None
+"""(keys, owners) of the Versions a history shows; None: every version."""
+
+
 @functools.lru_cache(maxsize=HISTORY_KEYS + 1)
-def _history_select(keys: int | None) -> sa.Select[Any]:
-    where = [_OF_RECORD] if keys is None else [_OF_RECORD, _shown(keys)]
+def _history_select(shown: Shown) -> sa.Select[Any]:
+    where = [_OF_RECORD] if shown is None else [_OF_RECORD, _shown(*shown)]
     return (
         sa.select(*CHANGE_COLUMNS)
         .where(*where)
@@ -99,15 +103,15 @@ def _history_select(keys: int | None) -> sa.Select[Any]:
 
 
 @functools.lru_cache(maxsize=HISTORY_KEYS + 1)
-def _count_history_select(keys: int | None) -> sa.Select[Any]:
-    where = [_OF_RECORD] if keys is None else [_OF_RECORD, _shown(keys)]
+def _count_history_select(shown: Shown) -> sa.Select[Any]:
+    where = [_OF_RECORD] if shown is None else [_OF_RECORD, _shown(*shown)]
     return sa.select(sa.func.count()).select_from(changes).where(*where)
 
 
 def _history_values(resource: str, record_id: uuid.UUID, versions: Versions | None) -> dict[str, Any]:
     values: dict[str, Any] = {"resource": resource, "record_id": record_id}
     if versions is not None:
-        values["owner"] = versions.owner
+        values.update({f"owner_{i}": owner for i, owner in enumerate(versions.owners)})
         values.update({f"key_{i}": key for i, key in enumerate(versions.keys)})
     return values
 
@@ -116,7 +120,7 @@ def history_statement(
     resource: str, record_id: uuid.UUID, versions: Versions | None, *, limit: int, offset: int
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """A page of a record's changes (those `versions` says, or every one), oldest first."""
-    statement = _history_select(None if versions is None else len(versions.keys))
+    statement = _history_select(None if versions is None else (len(versions.keys), len(versions.owners)))
     return statement, {**_history_values(resource, record_id, versions), "limit": limit, "offset": offset}
 
 
@@ -124,7 +128,7 @@ def count_history_statement(
     resource: str, record_id: uuid.UUID, versions: Versions | None
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """How many changes of a record `versions` says (every one, when None)."""
-    statement = _count_history_select(None if versions is None else len(versions.keys))
+    statement = _count_history_select(None if versions is None else (len(versions.keys), len(versions.owners)))
     return statement, _history_values(resource, record_id, versions)
 
 
@@ -183,12 +187,13 @@ def after_cursor(horizon: Horizon, owner: tuple[sa.Column[Any], sa.ColumnElement
 
 @functools.lru_cache(maxsize=64)
 def changes_after_select(
-    horizon: Horizon, *, by_reader: bool, resources: int | None, dialect: str = "sqlite"
+    horizon: Horizon, *, by_reader: bool, resources: int | None, dialect: str = "sqlite", owners: int = 1
 ) -> sa.Select[Any]:
-    """The changes after a cursor, below `horizon`, in order. For a reader: the union of four index ranges
-    (shared records, records they own after the write, records they owned before it, and, through their shares'
-    windows, the shared records' changes), each read in order, so that the few changes of one caller among many
-    are found without reading the others."""
+    """The changes after a cursor, below `horizon`, in order. For a reader: the union of index ranges (shared
+    records, records they own after the write, records they owned before it, and, through their shares' windows, the
+    shared records' changes), each read in order, so that the few changes of one caller among many are found without
+    reading the others. A reader in groups owns as each of them too (`owners`: parameters `reader_{i}`, else one,
+    `reader`): two more ranges for each."""
 
     def resource_filter(where: list[Any], *, by_expression: bool) -> None:
         if resources is not None:
@@ -226,11 +231,12 @@ def changes_after_select(
 
     if not by_reader:
         return branch()
-    reader: sa.BindParameter[str] = sa.bindparam("reader")
+    readers: list[sa.BindParameter[str]] = (
+        [sa.bindparam("reader")] if owners == 1 else [sa.bindparam(f"reader_{i}") for i in range(owners)]
+    )
     branches = (
         branch((changes.c.owner_after, sa.literal(SHARED, changes.c.owner_after.type))),
-        branch((changes.c.owner_after, reader)),
-        branch((changes.c.owner_before, reader)),
+        *(branch((column, reader)) for reader in readers for column in (changes.c.owner_after, changes.c.owner_before)),
         granted(),
     )
     # A change of a record the reader owned before and after is in the last two ranges: UNION keeps it once
@@ -300,7 +306,11 @@ def changes_values(
     list)."""
     values: dict[str, Any] = {"after_xid": cursor[0], "after_position": cursor[1], "limit": limit}
     if reader is not None:
-        values["reader"] = reader.email
+        # The reader's keys as owners: the same names as their grantees (see changes_after_select).
+        if len(reader.grantees) == 1:
+            values["reader"] = reader.grantees[0]
+        else:
+            values.update({f"reader_{i}": owner for i, owner in enumerate(reader.grantees)})
         values["grantees"] = grantees
     values.update({f"resource_{i}": name for i, name in enumerate(resources or ())})
     return values

@@ -91,8 +91,8 @@ WRITES_VERSION = sa.select(sa.func.coalesce(sa.func.sum(record_counts.c.writes),
 class KeptCount:
     """Which kept counts answer how many records match a list's conditions."""
 
-    scope: str
-    """An owner, or ALL_OWNERS."""
+    scopes: tuple[str, ...]
+    """An owner, or ALL_OWNERS; or several owners (a caller's own records: theirs and their groups'), summed."""
     partitions: Condition | None = None
     """The values of the counted column (Collection.counted_by) that the records have, when the list names some."""
     below: int | None = None
@@ -102,24 +102,29 @@ class KeptCount:
 
 
 def kept_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> KeptCount | None:
-    """The kept counts that answer how many records match, else None: when the conditions are at most one owner,
-    and either at most one set of values of the counted column or at most a lower and an upper bound of the
-    counted time column."""
-    scope, partitions = ALL_OWNERS, None
+    """The kept counts that answer how many records match, else None: when the conditions are at most one owner
+    (or one set of owners), and either at most one set of values of the counted column or at most a lower and an
+    upper bound of the counted time column."""
+    scopes: tuple[str, ...] = (ALL_OWNERS,)
+    partitions = None
     bounds: dict[Operator, int] = {}
     for condition in conditions:
         column = condition.columns[0] if len(condition.columns) == 1 else None
         if column is None:
             return None
-        if column == collection.owner_column and condition.operator is Operator.EQUAL and scope == ALL_OWNERS:
-            scope = condition.values[0]
+        if (
+            column == collection.owner_column
+            and condition.operator in (Operator.EQUAL, Operator.IN)
+            and scopes == (ALL_OWNERS,)
+        ):
+            scopes = tuple(dict.fromkeys(condition.values))
         elif column == collection.counted_by and condition.operator is Operator.IN and partitions is None:
             partitions = condition
         elif not took_time_bound(collection, condition, bounds):
             return None
     if partitions is not None and bounds:
         return None
-    return KeptCount(scope, partitions, *time_range(bounds))
+    return KeptCount(scopes, partitions, *time_range(bounds))
 
 
 def took_time_bound(collection: Collection, condition: Condition, bounds: dict[Operator, int]) -> bool:
@@ -149,10 +154,24 @@ def summed(table: sa.Table, *conditions: sa.ColumnElement[bool]) -> sa.Select[An
     return sa.select(sa.func.coalesce(sa.func.sum(table.c["count"]), 0)).where(*conditions)
 
 
+def in_scopes(column: sa.ColumnElement[Any], scopes: int) -> sa.ColumnElement[bool]:
+    """The column holds one of the scopes of the parameters `scope_{i}`; of parameter `scope` when there is one (an
+    owner, or every owner), as it was written before a caller's own records could be several owners'."""
+    if scopes == 1:
+        return column == Unseen("scope", column.type)
+    return column.in_([Unseen(f"scope_{index}", column.type) for index in range(scopes)])
+
+
+def scope_values(scopes: tuple[str, ...]) -> dict[str, str]:
+    if len(scopes) == 1:
+        return {"scope": scopes[0]}
+    return {f"scope_{index}": scope for index, scope in enumerate(scopes)}
+
+
 @functools.lru_cache(maxsize=256)
-def kept_count_select(partitions: int | None) -> sa.Select[Any]:
+def kept_count_select(partitions: int | None, scopes: int = 1) -> sa.Select[Any]:
     resource, scope, partition = record_counts.c.resource, record_counts.c.scope, record_counts.c.partition
-    conditions = [resource == Unseen("resource", resource.type), scope == Unseen("scope", scope.type)]
+    conditions = [resource == Unseen("resource", resource.type), in_scopes(scope, scopes)]
     if partitions is not None:
         conditions.append(partition.in_([Unseen(f"partition_{i}", partition.type) for i in range(partitions)]))
     return summed(record_counts, *conditions)
@@ -217,7 +236,7 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
     return inserts
 
 
-def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.ColumnElement[int]:
+def _counted_before(collection: Collection, bound: str, *, owned: bool, scopes: int) -> sa.ColumnElement[int]:
     """How many records have the counted time column before the instant of parameter `bound`: the whole periods
     before its hour, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records
     of its hour that come before it. Parameters `{bound}_{name}` (see `before_values`)."""
@@ -226,10 +245,9 @@ def _counted_before(collection: Collection, bound: str, *, owned: bool) -> sa.Co
     same_hour = in_its_hour(column, bound)
     if owned and collection.owner_column is not None:
         owner = collection.table.c[collection.owner_column]
-        same_hour.append(owner == Unseen("scope", owner.type))
+        same_hour.append(in_scopes(owner, scopes))
     of_its_hour = sa.select(sa.func.count()).select_from(collection.table).where(*same_hour).scalar_subquery()
-    scope = period_counts.c.scope
-    return whole_periods_before(bound, scope == Unseen("scope", scope.type)) + of_its_hour
+    return whole_periods_before(bound, in_scopes(period_counts.c.scope, scopes)) + of_its_hour
 
 
 def in_its_hour(column: sa.ColumnElement[Any], bound: str) -> list[sa.ColumnElement[bool]]:
@@ -278,20 +296,25 @@ def before_values(bound: str, instant_ms: int) -> dict[str, int]:
     return values
 
 
-def kept_in_range(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.ColumnElement[Any]:
-    """How many records of parameter `scope` have the counted time column within the bounds given (parameters as
-    `before_values` names them, "below" and "at_least"), from the kept counts: every one without a bound."""
-    everything = kept_count_select(None).scalar_subquery()
-    count = _counted_before(collection, "below", owned=owned) if below else everything
+def kept_in_range(
+    collection: Collection, *, below: bool, at_least: bool, owned: bool, scopes: int = 1
+) -> sa.ColumnElement[Any]:
+    """How many records of parameter `scope` (or `scope_{i}`, see `in_scopes`) have the counted time column within
+    the bounds given (parameters as `before_values` names them, "below" and "at_least"), from the kept counts: every
+    one without a bound."""
+    everything = kept_count_select(None, scopes).scalar_subquery()
+    count = _counted_before(collection, "below", owned=owned, scopes=scopes) if below else everything
     if at_least:
-        count = count - _counted_before(collection, "at_least", owned=owned)
+        count = count - _counted_before(collection, "at_least", owned=owned, scopes=scopes)
     return count
 
 
 @functools.lru_cache(maxsize=64)
-def period_count_select(collection: Collection, *, below: bool, at_least: bool, owned: bool) -> sa.Select[Any]:
+def period_count_select(
+    collection: Collection, *, below: bool, at_least: bool, owned: bool, scopes: int = 1
+) -> sa.Select[Any]:
     """`kept_in_range` as one statement, so that it reads one snapshot."""
-    return sa.select(kept_in_range(collection, below=below, at_least=at_least, owned=owned))
+    return sa.select(kept_in_range(collection, below=below, at_least=at_least, owned=owned, scopes=scopes))
 
 
 def count_changes(

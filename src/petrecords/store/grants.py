@@ -217,9 +217,9 @@ def grant_count_inserts(shares: Collection, *, now: int) -> list[sa.Insert]:
 @dataclass(frozen=True)
 class SharedCount:
     """A list of what is shared with a caller (and not theirs) that the grantees' kept counts answer, with the
-    caller's own records when `with_own`."""
+    caller's own records when `with_own`. The caller's keys (`grantees`) name both whose shares grant to them and
+    whose records are theirs (a user's, and their groups')."""
 
-    caller: str
     now: int
     grantees: tuple[str, ...]
     below: int | None = None
@@ -229,10 +229,10 @@ class SharedCount:
 
 @dataclass(frozen=True)
 class SharedCondition:
-    """What a SHARED or OWNED_OR_SHARED condition names: the caller whose own records it also lets through (None for
-    SHARED), the instant it grants at, and the grantees (each once)."""
+    """What a SHARED or OWNED_OR_SHARED condition names: whether it also lets through the records that the grantees
+    own (OWNED_OR_SHARED: the caller's keys, see Operator), the instant it grants at, and the grantees (each once)."""
 
-    owner: str | None
+    owned: bool
     now: int
     grantees: tuple[str, ...]
 
@@ -240,12 +240,13 @@ class SharedCondition:
 def shared_condition(condition: Condition) -> SharedCondition | None:
     """The parts of a shared-list condition (in either form, see queries.SHARED_OPERATORS); None for another."""
     if condition.operator in (Operator.SHARED, Operator.SHARED_EACH):
-        owner, (now, *grantees) = None, condition.values
+        owned = False
     elif condition.operator in (Operator.OWNED_OR_SHARED, Operator.OWNED_OR_SHARED_EACH):
-        owner, now, *grantees = condition.values
+        owned = True
     else:
         return None
-    return SharedCondition(owner, int(now), tuple(dict.fromkeys(grantees)))
+    now, *grantees = condition.values
+    return SharedCondition(owned, int(now), tuple(dict.fromkeys(grantees)))
 
 
 def shared_count_scope(collection: Collection, conditions: tuple[Condition, ...]) -> SharedCount | None:
@@ -255,28 +256,29 @@ def shared_count_scope(collection: Collection, conditions: tuple[Condition, ...]
     shared_by = collection.shared_by
     if shared_by is None or collection.owner_column is None:
         return None
-    caller: str | None = None
+    owners: tuple[str, ...] | None = None
     shared: SharedCondition | None = None
     bounds: dict[Operator, int] = {}
     for condition in conditions:
         column = condition.columns[0] if len(condition.columns) == 1 else None
-        if column == collection.owner_column and condition.operator is Operator.DIFFERS and caller is None:
-            caller = condition.values[0]
+        if column == collection.owner_column and condition.operator is Operator.DIFFERS and owners is None:
+            owners = condition.values
         elif column == shared_by.key_column and condition.operator is Operator.SHARED and shared is None:
             shared = shared_condition(condition)
         elif (
             condition.columns == (collection.owner_column, shared_by.key_column)
             and condition.operator is Operator.OWNED_OR_SHARED
             and shared is None
-            and caller is None
+            and owners is None
         ):
-            caller, shared = condition.values[0], shared_condition(condition)
+            shared = shared_condition(condition)
+            owners = shared.grantees if shared is not None else None
         elif not took_time_bound(collection, condition, bounds):
             return None
-    if caller is None or shared is None or not shared.grantees:
+    # The counts tell the caller's own records apart from the others by their keys: those the owners must be.
+    if owners is None or shared is None or not shared.grantees or set(owners) != set(shared.grantees):
         return None
-    with_own = shared.owner is not None
-    return SharedCount(caller, shared.now, shared.grantees, *time_range(bounds), with_own=with_own)
+    return SharedCount(shared.now, shared.grantees, *time_range(bounds), with_own=shared.owned)
 
 
 def _scopes(grantees: int) -> list[sa.BindParameter[Any]]:
@@ -291,24 +293,31 @@ def grantee_scope_values(collection: Collection, grantees: Sequence[str]) -> dic
 
 
 @functools.lru_cache(maxsize=64)
-def kept_sizes_select(grantees: int) -> sa.Select[Any]:
-    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`), an
-    owner's (parameter `owner_scope`; ALL_OWNERS when there is none to read) and every owner's (scope ALL_OWNERS):
-    one row per scope that holds any."""
+def kept_sizes_select(grantees: int, *, owned: bool) -> sa.Select[Any]:
+    """How many records of parameter `resource` each of the grantees' counts holds (parameters `scope_{i}`), with
+    `owned` each of them as an owner's (parameters `owner_{i}`: the same names, an owner's scope), and every owner's
+    (scope ALL_OWNERS): one row per scope that holds any."""
     every_owner = sa.bindparam("every_owner", ALL_OWNERS, type_=record_counts.c.scope.type)
-    own = sa.bindparam("owner_scope", type_=record_counts.c.scope.type)
+    owners = [sa.bindparam(f"owner_{index}", type_=record_counts.c.scope.type) for index in range(grantees)]
     return (
         sa.select(record_counts.c.scope, sa.func.sum(record_counts.c.count))
         .where(
             record_counts.c.resource == sa.bindparam("resource"),
-            record_counts.c.scope.in_([*_scopes(grantees), own, every_owner]),
+            record_counts.c.scope.in_([*_scopes(grantees), *(owners if owned else ()), every_owner]),
         )
         .group_by(record_counts.c.scope)
     )
 
 
-SizesKey = tuple[str, str | None, tuple[str, ...]]
-"""(resource, owner or None, grantees): whose kept sizes `kept_sizes_select` reads."""
+def kept_sizes_values(collection: Collection, grantees: Sequence[str], *, owned: bool) -> dict[str, Any]:
+    values = grantee_scope_values(collection, grantees)
+    if owned:
+        values.update({f"owner_{index}": name for index, name in enumerate(grantees)})
+    return values
+
+
+SizesKey = tuple[str, bool, tuple[str, ...]]
+"""(resource, whether the grantees' own too, grantees): whose kept sizes `kept_sizes_select` reads."""
 
 
 class PlanSizes:
@@ -343,11 +352,11 @@ def shared_count_select(
     collection: Collection, grantees: int, *, below: bool, at_least: bool, with_own: bool
 ) -> sa.Select[Any]:
     """How many records are shared with a caller's grantees (parameters `grantee_{i}` and `scope_{i}`, the largest
-    first) and not theirs (`caller`), now (`now`), with the counted time column within the bounds given (as
-    `before_values` names them): what the grantees' counts hold, less what they hold of shares that have expired,
-    of the caller's own records, and of records shared with more than one of the grantees (counted at the first);
-    and, `with_own`, what the caller's own counts hold (parameter `scope`, the caller). One statement, so that it
-    reads one snapshot."""
+    first) and not theirs (owned by none of the same names: the caller's keys), now (`now`), with the counted time
+    column within the bounds given (as `before_values` names them): what the grantees' counts hold, less what they
+    hold of shares that have expired, of the caller's own records, and of records shared with more than one of the
+    grantees (counted at the first); and, `with_own`, what the counts of each of the caller's keys as an owner hold
+    (scopes `grantee_{i}`: an owner's scope is the owner). One statement, so that it reads one snapshot."""
     shared_by = collection.shared_by
     if shared_by is None or collection.owner_column is None:
         raise TypeError(f"{collection.name} records are not shared")
@@ -357,8 +366,9 @@ def shared_count_select(
     expires = shares.c[shared_by.expires_column]
     # Every value unseen by PostgreSQL's planner (counts.Unseen): the statement's best plan is the same for any.
     now = Unseen("now", sa.BigInteger())
-    caller = Unseen("caller", owner.type)
     names = [Unseen(f"grantee_{index}", grantee.type) for index in range(grantees)]
+    # The caller's own records: a user's, or their groups' (one key: an equality, as it was before groups owned).
+    mine = owner == names[0] if grantees == 1 else owner.in_(names)
     scopes = [Unseen(f"scope_{index}", record_counts.c.scope.type) for index in range(grantees)]
     in_range: list[sa.ColumnElement[bool]] = []
     if collection.counted_over is not None:
@@ -370,7 +380,7 @@ def shared_count_select(
 
     # With the caller's own records, their counts are read in the same rows' scans as the grantees', and their
     # records of the bound's hour with the grantees'.
-    read_scopes = [*scopes, Unseen("scope", record_counts.c.scope.type)] if with_own else scopes
+    read_scopes = [*scopes, *names] if with_own else scopes
 
     def kept_before(bound: str) -> sa.ColumnElement[Any]:
         time = table.c[collection.counted_over or ""]
@@ -386,7 +396,7 @@ def shared_count_select(
             .scalar_subquery()
         )
         if with_own:
-            counted_each = counted_each + sa.case((owner == caller, 1), else_=0)
+            counted_each = counted_each + sa.case((mine, 1), else_=0)
         of_its_hour = (
             sa.select(sa.func.coalesce(sa.func.sum(counted_each), 0))
             .select_from(table)
@@ -431,7 +441,7 @@ def shared_count_select(
         .correlate(table)
         .scalar_subquery()
     )
-    own = total(granting_each, table, owner == caller, *in_range).scalar_subquery()
+    own = total(granting_each, table, mine, *in_range).scalar_subquery()
     count = kept - expired - own
     if grantees > 1:
         earlier = shares.alias("earlier")
@@ -450,7 +460,7 @@ def shared_count_select(
             .offset(0)
         )
         repeated = total(
-            records_of(target, owner != caller),
+            records_of(target, sa.not_(mine)),
             shares,
             grantee.in_(names[1:]),
             unexpired(expires, now),
@@ -464,9 +474,7 @@ def shared_count_values(collection: Collection, shared: SharedCount, order: Sequ
     shared_by = collection.shared_by
     values = grantee_scope_values(collection, order) | {
         "now": shared.now,
-        "caller": shared.caller,
         "shares": "" if shared_by is None else shared_by.shares,
-        "scope": shared.caller,
     }
     values.update({f"grantee_{index}": name for index, name in enumerate(order)})
     for bound, instant in (("below", shared.below), ("at_least", shared.at_least)):

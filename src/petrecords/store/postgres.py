@@ -132,13 +132,15 @@ _OLDEST_WRITE_IN_FLIGHT = sa.text(
 
 
 @functools.lru_cache(maxsize=64)
-def _changes_page(*, by_reader: bool, resources: int | None) -> sa.Select[Any]:
+def _changes_page(*, by_reader: bool, resources: int | None, owners: int = 1) -> sa.Select[Any]:
     """The changes after a cursor as `changes_after_select` reads them, each row after a first column that says
     whether changes after the cursor have committed at or past the horizon (held back); one row with that
     column alone when there are none before it. One statement, one snapshot, one horizon."""
     horizon = sa.select(_HORIZON.label("first")).cte("horizon")
     first = sa.select(horizon.c.first).scalar_subquery()
-    page = changes_after_select(first, by_reader=by_reader, resources=resources, dialect="postgresql").subquery("page")
+    page = changes_after_select(
+        first, by_reader=by_reader, resources=resources, dialect="postgresql", owners=owners
+    ).subquery("page")
     # The first change after both the cursor and the horizon, as one bound of the (xid, position) index, read in
     # its order: an index search that stops at the first row. As an EXISTS with two bounds, PostgreSQL scanned
     # the whole log when nothing was held back (seconds at a million changes).
@@ -865,7 +867,11 @@ class PostgresTransaction(SqlTransaction):
     async def changes_page(
         self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None
     ) -> tuple[Sequence[Change], bool]:
-        statement = _changes_page(by_reader=reader is not None, resources=None if resources is None else len(resources))
+        statement = _changes_page(
+            by_reader=reader is not None,
+            resources=None if resources is None else len(resources),
+            owners=1 if reader is None else len(reader.grantees),
+        )
         rows = await self.fetch((statement, self.changes_values(cursor, limit, reader, resources)))
         found = [change_of(tuple(row)[1:]) for row in rows if row[1] is not None]
         return found, not rows[0][0]

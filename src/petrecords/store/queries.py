@@ -17,7 +17,13 @@ from petrecords.store.base import (
     SharedBy,
     SortKey,
 )
-from petrecords.store.counts import before_values, kept_count_scope, kept_count_select, period_count_select
+from petrecords.store.counts import (
+    before_values,
+    kept_count_scope,
+    kept_count_select,
+    period_count_select,
+    scope_values,
+)
 from petrecords.store.grants import unexpired
 from petrecords.store.pages import SortKeyValues
 from petrecords.store.records import Statement, reader_of
@@ -190,14 +196,14 @@ def _condition(
             )
         )
     if operator is Operator.OWNED_OR_NAMED:
-        named = table.c[columns[1]].in_([value(position, columns[1]) for position in range(1, count)])
-        return sa.or_(first == value(0, columns[0]), named)
+        named = table.c[columns[1]].in_([value(position, columns[1]) for position in range(count)])
+        return sa.or_(_one_of(first, [value(position, columns[0]) for position in range(count)]), named)
     if operator in SHARED_OPERATORS:
         if shared_by is None:
             raise TypeError(f"the records of {table} are not shared")
         owned = operator in (Operator.OWNED_OR_SHARED, Operator.OWNED_OR_SHARED_EACH)
         key = table.c[columns[-1]]
-        shared = _shared_keys(shared_by, index, first_value=2 if owned else 1, count=count)
+        shared = _shared_keys(shared_by, index, first_value=1, count=count)
         granted: sa.ColumnElement[bool]
         if operator in (Operator.SHARED_EACH, Operator.OWNED_OR_SHARED_EACH):
             # OFFSET 0: PostgreSQL would otherwise gather every share of the grantees into a hash first (a
@@ -209,7 +215,11 @@ def _condition(
             granted = sa.exists(each)
         else:
             granted = key.in_(shared)
-        return sa.or_(first == value(0, columns[0]), granted) if owned else granted
+        if not owned:
+            return granted
+        return sa.or_(_one_of(first, [value(position, columns[0]) for position in range(1, count)]), granted)
+    if operator is Operator.DIFFERS and count > 1:
+        return sa.and_(*(first.is_distinct_from(value(position, columns[0])) for position in range(count)))
     bound = value(0, columns[0])
     comparisons = {
         Operator.EQUAL: first == bound,
@@ -220,6 +230,12 @@ def _condition(
         Operator.AFTER_OR_NULL: sa.or_(first.is_(None), first > bound),
     }
     return comparisons[operator]
+
+
+def _one_of(column: sa.ColumnElement[Any], values: list[sa.BindParameter[Any]]) -> sa.ColumnElement[bool]:
+    """The column holds one of the values: an equality for one (a caller in no group), as it was written before
+    callers had groups, so that their statements and plans stay as they were."""
+    return column == values[0] if len(values) == 1 else column.in_(values)
 
 
 def _shared_keys(shared_by: SharedBy, index: int, *, first_value: int, count: int) -> sa.Select[Any]:
@@ -371,17 +387,18 @@ def count_statement(
     if kept is None:
         counted = condition_values(conditions) | _trigram_values(collection, conditions, search)
         return _counted_select(collection, shape_of(conditions), search), counted
-    values: dict[str, Any] = {"resource": collection.name, "scope": kept.scope}
+    values: dict[str, Any] = {"resource": collection.name, **scope_values(kept.scopes)}
+    scopes = len(kept.scopes)
     if kept.below is not None or kept.at_least is not None:
         for bound, instant in (("below", kept.below), ("at_least", kept.at_least)):
             if instant is not None:
                 values.update(before_values(bound, instant))
-        owned = kept.scope != ALL_OWNERS
+        owned = kept.scopes != (ALL_OWNERS,)
         select = period_count_select(
-            collection, below=kept.below is not None, at_least=kept.at_least is not None, owned=owned
+            collection, below=kept.below is not None, at_least=kept.at_least is not None, owned=owned, scopes=scopes
         )
         return select, values
     partitions = kept.partitions
     if partitions is not None:
         values.update({f"partition_{i}": value for i, value in enumerate(partitions.values)})
-    return kept_count_select(None if partitions is None else len(partitions.values)), values
+    return kept_count_select(None if partitions is None else len(partitions.values), scopes), values

@@ -72,14 +72,15 @@ from petrecords.store.grants import (
     UNLIST_EXPIRY,
     PlanSizes,
     SharedCount,
+    SizesKey,
     add_grant_changes,
     changed_keys,
     counted_grantees_select,
     expiry_listing,
     granted_times_select,
     grantee_scope,
-    grantee_scope_values,
     kept_sizes_select,
+    kept_sizes_values,
     shared_condition,
     shared_count_scope,
     shared_count_select,
@@ -216,14 +217,15 @@ class SqlTransaction(Transaction):
         self._counted: set[tuple[str, str, str]] = set()
         self._period_changes: collections.Counter[PeriodKey] = collections.Counter()
         self._searches: dict[tuple[Condition, ...], TrigramSearch | None] = {}
-        self._sizes: dict[tuple[str, str | None, tuple[str, ...]], dict[str, int]] = {}
+        self._sizes: dict[SizesKey, dict[str, int]] = {}
         self._deferred: list[tuple[sa.ClauseElement, dict[str, Any] | Sequence[dict[str, Any]]]] = []
         self.long_read_turns: LongReadTurns | None = None
         """Where a long read of this transaction takes its turn; None: it takes none."""
         self._turn: Turn | None = None
         self._scoped: set[tuple[Condition, ...]] = set()
         self.regranted: set[str] = set()
-        """The grantees of the shares this transaction wrote, as they were and as they are: what they may read
+        """The grantees of the shares this transaction wrote, as they were and as they are, and the owners of the
+        records it wrote (a group's are read by each of its members, not only the writer): what they may read
         changes with its commit (see store/replicas.py)."""
 
     async def __aenter__(self) -> SqlTransaction:
@@ -328,6 +330,8 @@ class SqlTransaction(Transaction):
         self, collection: Collection, removed: Sequence[Row], added: Sequence[Row], *, inserted: bool = False
     ) -> None:
         changes = count_changes(collection, removed, added)
+        if collection.owner_column is not None:
+            self.regranted.update(row[collection.owner_column] for row in (*removed, *added))
         self._count_changes.update(changes)
         self._counted.update(changes)
         if collection.counted_over is not None:
@@ -466,7 +470,7 @@ class SqlTransaction(Transaction):
         sizes read before it (on PostgreSQL another snapshot) say: the order only sets its cost."""
         order = list(shared.grantees)
         if len(order) > 1:
-            sizes = await self._kept_sizes(collection, shared.caller if shared.with_own else None, shared.grantees)
+            sizes = await self._kept_sizes(collection, shared.grantees, owned=shared.with_own)
             order.sort(key=lambda name: -sizes.get(grantee_scope(name), 0))
         statement = shared_count_select(
             collection,
@@ -478,18 +482,19 @@ class SqlTransaction(Transaction):
         return int((await self.fetch((statement, shared_count_values(collection, shared, order))))[0][0])
 
     async def _kept_sizes(
-        self, collection: Collection, owner: str | None, grantees: tuple[str, ...], *, fresh: bool = False
+        self, collection: Collection, grantees: tuple[str, ...], *, owned: bool, fresh: bool = False
     ) -> dict[str, int]:
-        """How many records each grantee's kept counts hold, by scope, the owner's (their scope, when one is given)
-        and every owner's (ALL_OWNERS): read once for a page and its total. Unless `fresh`, as the store's lists
-        read them a moment ago, if they did (see grants.PlanSizes): for choosing a plan."""
-        key = (collection.name, owner, grantees)
+        """How many records each grantee's kept counts hold, by scope, each grantee's as an owner (their scope, when
+        `owned`: the caller's keys) and every owner's (ALL_OWNERS): read once for a page and its total. Unless
+        `fresh`, as the store's lists read them a moment ago, if they did (see grants.PlanSizes): for choosing a
+        plan."""
+        key = (collection.name, owned, grantees)
         if key in self._sizes:
             return self._sizes[key]
         if not fresh and (remembered := self.plan_sizes.get(key)) is not None:
             return remembered
-        values = grantee_scope_values(collection, grantees) | {"owner_scope": owner or ALL_OWNERS}
-        statement = (kept_sizes_select(len(grantees)), values)
+        values = kept_sizes_values(collection, grantees, owned=owned)
+        statement = (kept_sizes_select(len(grantees), owned=owned), values)
         sizes = self._sizes[key] = {row[0]: int(row[1]) for row in await self.fetch(statement)}
         self.plan_sizes.put(key, sizes)
         return sizes
@@ -571,14 +576,16 @@ class SqlTransaction(Transaction):
             return conditions, None
         condition = conditions[index]
         shared = shared_condition(condition)
-        if shared is None or shared.owner is None:
+        if shared is None or not shared.owned or not shared.grantees:
             return conditions, None
         for fresh in (False, True):
-            sizes = await self._kept_sizes(collection, shared.owner, shared.grantees, fresh=fresh)
+            sizes = await self._kept_sizes(collection, shared.grantees, owned=True, fresh=fresh)
             if any(sizes.get(grantee_scope(name), 0) for name in shared.grantees):
                 return conditions, None
-        own = Condition(condition.columns[:1], Operator.EQUAL, (shared.owner,))
-        return (*conditions[:index], own, *conditions[index + 1 :]), sizes.get(shared.owner, 0)
+        # The caller's keys as owners: one (a caller in no group) is an equality, which the kept counts answer.
+        owners = shared.grantees
+        own = Condition(condition.columns[:1], Operator.EQUAL if len(owners) == 1 else Operator.IN, owners)
+        return (*conditions[:index], own, *conditions[index + 1 :]), sum(sizes.get(name, 0) for name in owners)
 
     async def _shared_plan(self, collection: Collection, query: PageQuery) -> PageQuery:
         """How a page of what is shared with a caller (and, without `access`, their own) reads: gathering every
@@ -589,10 +596,10 @@ class SqlTransaction(Transaction):
         shared = shared_condition(condition) if condition is not None else None
         if condition is None or shared is None or not shared.grantees:
             return query
-        sizes = await self._kept_sizes(collection, shared.owner, shared.grantees)
+        sizes = await self._kept_sizes(collection, shared.grantees, owned=shared.owned)
         held = sum(sizes.get(grantee_scope(name), 0) for name in shared.grantees)
-        if shared.owner is not None:
-            held += sizes.get(shared.owner, 0)
+        if shared.owned:
+            held += sum(sizes.get(name, 0) for name in shared.grantees)
         every_count = sizes.get(ALL_OWNERS, 0)
         walked = (query.offset + query.limit) * every_count / max(held, 1)
         if walked > SHARED_GATHERING_COST * held:
@@ -678,6 +685,7 @@ class SqlTransaction(Transaction):
             by_reader=reader is not None,
             resources=None if resources is None else len(resources),
             dialect=self.dialect_name,
+            owners=1 if reader is None else len(reader.grantees),
         )
         values = self.changes_values(cursor, limit, reader, resources)
         return [change_of(row) for row in await self.fetch((statement, values))]
