@@ -1,0 +1,595 @@
+"""What is due (contract section 14): each living pet's latest completed dose of each group, kept in `due_doses` in
+the transaction of every write that can move it, and the two endpoints that read it:
+`GET /v1/pets/{petId}/vaccination-status` and `GET /v1/due`.
+
+A group's latest dose moves when a dose is created, replaced, updated, marked in error or deleted (its pet's doses
+are read again), when a vaccine's `group` or `name` changes (the pets with a dose of it), and when a pet is renamed,
+changes type or owner, dies or is deleted (its rows follow it, or go). The writes of a pet's vaccinations hold the
+pet exclusively (Reference.exclusive), and a pet's own writes hold it too, so that one transaction at a time reads a
+pet's doses and writes its rows. The rows are counted like the vaccinations they show, for their owners and the
+grantees of the pets' shares (see store/counts.py and store/grants.py): `GET /v1/due`'s exact total is a few kept
+rows, and a page walks the index of its order.
+
+The group key, label and state rules are those of certificates (petrecords.certificates.facts), so that a
+certificate and the due list never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+import msgspec
+import sqlalchemy as sa
+
+from petrecords.auth import Caller
+from petrecords.certificates.facts import DAY_MS, due_state, group_key, group_label
+from petrecords.endpoints import Answer, Call, Endpoint
+from petrecords.errors import NotFound, ValidationFailed
+from petrecords.openapi import DocumentContext, api_errors, headers, parameter
+from petrecords.pets import PETS
+from petrecords.resources.access import list_scope
+from petrecords.resources.declaration import Kept, Resource
+from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA, Context, RecordId, pet_type
+from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
+from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
+from petrecords.resources.service import load_seen
+from petrecords.services import Services
+from petrecords.store.base import Collection, Condition, Join, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.tables import Text, hour_indexed, metadata
+from petrecords.text import match_key
+from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
+from petrecords.values import format_timestamp, now_ms
+
+MOST_DOSES_READ = 100_000
+"""A pet's completed doses read at once to find its latest of each group: more than any pet is given."""
+
+due_doses = sa.Table(
+    "due_doses",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True, comment="the latest dose's vaccination id"),
+    sa.Column("pet_id", sa.Uuid(), nullable=False),
+    sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
+    sa.Column("group_key", Text, nullable=False, comment="group: and the group's match key, or vaccine: and its id"),
+    sa.Column("label_key", Text, nullable=False, comment="match key of the group's label, for sorting and matching"),
+    sa.Column("vaccine_id", sa.Uuid(), nullable=False),
+    sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("pet_type", Text, nullable=False),
+    sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
+    sa.Index(None, "pet_id", "group_key", unique=True),
+    # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
+    # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
+    sa.Index(None, "due_at", "pet_id", "label_key", "id"),
+    sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
+    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt, and skip a
+    # moment more than those days past: each pass reads a range of this order, never the whole table.
+)
+hour_indexed(due_doses, "due_at")
+
+DUE_COLUMNS = tuple(due_doses.c.keys())
+
+
+def _group_text(vaccine: Row) -> str:
+    """The group key of facts.group_key as stored: `group:` and the group's match key, or `vaccine:` and its id."""
+    kind, value = cast(tuple[str, object], group_key(vaccine))
+    return f"{kind}:{value}"
+
+
+def latest_doses(doses: Sequence[Row]) -> dict[str, Row]:
+    """Each group's latest dose among a pet's vaccinations (each with its `vaccine`), by stored group key: the
+    completed dose applied last, then of the greater id."""
+    latest: dict[str, Row] = {}
+    for dose in doses:
+        if dose["status"] != COMPLETED:
+            continue
+        key = _group_text(dose["vaccine"])
+        current = latest.get(key)
+        if current is None or (dose["applied_at"], dose["id"].int) > (current["applied_at"], current["id"].int):
+            latest[key] = dose
+    return latest
+
+
+def _due_row(pet: Row, key: str, dose: Row) -> Row:
+    vaccine = dose["vaccine"]
+    return {
+        "id": dose["id"],
+        "pet_id": pet["id"],
+        "owner_id": pet["owner_id"],
+        "group_key": key,
+        "label_key": match_key(group_label(vaccine)),
+        "vaccine_id": vaccine["id"],
+        "applied_at": dose["applied_at"],
+        "due_at": dose["due_at"],
+        "pet_type": pet["pet_type"],
+        "pet_name_key": pet["name_key"],
+    }
+
+
+def _of_pet(pet_id: uuid.UUID, *also: Condition, sort: tuple[SortKey, ...] = (SortKey("id"),)) -> PageQuery:
+    conditions = (Condition(("pet_id",), Operator.EQUAL, (pet_id,)), *also)
+    return PageQuery(conditions=conditions, sort=sort, limit=MOST_DOSES_READ, offset=0)
+
+
+async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> Sequence[Row]:
+    """A pet's completed vaccinations, each with its vaccine."""
+    completed = Condition(("status",), Operator.EQUAL, (COMPLETED,))
+    return await tx.list(PET_VACCINATIONS.collection, _of_pet(pet_id, completed))
+
+
+async def _keep_pet(tx: Transaction, pet_id: uuid.UUID) -> None:
+    """Write a pet's due rows as its doses and its record now say: none for a pet that died or is gone."""
+    collection = DUE_DOSES.collection
+    pet = await tx.get(PETS.collection, pet_id)
+    wanted: dict[str, Row] = {}
+    if pet is not None and pet["deceased_at"] is None:
+        wanted = {key: _due_row(pet, key, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
+    held = {row["group_key"]: _stored(row) for row in await tx.list(collection, _of_pet(pet_id))}
+    # Deletions first: a group's new latest dose takes the place of the old one in the (pet, group) index.
+    for key, row in held.items():
+        if key not in wanted or wanted[key]["id"] != row["id"]:
+            await tx.delete(collection, row)
+    for key, row in wanted.items():
+        before = held.get(key)
+        if before is None or before["id"] != row["id"]:
+            await tx.insert(collection, row)
+        elif before != row:
+            await tx.update(collection, row, previous=before)
+
+
+def _stored(row: Row) -> Row:
+    return {column: row[column] for column in DUE_COLUMNS}
+
+
+_DOSE_COLUMNS = ("pet_id", "vaccine_id", "applied_at", "due_at", "status")
+_PET_COLUMNS = ("owner_id", "name_key", "pet_type", "deceased_at")
+_VACCINE_COLUMNS = ("group_name", "name")
+
+
+def _moved(before: Row | None, after: Row | None, columns: tuple[str, ...]) -> bool:
+    return before is None or after is None or any(before[column] != after[column] for column in columns)
+
+
+async def keep_due(tx: Transaction, resource: Resource, before: Row | None, after: Row | None) -> None:
+    """Keep the due rows as a write of a pet, a vaccine or a vaccination leaves them (see Kept)."""
+    pets: set[uuid.UUID] = set()
+    if resource is PET_VACCINATIONS and _moved(before, after, _DOSE_COLUMNS):
+        pets = {row["pet_id"] for row in (before, after) if row is not None}
+    elif resource is PETS and before is not None and _moved(before, after, _PET_COLUMNS):
+        pets = {before["id"]}
+    elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
+        doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
+        pets = {dose["pet_id"] for dose in doses}
+    for pet_id in sorted(pets):
+        await _keep_pet(tx, pet_id)
+
+
+def _collection(vaccinations: Collection) -> Collection:
+    """Seen and counted as the vaccinations are (the same owner and shared-through columns), by the hour of dueAt."""
+    return dataclasses.replace(
+        vaccinations,
+        name="due",
+        table=due_doses,
+        counted_by=None,
+        counted_over="due_at",
+        joins=(Join("pet", "pet_id", PETS.collection), Join("vaccine", "vaccine_id", VACCINES.collection)),
+        searchable=(),
+    )
+
+
+DUE_DOSES = Kept(
+    name="due",
+    follows=(PETS, VACCINES, PET_VACCINATIONS),
+    seen_as=PET_VACCINATIONS,
+    keep=keep_due,
+    make_collection=_collection,
+)
+
+
+# --- GET /v1/pets/{petId}/vaccination-status --------------------------------------------------------------------
+
+
+class StatusItem(msgspec.Struct, rename="camel"):
+    group: str
+    vaccine_id: str
+    vaccine_name: str
+    vaccination_id: str
+    applied_at: str
+    due_at: str
+    state: str
+
+
+class Status(msgspec.Struct, rename="camel"):
+    pet_id: str
+    as_of: str
+    items: list[StatusItem]
+
+
+async def vaccination_status(*, tx: Transaction, caller: Caller, record_id: str, due_soon_days: int) -> Status:
+    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet."""
+    pet = (await load_seen(tx=tx, caller=caller, resource=PETS, record_id=record_id)).row
+    at = now_ms()
+    due_soon_until = at + due_soon_days * DAY_MS
+    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing).
+    latest: list[tuple[Row, Row]]
+    if pet["deceased_at"] is None:
+        rows = await tx.list(DUE_DOSES.collection, _of_pet(pet["id"]))
+        latest = [(row, row["vaccine"]) for row in rows]
+    else:
+        latest = [(dose, dose["vaccine"]) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
+    items = []
+    for dose, vaccine in sorted(latest, key=lambda found: (found[0]["due_at"], match_key(group_label(found[1])))):
+        deceased = pet["deceased_at"] is not None
+        state = "deceased" if deceased else due_state(dose["due_at"], now_ms=at, due_soon_until_ms=due_soon_until)
+        items.append(
+            StatusItem(
+                group=group_label(vaccine),
+                vaccine_id=str(vaccine["id"]),
+                vaccine_name=vaccine["name"],
+                vaccination_id=str(dose["id"]),
+                applied_at=format_timestamp(dose["applied_at"]),
+                due_at=format_timestamp(dose["due_at"]),
+                state=state,
+            )
+        )
+    return Status(pet_id=str(pet["id"]), as_of=format_timestamp(at), items=items)
+
+
+# --- GET /v1/due ----------------------------------------------------------------------------------------------
+
+
+class GroupLabel:
+    """`group`: the groups' labels, matched whole, case ignored."""
+
+    parameters = ("group",)
+    several = True
+    columns = ("label_key",)
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        given = values.get("group")
+        if given is None:
+            return []
+        labels = split_values(given)
+        if not labels or any(not label.strip() or len(label) > 100 for label in labels):
+            errors["group"] = ["must be one or more group labels, each of 1 to 100 characters."]
+            return []
+        return [Condition(("label_key",), Operator.IN, tuple(dict.fromkeys(match_key(label) for label in labels)))]
+
+
+DUE_SORT = {"dueat": ("dueAt", "due_at"), "petname": ("petName", "pet_name_key"), "group": ("group", "label_key")}
+TIE_BREAKERS = ("pet_id", "label_key", "id")
+_BEFORE = time_bound("before", "due_at", Operator.BELOW, "")
+FILTERS = (
+    time_bound("after", "due_at", Operator.AT_LEAST, ""),
+    AnyOf("petId", "pet_id", RecordId(), ""),
+    AnyOf("petType", "pet_type", pet_type(), ""),
+    GroupLabel(),
+)
+OWNER = Owner("owner_id")
+SCOPE = Scope()
+DUE_PARAMETERS = (
+    *PAGING_PARAMETERS,
+    "before",
+    "after",
+    "petId",
+    "petType",
+    "ownerId",
+    "group",
+    "access",
+    "sort",
+    "order",
+)
+_SEVERAL = frozenset({"petId", "petType", "group"})
+
+
+@dataclasses.dataclass(frozen=True)
+class DueRequest:
+    page_index: int
+    page_size: int
+    conditions: tuple[Condition, ...]
+    owner: str | None
+    scope: str | None
+    sort: tuple[SortKey, ...]
+
+
+def parse_due_query(
+    pairs: Sequence[tuple[str, str]], *, context: Context, default_page_size: int, max_page_size: int
+) -> DueRequest:
+    """The parameters of `GET /v1/due`; 400 naming every one that is unknown or malformed."""
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    errors: Errors = {}
+    for name, given in values.items():
+        if name not in DUE_PARAMETERS:
+            errors[name] = ["is not a parameter of this operation; expected one of " + ", ".join(DUE_PARAMETERS) + "."]
+        elif name not in _SEVERAL and len(given) > 1:
+            errors[name] = ["must be given once."]
+    single = {name: given for name, given in values.items() if name not in errors}
+    page_index = 1
+    if (raw := single.get("pageIndex")) is not None:
+        page_index = positive_int("pageIndex", raw[0], errors) or 1
+    page_size = default_page_size
+    if (raw := single.get("pageSize")) is not None:
+        page_size = positive_int("pageSize", raw[0], errors, maximum=max_page_size) or max_page_size
+    before = _BEFORE.read(single, errors, context) or [Condition(("due_at",), Operator.BELOW, (context.now_ms,))]
+    conditions = [*before, *(condition for one in FILTERS for condition in one.read(single, errors, context))]
+    owner = OWNER.owner(single, errors)
+    scope = SCOPE.scope(single, errors)
+    sort = _due_sort(single, errors)
+    if errors:
+        raise ValidationFailed(errors, what="query")
+    return DueRequest(page_index, page_size, tuple(conditions), owner, scope, sort)
+
+
+def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ...]:
+    """`sort` (dueAt, petName, group, each optionally with -) in the direction `order` gives those without -; ties
+    are broken by petId, then group, ascending."""
+    order = values.get("order", ["asc"])[0].lower()
+    if order not in ("asc", "desc"):
+        errors["order"] = ["must be asc or desc."]
+    items = split_values(values["sort"]) if "sort" in values else ["dueAt"]
+    keys: list[SortKey] = []
+    for item in items:
+        found = DUE_SORT.get(item.removeprefix("-").lower())
+        if found is None or any(key.column == found[1] for key in keys):
+            errors["sort"] = ["must be distinct fields of dueAt, petName, group, each optionally prefixed with -."]
+            return ()
+        keys.append(SortKey(found[1], item.startswith("-") or order == "desc"))
+    sorted_by = {key.column for key in keys}
+    return (*keys, *(SortKey(column) for column in TIE_BREAKERS if column not in sorted_by))
+
+
+class DueItem(msgspec.Struct, rename="camel"):
+    pet_id: str
+    pet_name: str
+    pet_type: str
+    owner_id: str
+    group: str
+    vaccine_id: str
+    vaccine_name: str
+    vaccination_id: str
+    applied_at: str
+    due_at: str
+
+
+def _due_item(row: Row) -> DueItem:
+    pet, vaccine = row["pet"], row["vaccine"]
+    return DueItem(
+        pet_id=str(row["pet_id"]),
+        pet_name=pet["name"],
+        pet_type=pet["pet_type"],
+        owner_id=row["owner_id"],
+        group=group_label(vaccine),
+        vaccine_id=str(vaccine["id"]),
+        vaccine_name=vaccine["name"],
+        vaccination_id=str(row["id"]),
+        applied_at=format_timestamp(row["applied_at"]),
+        due_at=format_timestamp(row["due_at"]),
+    )
+
+
+async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> dict[str, Any]:
+    """A page of the groups due among the living pets the caller may see, as the list body of contract section 4."""
+    scope = await list_scope(tx, caller, DUE_DOSES.seen_as, owner=request.owner, scope=request.scope)
+    conditions = (*request.conditions, *(scope or ()))
+    collection = DUE_DOSES.collection
+    total = await tx.count(collection, conditions) if scope is not None else 0
+    offset = (request.page_index - 1) * request.page_size
+    rows: Sequence[Row] = []
+    if offset < total:
+        query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
+        rows = await tx.list(collection, query)
+    total_pages = -(-total // request.page_size)
+    return {
+        "items": [_due_item(row) for row in rows],
+        "pageIndex": request.page_index,
+        "pageSize": request.page_size,
+        "totalPages": total_pages,
+        "totalCount": total,
+        "hasPreviousPage": request.page_index > 1,
+        "hasNextPage": request.page_index < total_pages,
+    }
+
+
+# --- the endpoints -----------------------------------------------------------------------------------------------
+
+
+class DueOperations:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    async def status(self, call: Call) -> Answer:
+        caller: Caller = call.caller
+        settings = self.services.settings
+        async with self.services.store.transaction(write=False, caller=caller) as tx:
+            status = await vaccination_status(
+                tx=tx, caller=caller, record_id=call.params["petId"], due_soon_days=settings.due_soon_days
+            )
+        return Answer(200, msgspec.json.encode(status))
+
+    async def due(self, call: Call) -> Answer:
+        caller: Caller = call.caller
+        settings = self.services.settings
+        request = parse_due_query(
+            query_pairs(call.query),
+            context=self.services.context(),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        async with self.services.store.transaction(write=False, caller=caller) as tx:
+            page = await due_page(tx=tx, caller=caller, request=request)
+        return Answer(200, msgspec.json.encode(page))
+
+
+def due_endpoints(services: Services) -> list[Endpoint]:
+    operations = DueOperations(services)
+    return [
+        Endpoint(
+            "GET",
+            "/v1/pets/{petId}/vaccination-status",
+            "getPetVaccinationStatus",
+            PETS.name,
+            "A pet's groups of vaccines, each at its latest dose, and whether it is due",
+            operations.status,
+            _status_document,
+            direct=True,
+        ),
+        Endpoint(
+            "GET",
+            "/v1/due",
+            "listDue",
+            PET_VACCINATIONS.name,
+            "The groups whose latest dose is due, among the living pets the caller may see",
+            operations.due,
+            _due_document,
+            direct=True,
+        ),
+    ]
+
+
+def _string(description: str, **more: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **more}
+
+
+_GROUP = _string("The group's label: the latest dose's vaccine's group, or its name when it has none.")
+_COMMON_ITEM = {
+    "vaccineId": {**UUID_SCHEMA, "description": "The latest dose's vaccine."},
+    "vaccineName": _string("The latest dose's vaccine's name."),
+    "vaccinationId": {**UUID_SCHEMA, "description": "The group's latest dose: its vaccination record."},
+    "appliedAt": {**TIMESTAMP_SCHEMA, "description": "When the latest dose was given."},
+    "dueAt": {**TIMESTAMP_SCHEMA, "description": "When the group is due: the latest dose's dueAt."},
+}
+STATES = ("overdue", "due-soon", "current", "deceased")
+
+
+def _object(properties: dict[str, Any], description: str = "") -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "required": list(properties),
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def _status_document(context: DocumentContext) -> dict[str, Any]:
+    days = context.settings.due_soon_days
+    item = _object(
+        {
+            "group": _GROUP,
+            **_COMMON_ITEM,
+            "state": _string(
+                f"overdue: dueAt is at or before asOf; due-soon: within {days} days after it "
+                "(PETRECORDS_DUE_SOON_DAYS); current: later; deceased: the pet has died (every group).",
+                enum=list(STATES),
+            ),
+        }
+    )
+    status = _object(
+        {
+            "petId": {**UUID_SCHEMA, "description": "The pet."},
+            "asOf": {**TIMESTAMP_SCHEMA, "description": "The time of the answer, which the states are as of."},
+            "items": {"type": "array", "items": item, "description": "One per group, by dueAt, then group."},
+        },
+        "A pet's vaccination status: one item for each group the pet has a completed dose of.",
+    )
+    return {
+        "description": "Whoever may read the pet (its owner, a grantee of one of its shares, an admin). A pet's doses "
+        "of one group are its completed vaccinations whose vaccines have equal groups (case ignored), or, for a "
+        "vaccine with no group, of that vaccine alone; the latest (appliedAt, then the greater id) counts, and an "
+        "earlier dose is never due again. A dose entered-in-error counts for nothing. No ETag.",
+        "parameters": [
+            parameter("petId", {**UUID_SCHEMA}, "The pet's id.", where="path", required=True),
+        ],
+        "responses": {
+            "200": {
+                "description": "The pet's status.",
+                "headers": headers("Cache-Control"),
+                "content": {"application/json": {"schema": status}},
+            },
+            **api_errors(NotFound),
+        },
+    }
+
+
+def _due_document(context: DocumentContext) -> dict[str, Any]:
+    settings = context.settings
+    item = _object(
+        {
+            "petId": {**UUID_SCHEMA, "description": "The pet."},
+            "petName": _string("The pet's name."),
+            "petType": _string("The pet's type."),
+            "ownerId": {**EMAIL_SCHEMA, "description": "The pet's owner."},
+            "group": _GROUP,
+            **_COMMON_ITEM,
+        }
+    )
+    page = _object(
+        {
+            "items": {"type": "array", "items": item},
+            "pageIndex": {"type": "integer", "minimum": 1},
+            "pageSize": {"type": "integer", "minimum": 1, "maximum": settings.max_page_size},
+            "totalPages": {"type": "integer", "minimum": 0},
+            "totalCount": {"type": "integer", "minimum": 0, "description": "Exact."},
+            "hasPreviousPage": {"type": "boolean"},
+            "hasNextPage": {"type": "boolean"},
+        },
+        "A page of what is due: one item per pet and group.",
+    )
+    instant = {**TIMESTAMP_SCHEMA, "format": "date-time"}
+    parameters = [
+        parameter("before", instant, "dueAt < this (RFC 3339, `Z` or an offset). Default: now."),
+        parameter("after", instant, "dueAt ≥ this."),
+        parameter("petId", {"type": "array", "items": UUID_SCHEMA}, f"Only these pets. {SEVERAL}", several=True),
+        parameter(
+            "petType",
+            {"type": "array", "items": {"type": "string", "enum": list(settings.pet_types)}},
+            f"Only pets of these types (case-insensitive). {SEVERAL}",
+            several=True,
+        ),
+        parameter("ownerId", EMAIL_SCHEMA, "Only this owner's pets (within what the caller may see)."),
+        parameter(
+            "group",
+            {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100}},
+            f"Only these groups, by label, case ignored. {SEVERAL}",
+            several=True,
+        ),
+        parameter(
+            "access",
+            {"type": "string", "enum": ["owned", "shared"]},
+            "owned: only the caller's own pets; shared: only the pets shared with them.",
+        ),
+        parameter("pageIndex", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
+        parameter(
+            "pageSize",
+            {"type": "integer", "minimum": 1, "default": settings.default_page_size},
+            f"Items per page; above {settings.max_page_size} it is reduced to it.",
+        ),
+        parameter(
+            "sort",
+            {"type": "string", "default": "dueAt"},
+            "Comma-separated fields of dueAt, petName, group (case ignored), each optionally prefixed with - "
+            "(descending). Ties are broken by petId, then group (case ignored), ascending.",
+        ),
+        parameter("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}, "Direction without -."),
+    ]
+    return {
+        "description": "For the living pets the caller may see (their own, those shared with them, every pet for an "
+        "admin), each group whose latest dose is due before `before`: one item per pet and group, as the list body. "
+        "A booster renews the doses before it: only the latest completed dose of each group counts. Any other "
+        "parameter is 400 (the data-provider conventions of the other lists do not apply). The next request sees "
+        "every committed write that moves a group's latest dose.",
+        "parameters": parameters,
+        "responses": {
+            "200": {
+                "description": "A page of what is due.",
+                "headers": headers("Cache-Control"),
+                "content": {"application/json": {"schema": page}},
+            },
+            **api_errors(),
+        },
+    }
