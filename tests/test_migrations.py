@@ -423,9 +423,9 @@ def test_due_revision_keeps_each_living_pets_latest_dose_of_each_group(fresh_url
     due, periods, records = _on_connection(fresh_url, tmp_path, kept)
     latest = [booster, *leptos]
     assert due == {
-        (booster["id"], "group:rabies"),
-        (leptos[0]["id"], f"vaccine:{lepto['id']}"),
-        (leptos[1]["id"], f"vaccine:{lepto['id']}"),
+        (booster["id"], "rabies"),
+        (leptos[0]["id"], None),
+        (leptos[1]["id"], None),
     }
     collection = DUE_DOSES.collection
     expected_periods = period_changes(collection, (), latest)

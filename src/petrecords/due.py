@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import sqlalchemy as sa
@@ -53,14 +53,16 @@ due_doses = sa.Table(
     sa.Column("id", sa.Uuid(), primary_key=True, comment="the latest dose's vaccination id"),
     sa.Column("pet_id", sa.Uuid(), nullable=False),
     sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
-    sa.Column("group_key", Text, nullable=False, comment="group: and the group's match key, or vaccine: and its id"),
+    sa.Column(
+        "group_key", Text, nullable=True, comment="the group's match key; null: the vaccine is a group of its own"
+    ),
     sa.Column("label_key", Text, nullable=False, comment="match key of the group's label, for sorting and matching"),
     sa.Column("vaccine_id", sa.Uuid(), nullable=False),
     sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("pet_type", Text, nullable=False),
     sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
-    sa.Index(None, "pet_id", "group_key", unique=True),
+    sa.Index(None, "pet_id", "id"),
     # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
     # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
     sa.Index(None, "due_at", "pet_id", "label_key", "id"),
@@ -73,33 +75,34 @@ hour_indexed(due_doses, "due_at")
 DUE_COLUMNS = tuple(due_doses.c.keys())
 
 
-def _group_text(vaccine: Row) -> str:
-    """The group key of facts.group_key as stored: `group:` and the group's match key, or `vaccine:` and its id."""
-    kind, value = cast(tuple[str, object], group_key(vaccine))
-    return f"{kind}:{value}"
+def _stored_group(row: Row) -> object:
+    """The group of a due row, as facts.group_key names a vaccine's."""
+    group = row["group_key"]
+    return ("vaccine", row["vaccine_id"]) if group is None else ("group", group)
 
 
-def latest_doses(doses: Sequence[Row]) -> dict[str, Row]:
-    """Each group's latest dose among a pet's vaccinations (each with its `vaccine`), by stored group key: the
+def latest_doses(doses: Sequence[Row]) -> dict[object, Row]:
+    """Each group's latest dose among a pet's vaccinations (each with its `vaccine`), by facts.group_key: the
     completed dose applied last, then of the greater id."""
-    latest: dict[str, Row] = {}
+    latest: dict[object, Row] = {}
     for dose in doses:
         if dose["status"] != COMPLETED:
             continue
-        key = _group_text(dose["vaccine"])
+        key = group_key(dose["vaccine"])
         current = latest.get(key)
         if current is None or (dose["applied_at"], dose["id"].int) > (current["applied_at"], current["id"].int):
             latest[key] = dose
     return latest
 
 
-def _due_row(pet: Row, key: str, dose: Row) -> Row:
+def _due_row(pet: Row, dose: Row) -> Row:
     vaccine = dose["vaccine"]
+    group = vaccine["group_name"]
     return {
         "id": dose["id"],
         "pet_id": pet["id"],
         "owner_id": pet["owner_id"],
-        "group_key": key,
+        "group_key": None if group is None else match_key(group),
         "label_key": match_key(group_label(vaccine)),
         "vaccine_id": vaccine["id"],
         "applied_at": dose["applied_at"],
@@ -120,24 +123,65 @@ async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> Sequence[Row]:
     return await tx.list(PET_VACCINATIONS.collection, _of_pet(pet_id, completed))
 
 
-async def _keep_pet(tx: Transaction, pet_id: uuid.UUID) -> None:
-    """Write a pet's due rows as its doses and its record now say: none for a pet that died or is gone."""
-    collection = DUE_DOSES.collection
+async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
+    """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
+    group."""
     pet = await tx.get(PETS.collection, pet_id)
-    wanted: dict[str, Row] = {}
+    wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
-        wanted = {key: _due_row(pet, key, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
-    held = {row["group_key"]: _stored(row) for row in await tx.list(collection, _of_pet(pet_id))}
-    # Deletions first: a group's new latest dose takes the place of the old one in the (pet, group) index.
-    for key, row in held.items():
-        if key not in wanted or wanted[key]["id"] != row["id"]:
-            await tx.delete(collection, row)
-    for key, row in wanted.items():
-        before = held.get(key)
-        if before is None or before["id"] != row["id"]:
-            await tx.insert(collection, row)
-        elif before != row:
-            await tx.update(collection, row, previous=before)
+        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
+    held = {_stored_group(row): _stored(row) for row in await tx.list(DUE_DOSES.collection, _of_pet(pet_id))}
+    return held, wanted
+
+
+async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
+    """Write the pets' due rows as their doses and records now say. Every row that goes, goes first: a dose moved to
+    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
+    collection = DUE_DOSES.collection
+    rows = [await _rows_of_pet(tx, pet_id) for pet_id in sorted(pet_ids)]
+    for held, wanted in rows:
+        for key, row in held.items():
+            if key not in wanted or wanted[key]["id"] != row["id"]:
+                await tx.delete(collection, row)
+    for held, wanted in rows:
+        for key, row in wanted.items():
+            before = held.get(key)
+            if before is None or before["id"] != row["id"]:
+                await tx.insert(collection, row)
+            elif before != row:
+                await tx.update(collection, row, previous=before)
+
+
+def fill_statement() -> sa.Insert:
+    """The due rows of every stored dose, in one statement, for a table of them that is empty: a load's. The ranks
+    of a pet's completed doses of each group (its vaccines' group_key, or the vaccine alone), latest first, as
+    latest_doses chooses; ids compare as their bytes on both databases (SQLite keeps them as lower-case hex)."""
+    doses, pets, vaccines = PET_VACCINATIONS.table, PETS.table, VACCINES.table
+    group = vaccines.c.group_key
+    alone = sa.case((group.is_(None), doses.c.vaccine_id))
+    ranked = (
+        sa.select(
+            doses.c.id,
+            doses.c.pet_id,
+            pets.c.owner_id,
+            group.label("group_key"),
+            sa.func.coalesce(group, vaccines.c.name_key).label("label_key"),
+            doses.c.vaccine_id,
+            doses.c.applied_at,
+            doses.c.due_at,
+            pets.c.pet_type,
+            pets.c.name_key.label("pet_name_key"),
+            sa.func.row_number()
+            .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
+            .label("latest"),
+        )
+        .join_from(doses, pets, pets.c.id == doses.c.pet_id)
+        .join(vaccines, vaccines.c.id == doses.c.vaccine_id)
+        .where(doses.c.status == COMPLETED, pets.c.deceased_at.is_(None))
+        .subquery()
+    )
+    select = sa.select(*(ranked.c[column] for column in DUE_COLUMNS)).where(ranked.c.latest == 1)
+    return sa.insert(due_doses).from_select(list(DUE_COLUMNS), select)
 
 
 def _stored(row: Row) -> Row:
@@ -163,8 +207,7 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
     elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
         doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
         pets = {dose["pet_id"] for dose in doses}
-    for pet_id in sorted(pets):
-        await _keep_pet(tx, pet_id)
+    await _keep_pets(tx, pets)
 
 
 def _collection(vaccinations: Collection) -> Collection:
@@ -186,6 +229,7 @@ DUE_DOSES = Kept(
     seen_as=PET_VACCINATIONS,
     keep=keep_due,
     make_collection=_collection,
+    fill=fill_statement,
 )
 
 

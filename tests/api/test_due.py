@@ -262,6 +262,22 @@ class TestLatestDose:
         assert (await status(client, rex))["items"] == []
         assert (await due(client))["items"][0]["dueAt"] == at(-5)
 
+    @pytest.mark.parametrize("to_the_first", [False, True], ids=["to a later pet", "to an earlier pet"])
+    async def test_a_dose_moved_to_another_pet_is_its_latest_there(
+        self, client: Client, rabies: dict[str, Any], to_the_first: bool
+    ) -> None:
+        pets = [(await create(client, ALICE, name=name)).json() for name in ("First", "Second")]
+        origin, target = pets[::-1] if to_the_first else pets
+        moved = await dose(client, origin, rabies, -100, -10)
+        await dose(client, target, rabies, -400, -20)
+
+        answer = await client.patch(f"{DOSES}/{moved['id']}", json={"petId": target["id"]}, headers=auth())
+
+        assert answer.status_code == 200, answer.text
+        assert [(item["petId"], item["vaccinationId"]) for item in (await due(client))["items"]] == [
+            (target["id"], moved["id"])
+        ]
+
     async def test_a_vaccines_group_changed_regroups_the_doses(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
     ) -> None:

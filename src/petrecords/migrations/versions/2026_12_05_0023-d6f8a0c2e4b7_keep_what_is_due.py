@@ -2,8 +2,8 @@
 (see petrecords.due), filled from the doses stored so far, and counted as the vaccinations are: for every owner, each
 owner and each grantee of a share, by the hour of dueAt and the periods above it (see tables.period_counts).
 
-A group is its vaccines' `group`, case ignored (the service's match key), or a vaccine alone when it has none; its
-latest dose is the one applied last, then of the greater id.
+A group is its vaccines' `group`, case ignored (their group_key), or a vaccine alone when it has none; its latest
+dose is the one applied last, then of the greater id.
 
 Revision ID: d6f8a0c2e4b7
 Revises: b2d4f6a8c0e3
@@ -16,15 +16,12 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from petrecords.text import match_key
-
 revision: str = "d6f8a0c2e4b7"
 down_revision: str | None = "b2d4f6a8c0e3"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 Text = sa.String().with_variant(sa.String(collation="C"), "postgresql")
-BATCH = 5000
 UNIT = 3_600_000
 SPAN = 32
 SIZES = 4
@@ -39,7 +36,7 @@ def _columns() -> list[sa.Column[Any]]:
         sa.Column("pet_id", sa.Uuid(), nullable=False),
         sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
         sa.Column(
-            "group_key", Text, nullable=False, comment="group: and the group's match key, or vaccine: and its id"
+            "group_key", Text, nullable=True, comment="the group's match key; null: the vaccine is a group of its own"
         ),
         sa.Column(
             "label_key", Text, nullable=False, comment="match key of the group's label, for sorting and matching"
@@ -57,7 +54,7 @@ _HOUR = f"((due_at - ((due_at % {UNIT}) + {UNIT}) % {UNIT}) / {UNIT})"
 
 def upgrade() -> None:
     op.create_table("due_doses", *_columns(), sa.PrimaryKeyConstraint("id", name=op.f("pk_due_doses")))
-    op.create_index(op.f("ix_due_doses_pet_id_group_key"), "due_doses", ["pet_id", "group_key"], unique=True)
+    op.create_index(op.f("ix_due_doses_pet_id_id"), "due_doses", ["pet_id", "id"])
     op.create_index(
         op.f("ix_due_doses_due_at_pet_id_label_key_id"), "due_doses", ["due_at", "pet_id", "label_key", "id"]
     )
@@ -73,83 +70,27 @@ def upgrade() -> None:
 
 
 def _fill() -> None:
-    """The latest completed dose of each group of each living pet, from the doses in pet order. Migrations run under
-    a database lock before any instance serves, so no write is missed here."""
-    bind = op.get_bind()
-    doses = sa.table(
-        "pet_vaccinations",
-        sa.column("id", sa.Uuid()),
-        sa.column("pet_id", sa.Uuid()),
-        sa.column("vaccine_id", sa.Uuid()),
-        sa.column("applied_at", sa.BigInteger()),
-        sa.column("due_at", sa.BigInteger()),
-        sa.column("status", Text),
+    """The latest completed dose of each group of each living pet: a pet's doses of each group (its vaccines'
+    group_key, or the vaccine alone) ranked latest first. Migrations run under a database lock before any instance
+    serves, so no write is missed here."""
+    op.execute(
+        "INSERT INTO due_doses (id, pet_id, owner_id, group_key, label_key, vaccine_id, applied_at, due_at, pet_type, "
+        "pet_name_key) SELECT id, pet_id, owner_id, group_key, label_key, vaccine_id, applied_at, due_at, pet_type, "
+        "pet_name_key FROM (SELECT d.id, d.pet_id, p.owner_id, v.group_key, coalesce(v.group_key, v.name_key) AS "
+        "label_key, d.vaccine_id, d.applied_at, d.due_at, p.pet_type, p.name_key AS pet_name_key, row_number() OVER "
+        "(PARTITION BY d.pet_id, v.group_key, CASE WHEN v.group_key IS NULL THEN d.vaccine_id END "
+        "ORDER BY d.applied_at DESC, d.id DESC) AS latest FROM pet_vaccinations d JOIN pets p ON p.id = d.pet_id "
+        "JOIN vaccines v ON v.id = d.vaccine_id WHERE d.status = 'completed' AND p.deceased_at IS NULL) ranked "
+        "WHERE latest = 1"
     )
-    pets = sa.table(
-        "pets",
-        sa.column("id", sa.Uuid()),
-        sa.column("owner_id", Text),
-        sa.column("pet_type", Text),
-        sa.column("name_key", Text),
-        sa.column("deceased_at", sa.Integer()),
-    )
-    vaccines = sa.table("vaccines", sa.column("id", sa.Uuid()), sa.column("name", Text), sa.column("group_name", Text))
-    due = sa.table("due_doses", *(sa.column(column.name, column.type) for column in _columns()))
-    select = (
-        sa.select(
-            doses.c.id,
-            doses.c.pet_id,
-            doses.c.vaccine_id,
-            doses.c.applied_at,
-            doses.c.due_at,
-            pets.c.owner_id,
-            pets.c.pet_type,
-            pets.c.name_key,
-            vaccines.c.name,
-            vaccines.c.group_name,
-        )
-        .join_from(doses, pets, pets.c.id == doses.c.pet_id)
-        .join(vaccines, vaccines.c.id == doses.c.vaccine_id)
-        .where(doses.c.status == "completed", pets.c.deceased_at.is_(None))
-        .order_by(doses.c.pet_id)
-    )
-    latest: dict[str, dict[str, Any]] = {}
-    batch: list[dict[str, Any]] = []
-    pet_id = None
-    for row in bind.execute(select):
-        if row.pet_id != pet_id:
-            batch.extend(latest.values())
-            latest, pet_id = {}, row.pet_id
-            if len(batch) >= BATCH:
-                bind.execute(sa.insert(due), batch)
-                batch = []
-        group = row.group_name
-        key = f"vaccine:{row.vaccine_id}" if group is None else f"group:{match_key(group)}"
-        current = latest.get(key)
-        if current is not None and (current["applied_at"], current["id"].int) > (row.applied_at, row.id.int):
-            continue
-        latest[key] = {
-            "id": row.id,
-            "pet_id": row.pet_id,
-            "owner_id": row.owner_id,
-            "group_key": key,
-            "label_key": match_key(row.name if group is None else group),
-            "vaccine_id": row.vaccine_id,
-            "applied_at": row.applied_at,
-            "due_at": row.due_at,
-            "pet_type": row.pet_type,
-            "pet_name_key": row.name_key,
-        }
-    batch.extend(latest.values())
-    if batch:
-        bind.execute(sa.insert(due), batch)
 
 
 def _count() -> None:
     """The kept counts of the rows: for every owner ('', counting no write), each owner and each grantee, whole and by
     the periods of dueAt (an hour, then 32^k hours). Division of integers truncates toward zero on both databases: a
     period before the epoch is floored by hand."""
-    for scope, grouped in (("''", ""), ("r.owner_id", "GROUP BY r.owner_id")):
+    # No row for no records: a load into the empty database writes its own (see portability/databases.py).
+    for scope, grouped in (("''", "HAVING count(*) > 0"), ("r.owner_id", "GROUP BY r.owner_id")):
         op.execute(
             "INSERT INTO record_counts (resource, scope, partition, slot, count, writes) "  # noqa: S608 - constants
             f"SELECT 'due', {scope}, '', 0, count(*), 0 FROM due_doses r {grouped}"
