@@ -37,7 +37,7 @@ from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, V
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.service import load_seen
 from petrecords.services import Services
-from petrecords.store.base import Collection, Condition, Join, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
 from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
@@ -62,6 +62,10 @@ due_doses = sa.Table(
     sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("pet_type", Text, nullable=False),
     sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
+    # What an item shows, kept here so that a page reads these rows alone.
+    sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
+    sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
+    sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
     sa.Index(None, "pet_id", "id"),
     # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
     # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
@@ -109,6 +113,9 @@ def _due_row(pet: Row, dose: Row) -> Row:
         "due_at": dose["due_at"],
         "pet_type": pet["pet_type"],
         "pet_name_key": pet["name_key"],
+        "pet_name": pet["name"],
+        "group_label": group_label(vaccine),
+        "vaccine_name": vaccine["name"],
     }
 
 
@@ -171,6 +178,9 @@ def fill_statement() -> sa.Insert:
             doses.c.due_at,
             pets.c.pet_type,
             pets.c.name_key.label("pet_name_key"),
+            pets.c.name.label("pet_name"),
+            sa.func.coalesce(vaccines.c.group_name, vaccines.c.name).label("group_label"),
+            vaccines.c.name.label("vaccine_name"),
             sa.func.row_number()
             .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
             .label("latest"),
@@ -189,7 +199,7 @@ def _stored(row: Row) -> Row:
 
 
 _DOSE_COLUMNS = ("pet_id", "vaccine_id", "applied_at", "due_at", "status")
-_PET_COLUMNS = ("owner_id", "name_key", "pet_type", "deceased_at")
+_PET_COLUMNS = ("owner_id", "name", "pet_type", "deceased_at")
 _VACCINE_COLUMNS = ("group_name", "name")
 
 
@@ -218,7 +228,7 @@ def _collection(vaccinations: Collection) -> Collection:
         table=due_doses,
         counted_by=None,
         counted_over="due_at",
-        joins=(Join("pet", "pet_id", PETS.collection), Join("vaccine", "vaccine_id", VACCINES.collection)),
+        joins=(),
         searchable=(),
     )
 
@@ -257,25 +267,23 @@ async def vaccination_status(*, tx: Transaction, caller: Caller, record_id: str,
     pet = (await load_seen(tx=tx, caller=caller, resource=PETS, record_id=record_id)).row
     at = now_ms()
     due_soon_until = at + due_soon_days * DAY_MS
-    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing).
-    latest: list[tuple[Row, Row]]
-    if pet["deceased_at"] is None:
-        rows = await tx.list(DUE_DOSES.collection, _of_pet(pet["id"]))
-        latest = [(row, row["vaccine"]) for row in rows]
+    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing), as rows.
+    deceased = pet["deceased_at"] is not None
+    if deceased:
+        latest = [_due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
     else:
-        latest = [(dose, dose["vaccine"]) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
+        latest = list(await tx.list(DUE_DOSES.collection, _of_pet(pet["id"])))
     items = []
-    for dose, vaccine in sorted(latest, key=lambda found: (found[0]["due_at"], match_key(group_label(found[1])))):
-        deceased = pet["deceased_at"] is not None
-        state = "deceased" if deceased else due_state(dose["due_at"], now_ms=at, due_soon_until_ms=due_soon_until)
+    for row in sorted(latest, key=lambda found: (found["due_at"], found["label_key"])):
+        state = "deceased" if deceased else due_state(row["due_at"], now_ms=at, due_soon_until_ms=due_soon_until)
         items.append(
             StatusItem(
-                group=group_label(vaccine),
-                vaccine_id=str(vaccine["id"]),
-                vaccine_name=vaccine["name"],
-                vaccination_id=str(dose["id"]),
-                applied_at=format_timestamp(dose["applied_at"]),
-                due_at=format_timestamp(dose["due_at"]),
+                group=row["group_label"],
+                vaccine_id=str(row["vaccine_id"]),
+                vaccine_name=row["vaccine_name"],
+                vaccination_id=str(row["id"]),
+                applied_at=format_timestamp(row["applied_at"]),
+                due_at=format_timestamp(row["due_at"]),
                 state=state,
             )
         )
@@ -401,15 +409,14 @@ class DueItem(msgspec.Struct, rename="camel"):
 
 
 def _due_item(row: Row) -> DueItem:
-    pet, vaccine = row["pet"], row["vaccine"]
     return DueItem(
         pet_id=str(row["pet_id"]),
-        pet_name=pet["name"],
-        pet_type=pet["pet_type"],
+        pet_name=row["pet_name"],
+        pet_type=row["pet_type"],
         owner_id=row["owner_id"],
-        group=group_label(vaccine),
-        vaccine_id=str(vaccine["id"]),
-        vaccine_name=vaccine["name"],
+        group=row["group_label"],
+        vaccine_id=str(row["vaccine_id"]),
+        vaccine_name=row["vaccine_name"],
         vaccination_id=str(row["id"]),
         applied_at=format_timestamp(row["applied_at"]),
         due_at=format_timestamp(row["due_at"]),

@@ -295,6 +295,21 @@ class TestLatestDose:
         assert renamed.status_code == 200, renamed.text
         assert groups(await due(client)) == [("Rex", "Rabies"), ("Rex", "Lepto")]
 
+    async def test_a_renamed_pet_or_vaccine_shows_its_new_name(
+        self, client: Client, rex: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, lepto, -400, -10)
+
+        await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexy"}, headers=auth())
+        await client.patch(f"/v1/vaccines/{lepto['id']}", json={"name": "Lepto 4"}, headers=admin())
+
+        item = (await due(client))["items"][0]
+        assert (item["petName"], item["group"], item["vaccineName"]) == ("Rexy", "Lepto 4", "Lepto 4")
+        assert [(one["group"], one["vaccineName"]) for one in (await status(client, rex))["items"]] == [
+            ("Lepto 4", "Lepto 4")
+        ]
+        assert groups(await due(client, sort="petName")) == [("Rexy", "Lepto 4")]
+
     async def test_a_deleted_pet_leaves_the_list(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:

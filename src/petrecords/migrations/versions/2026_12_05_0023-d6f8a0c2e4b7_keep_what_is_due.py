@@ -46,6 +46,9 @@ def _columns() -> list[sa.Column[Any]]:
         sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
         sa.Column("pet_type", Text, nullable=False),
         sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
+        sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
+        sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
+        sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
     ]
 
 
@@ -75,9 +78,11 @@ def _fill() -> None:
     serves, so no write is missed here."""
     op.execute(
         "INSERT INTO due_doses (id, pet_id, owner_id, group_key, label_key, vaccine_id, applied_at, due_at, pet_type, "
-        "pet_name_key) SELECT id, pet_id, owner_id, group_key, label_key, vaccine_id, applied_at, due_at, pet_type, "
-        "pet_name_key FROM (SELECT d.id, d.pet_id, p.owner_id, v.group_key, coalesce(v.group_key, v.name_key) AS "
-        "label_key, d.vaccine_id, d.applied_at, d.due_at, p.pet_type, p.name_key AS pet_name_key, row_number() OVER "
+        "pet_name_key, pet_name, group_label, vaccine_name) SELECT id, pet_id, owner_id, group_key, label_key, "
+        "vaccine_id, applied_at, due_at, pet_type, pet_name_key, pet_name, group_label, vaccine_name "
+        "FROM (SELECT d.id, d.pet_id, p.owner_id, v.group_key, coalesce(v.group_key, v.name_key) AS "
+        "label_key, d.vaccine_id, d.applied_at, d.due_at, p.pet_type, p.name_key AS pet_name_key, p.name AS pet_name, "
+        "coalesce(v.group_name, v.name) AS group_label, v.name AS vaccine_name, row_number() OVER "
         "(PARTITION BY d.pet_id, v.group_key, CASE WHEN v.group_key IS NULL THEN d.vaccine_id END "
         "ORDER BY d.applied_at DESC, d.id DESC) AS latest FROM pet_vaccinations d JOIN pets p ON p.id = d.pet_id "
         "JOIN vaccines v ON v.id = d.vaccine_id WHERE d.status = 'completed' AND p.deceased_at IS NULL) ranked "
