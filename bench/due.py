@@ -2,17 +2,19 @@
 and a pet's vaccination status, each as a ratio to get by id measured in the same run.
 
 The database of the chosen kind is seeded as bench/shares.py seeds its "with" database: the owner's `--rows` pets
-(with the vaccine catalogue), and `--shared-pets` pets of other owners, each shared once (half of them to the
-clinic group `group:clinic-42`) with about `--vaccinations` doses each, bulk-loaded through the store. The due rows
-are then derived from the doses as a load derives them (petrecords.due.fill_statement) and counted, for the owners
+(with the vaccine catalogue), and `--shared-pets` pets of other owners, each shared once (`--clinic`, a fifth, to
+the clinic group `group:clinic-42`, as 50,000 of 250,000 pets) with about `--doses` doses each, bulk-loaded
+through the store. The due rows are then derived from the doses as a load derives them
+(petrecords.due.fill_statement) and counted, for the owners
 and for the grantees of the shares. On PostgreSQL the SQLite database seeded so is moved in with `petrecords export`
 and `petrecords import`, as an operator would (and as the import derives the due rows itself).
 
 Then `petrecords serve` (its defaults: 2 workers × 2 threads, access log on) is measured with wrk (64 connections,
-`--duration` s each) for `--rounds` rounds: `get_by_id` as the owner, `due_admin`, `due_vet` and
-`vaccination_status` (a random vaccinated pet, as an admin). Each figure is the best round's (most req/s).
+`--duration` s each) for `--rounds` rounds: `get_by_id` as the owner, `vaccination_status` (a random vaccinated
+pet, as an admin), and `due_admin` and `due_vet` at each of `--page-sizes` (100, the default page, and 20). Each
+figure is the best round's (most req/s).
 
-Usage: .venv/bin/python bench/due.py [--database sqlite|postgresql] [--shared-pets 25000] [--vaccinations 4]
+Usage: .venv/bin/python bench/due.py [--database sqlite|postgresql] [--shared-pets 25000] [--doses 4]
        [--duration 5] [--rounds 2] [--json due.json]
 """
 
@@ -58,7 +60,9 @@ from run import (
 from seed import seed
 from shares import CLINIC_GROUP, VET, best, move_in, seed_shared, token
 
-SCENARIOS = ("get_by_id", "due_admin", "due_vet", "vaccination_status")
+DUE_SCENARIOS = ("due_admin", "due_vet")
+"""Each at each of `--page-sizes`: the default page (100, as clients of this API expect) and the 20 that the other
+lists' benchmarks ask for."""
 STATUS_PETS = 1000
 """The vaccinated pets whose status the status scenario asks for."""
 
@@ -108,7 +112,12 @@ def seed_sqlite(work_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     (work_dir / "ids.txt").write_text("".join(seeded.pet_lines))
     shared = asyncio.run(
         seed_shared(
-            settings, pets=args.shared_pets, owners=args.owners, users=args.users, clinic=0.5, vaccinations=args.doses
+            settings,
+            pets=args.shared_pets,
+            owners=args.owners,
+            users=args.users,
+            clinic=args.clinic,
+            vaccinations=args.doses,
         )
     )
     rows = asyncio.run(derive_due(settings))
@@ -144,12 +153,15 @@ def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[st
         time.sleep(1)
         for round_ in range(1, args.rounds + 1):
             print(f"round {round_}", flush=True)
-            for name in SCENARIOS:
+            runs = [("get_by_id", "get_by_id", {}), ("vaccination_status", "vaccination_status", {})]
+            for size in args.page_sizes:
+                runs += [(f"{name} page {size}", name, {"DUE_PAGE_SIZE": str(size)}) for name in DUE_SCENARIOS]
+            for label, script, extra in runs:
                 figures: dict[str, Any] = run_wrk(
-                    base, name, duration=args.duration, connections=args.connections, env=wrk_env
+                    base, script, duration=args.duration, connections=args.connections, env={**wrk_env, **extra}
                 )
-                results.setdefault(name, []).append(figures)
-                print_line(name, figures)
+                results.setdefault(label, []).append(figures)
+                print_line(label, figures)
                 settle(args, figures)
 
 
@@ -160,7 +172,11 @@ def main() -> None:
     parser.add_argument("--shared-pets", type=int, default=25_000, help="other owners' pets, each shared once")
     parser.add_argument("--owners", type=int, default=5_000, help="the other owners")
     parser.add_argument("--users", type=int, default=2_500, help="the users that shares not to the clinic name")
+    parser.add_argument(
+        "--clinic", type=float, default=0.2, help="the share of shares to group:clinic-42 (50,000 of 250,000: 0.2)"
+    )
     parser.add_argument("--doses", type=float, default=4.0, help="vaccinations per shared pet, on average")
+    parser.add_argument("--page-sizes", type=lambda text: [int(size) for size in text.split(",")], default=[100, 20])
     parser.add_argument("--duration", type=int, default=5, help="seconds of each measurement")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--connections", type=int, default=64)
@@ -190,7 +206,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     chosen = {name: best(rounds) for name, rounds in results.items()}
     anchor = chosen["get_by_id"]["rps"]
-    ratios = {f"{name} ÷ get_by_id": round(chosen[name]["rps"] / anchor, 3) for name in SCENARIOS[1:]}
+    ratios = {f"{name} ÷ get_by_id": round(figures["rps"] / anchor, 3) for name, figures in chosen.items()}
     print("\nbest of the rounds:")
     for name, figures in chosen.items():
         print_line(name, figures)

@@ -90,6 +90,32 @@ async def test_a_vets_total_is_read_from_the_grantees_kept_counts(database_url: 
     assert "Seq Scan" not in plan, plan
 
 
+REMINDERS = {
+    "not reminded, due before now and the due-soon days": (
+        Condition(("reminded",), Operator.EQUAL, ("",)),
+        Condition(("due_at",), Operator.BELOW, (NOW + 30 * 86_400_000,)),
+    ),
+    "reminded due-soon, due before now": (
+        Condition(("reminded",), Operator.EQUAL, ("due-soon",)),
+        Condition(("due_at",), Operator.BELOW, (NOW,)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REMINDERS))
+async def test_what_is_left_to_remind_is_a_range_of_an_index(database_url: str, name: str) -> None:
+    """What reminders (contract section 15) will read: the rows whose moment has come, in dueAt order."""
+    query = PageQuery(conditions=REMINDERS[name], sort=(SortKey("due_at"), SortKey("id")), limit=100, offset=0)
+    plan = await _plan(
+        database_url, *list_statement(DUE, query), forbid=("enable_seqscan", "enable_bitmapscan", "enable_sort")
+    )
+    assert "ix_due_doses_reminded_due_at_id" in plan, plan
+    if database_url.startswith("sqlite"):
+        assert "TEMP B-TREE" not in plan, plan
+        return
+    assert not re.search(r"(^|->)\s*Sort\s+\(", plan), plan
+
+
 async def test_a_pets_rows_are_found_by_the_pet(database_url: str) -> None:
     """What the status endpoint reads, and each write of the pet's doses rewrites."""
     query = PageQuery(conditions=(A_PET,), sort=(SortKey("id"),), limit=100_000, offset=0)

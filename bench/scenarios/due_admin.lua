@@ -3,5 +3,5 @@
 package.path = package.path .. ";" .. debug.getinfo(1).source:match("@?(.*/)") .. "?.lua"
 local common = require("common")
 request = function()
-  return wrk.format("GET", "/v1/due", common.admin)
+  return wrk.format("GET", "/v1/due?pageSize=" .. (os.getenv("DUE_PAGE_SIZE") or "100"), common.admin)
 end

@@ -4,5 +4,5 @@ package.path = package.path .. ";" .. debug.getinfo(1).source:match("@?(.*/)") .
 local common = require("common")
 local vet = {["Authorization"] = "Bearer " .. os.getenv("VET_TOKEN")}
 request = function()
-  return wrk.format("GET", "/v1/due", vet)
+  return wrk.format("GET", "/v1/due?pageSize=" .. (os.getenv("DUE_PAGE_SIZE") or "100"), vet)
 end

@@ -35,17 +35,17 @@ from petrecords.resources.declaration import Kept, Resource
 from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA, Context, RecordId, pet_type
 from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
-from petrecords.resources.service import load_seen
+from petrecords.resources.service import read_visible
 from petrecords.services import Services
-from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Store, Transaction
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
 from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 from petrecords.values import format_timestamp, now_ms
 
-MOST_DOSES_READ = 100_000
-"""A pet's completed doses read at once to find its latest of each group: more than any pet is given."""
+READ_AT_ONCE = 10_000
+"""A pet's records read in one statement: pages of this many, as long as there are more."""
 
 due_doses = sa.Table(
     "due_doses",
@@ -66,17 +66,22 @@ due_doses = sa.Table(
     sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
     sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
     sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
+    sa.Column("reminded", Text, nullable=False, comment="the last reminder of this dose and dueAt, or ''"),
     sa.Index(None, "pet_id", "id"),
     # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
     # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
     sa.Index(None, "due_at", "pet_id", "label_key", "id"),
     sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
-    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt, and skip a
-    # moment more than those days past: each pass reads a range of this order, never the whole table.
+    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt. What is left to
+    # remind is the rows not reminded yet ('') due before now plus those days, and those reminded due-soon due
+    # before now: two ranges of this index, whatever the days configured; a row reminded overdue is in neither.
+    sa.Index(None, "reminded", "due_at", "id"),
 )
 hour_indexed(due_doses, "due_at")
 
 DUE_COLUMNS = tuple(due_doses.c.keys())
+NOT_REMINDED = ""
+"""A due row's `reminded` until the reminders (contract section 15) write one for its dose and dueAt."""
 
 
 def _stored_group(row: Row) -> object:
@@ -116,18 +121,25 @@ def _due_row(pet: Row, dose: Row) -> Row:
         "pet_name": pet["name"],
         "group_label": group_label(vaccine),
         "vaccine_name": vaccine["name"],
+        "reminded": NOT_REMINDED,
     }
 
 
-def _of_pet(pet_id: uuid.UUID, *also: Condition, sort: tuple[SortKey, ...] = (SortKey("id"),)) -> PageQuery:
+async def of_pet(tx: Transaction, collection: Collection, pet_id: uuid.UUID, *also: Condition) -> list[Row]:
+    """Every record of the collection that names the pet (and meets `also`), by id."""
     conditions = (Condition(("pet_id",), Operator.EQUAL, (pet_id,)), *also)
-    return PageQuery(conditions=conditions, sort=sort, limit=MOST_DOSES_READ, offset=0)
+    found: list[Row] = []
+    while True:
+        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=READ_AT_ONCE, offset=len(found))
+        page = await tx.list(collection, query)
+        found.extend(page)
+        if len(page) < READ_AT_ONCE:
+            return found
 
 
-async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> Sequence[Row]:
+async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     """A pet's completed vaccinations, each with its vaccine."""
-    completed = Condition(("status",), Operator.EQUAL, (COMPLETED,))
-    return await tx.list(PET_VACCINATIONS.collection, _of_pet(pet_id, completed))
+    return await of_pet(tx, PET_VACCINATIONS.collection, pet_id, Condition(("status",), Operator.EQUAL, (COMPLETED,)))
 
 
 async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
@@ -137,7 +149,7 @@ async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object,
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
         wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
-    held = {_stored_group(row): _stored(row) for row in await tx.list(DUE_DOSES.collection, _of_pet(pet_id))}
+    held = {_stored_group(row): _stored(row) for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
     return held, wanted
 
 
@@ -155,7 +167,10 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
             before = held.get(key)
             if before is None or before["id"] != row["id"]:
                 await tx.insert(collection, row)
-            elif before != row:
+                continue
+            if before["due_at"] == row["due_at"]:
+                row["reminded"] = before["reminded"]  # a dose is reminded again only for a new dueAt
+            if before != row:
                 await tx.update(collection, row, previous=before)
 
 
@@ -181,6 +196,7 @@ def fill_statement() -> sa.Insert:
             pets.c.name.label("pet_name"),
             sa.func.coalesce(vaccines.c.group_name, vaccines.c.name).label("group_label"),
             vaccines.c.name.label("vaccine_name"),
+            sa.literal(NOT_REMINDED, Text).label("reminded"),
             sa.func.row_number()
             .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
             .label("latest"),
@@ -262,17 +278,19 @@ class Status(msgspec.Struct, rename="camel"):
     items: list[StatusItem]
 
 
-async def vaccination_status(*, tx: Transaction, caller: Caller, record_id: str, due_soon_days: int) -> Status:
-    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet."""
-    pet = (await load_seen(tx=tx, caller=caller, resource=PETS, record_id=record_id)).row
-    at = now_ms()
-    due_soon_until = at + due_soon_days * DAY_MS
+async def vaccination_status(*, store: Store, caller: Caller, record_id: str, due_soon_days: int) -> Status:
+    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet is
+    read as a get reads it, then its rows in a read of their own (as of a moment after the pet's)."""
+    pet = await read_visible(store=store, caller=caller, resource=PETS, record_id=record_id, reader=caller)
     # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing), as rows.
     deceased = pet["deceased_at"] is not None
-    if deceased:
-        latest = [_due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
-    else:
-        latest = list(await tx.list(DUE_DOSES.collection, _of_pet(pet["id"])))
+    async with store.transaction(write=False, single=not deceased, caller=caller) as tx:
+        if deceased:
+            latest = [_due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
+        else:
+            latest = await of_pet(tx, DUE_DOSES.collection, pet["id"])
+    at = now_ms()
+    due_soon_until = at + due_soon_days * DAY_MS
     items = []
     for row in sorted(latest, key=lambda found: (found["due_at"], found["label_key"])):
         state = "deceased" if deceased else due_state(row["due_at"], now_ms=at, due_soon_until_ms=due_soon_until)
@@ -456,10 +474,12 @@ class DueOperations:
     async def status(self, call: Call) -> Answer:
         caller: Caller = call.caller
         settings = self.services.settings
-        async with self.services.store.transaction(write=False, caller=caller) as tx:
-            status = await vaccination_status(
-                tx=tx, caller=caller, record_id=call.params["petId"], due_soon_days=settings.due_soon_days
-            )
+        status = await vaccination_status(
+            store=self.services.store,
+            caller=caller,
+            record_id=call.params["petId"],
+            due_soon_days=settings.due_soon_days,
+        )
         return Answer(200, msgspec.json.encode(status))
 
     async def due(self, call: Call) -> Answer:

@@ -12,10 +12,11 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords import due as due_module
 from petrecords.config import Settings
 from tests.api.test_shares import CLINIC, VET, as_vet, share
 from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, run_sql, scalar_sql
 
 Client = AsyncTestClient[Any]
 DOSES = "/v1/pet-vaccination"
@@ -210,6 +211,19 @@ class TestLatestDose:
 
         assert doses_of(await due(client)) == [max(first["id"], second["id"])]
 
+    async def test_a_pet_with_more_doses_than_one_read_takes(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any], monkeypatch: Any
+    ) -> None:
+        monkeypatch.setattr(due_module, "READ_AT_ONCE", 2)
+        for days in (-900, -700, -500):
+            await dose(client, rex, rabies, days, days + 100)
+        latest = await dose(client, rex, rabies, -300, -200)
+        await dose(client, rex, lepto, -800, -700)
+        leptos = await dose(client, rex, lepto, -600, -5)
+
+        assert doses_of(await due(client)) == [latest["id"], leptos["id"]]
+        assert [item["vaccinationId"] for item in (await status(client, rex))["items"]] == [latest["id"], leptos["id"]]
+
     async def test_a_vaccine_without_a_group_is_its_own(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
     ) -> None:
@@ -319,6 +333,33 @@ class TestLatestDose:
 
         assert deleted.status_code == 200, deleted.text
         assert (await due(client, admin()))["totalCount"] == 0
+
+
+class TestRoomForReminders:
+    """What reminders (contract section 15) will read: a row's `reminded` mark, which only a new dueAt clears."""
+
+    async def test_a_mark_stays_until_the_due_date_moves(
+        self, client: Client, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -400, 10)
+        await run_sql(database_url, "UPDATE due_doses SET reminded = 'due-soon'")
+
+        await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexy"}, headers=auth())
+        await client.patch(f"{DOSES}/{given['id']}", json={"notes": "Left shoulder."}, headers=auth())
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == "due-soon"
+
+        await client.patch(f"{DOSES}/{given['id']}", json={"dueAt": at(20)}, headers=auth())
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
+
+    async def test_a_new_latest_dose_starts_unreminded(
+        self, client: Client, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, 10)
+        await run_sql(database_url, "UPDATE due_doses SET reminded = 'overdue'")
+
+        await dose(client, rex, rabies, -1, 364)
+
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
 
 
 class TestWhoSees:
