@@ -34,10 +34,18 @@ from petrecords.db import (
     migrate,
     postgres_dsn,
 )
+from petrecords.due import DUE_DOSES, due_doses
 from petrecords.registry import SCHEMA as metadata
-from petrecords.store.counts import period_changes
+from petrecords.store.counts import count_changes, period_changes
 from petrecords.store.grants import add_grant_changes
-from petrecords.tables import PERIOD_SIZES, PERIOD_SPAN, PERIOD_UNIT_MS, comparison_options, period_counts
+from petrecords.tables import (
+    PERIOD_SIZES,
+    PERIOD_SPAN,
+    PERIOD_UNIT_MS,
+    comparison_options,
+    period_counts,
+    record_counts,
+)
 from petrecords.vaccinations import PET_VACCINATIONS
 from tests.support import (
     ALICE,
@@ -64,6 +72,9 @@ BEFORE_DUE_HOURS = "d4f6a8c0e2b5"
 """The revision before the one that counts them by the hour."""
 BEFORE_ONE_PROCESS = "e6a8c0e2f4b7"
 """The revision before the one that keeps each PostgreSQL statement in one process."""
+BEFORE_DUE = "b2d4f6a8c0e3"
+"""The revision before the one that keeps what is due."""
+DAY_MS = 86_400_000
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -299,7 +310,7 @@ def test_due_day_revision_counts_the_vaccinations_already_stored(fresh_url: str,
                 period_counts.c.size,
                 period_counts.c.period,
                 period_counts.c.count,
-            )
+            ).where(period_counts.c.resource == PET_VACCINATIONS.name)
         )
         return Counter({(resource, scope, size, period): count for resource, scope, size, period, count in rows})
 
@@ -343,7 +354,7 @@ def test_due_hour_revision_recounts_owners_and_grantees(fresh_url: str, tmp_path
         rows = connection.execute(
             sa.select(period_counts.c.resource, period_counts.c.scope, period_counts.c.size, period_counts.c.period)
             .add_columns(period_counts.c.count)
-            .where(period_counts.c.count != 0)
+            .where(period_counts.c.count != 0, period_counts.c.resource == PET_VACCINATIONS.name)
         )
         return Counter({(resource, scope, size, period): count for resource, scope, size, period, count in rows})
 
@@ -355,6 +366,73 @@ def test_due_hour_revision_recounts_owners_and_grantees(fresh_url: str, tmp_path
         due = [row["due_at"] for row in vaccinations if row["pet_id"] == share["pet_id"]]
         add_grant_changes(records, expected, PET_VACCINATIONS.collection, share["grantee"], due, 1)
     assert _on_connection(fresh_url, tmp_path, counts) == expected
+
+
+def test_due_revision_keeps_each_living_pets_latest_dose_of_each_group(fresh_url: str, tmp_path: Path) -> None:
+    """The due rows the migration writes are each living pet's latest completed dose of each group (vaccines of one
+    group, case ignored, renew each other; a vaccine without one is its own group), and their kept counts are the
+    ones the service would have kept writing them, for everyone, the owners and the grantees of counted shares."""
+    settings = _settings(fresh_url, tmp_path)
+    migrate(settings, BEFORE_DUE)
+    rabies = {**vaccine_row(), "group_name": "Rabies", "group_key": "rabies"}
+    rabies_3y = {
+        **vaccine_row(),
+        "name": "Rabies 3-year",
+        "name_key": "rabies 3-year",
+        "group_name": "RABIES",
+        "group_key": "rabies",
+    }
+    lepto = vaccine_row() | {"name": "Lepto", "name_key": "lepto"}
+    rex, bo, gone = pet_row(owner=ALICE), pet_row("Bo", owner=BOB), pet_row("Old", owner=BOB)
+    gone["deceased_at"] = 20_000
+    first = vaccination_row(rex, rabies, NOW - 400 * DAY_MS)
+    booster = vaccination_row(rex, rabies_3y, NOW + 700 * DAY_MS)
+    wrong = vaccination_row(rex, rabies, NOW + 900 * DAY_MS) | {"status": "entered-in-error", "status_reason": "x"}
+    leptos = [vaccination_row(rex, lepto, NOW - DAY_MS), vaccination_row(bo, lepto, NOW + DAY_MS)]
+    dead = vaccination_row(gone, lepto, NOW - 2 * DAY_MS)
+    vaccinations = [first, booster, wrong, *leptos, dead]
+    share = share_row(bo, "group:clinic", None)
+
+    def insert(connection: sa.Connection) -> None:
+        _insert_as_then(connection, "vaccines", [rabies, rabies_3y, lepto])
+        _insert_as_then(connection, "pets", [rex, bo, gone])
+        _insert_as_then(connection, "pet_vaccinations", vaccinations)
+        connection.execute(sa.insert(metadata.tables["pet_shares"]), [share])
+        connection.commit()
+
+    def kept(connection: sa.Connection) -> tuple[set[Any], Counter[Any], Counter[Any]]:
+        due = {tuple(row) for row in connection.execute(sa.select(due_doses.c.id, due_doses.c.group_key))}
+        periods = connection.execute(
+            sa.select(period_counts.c.scope, period_counts.c.size, period_counts.c.period, period_counts.c.count).where(
+                period_counts.c.resource == "due", period_counts.c.count != 0
+            )
+        )
+        records = connection.execute(
+            sa.select(record_counts.c.scope, record_counts.c.partition, record_counts.c.count).where(
+                record_counts.c.resource == "due", record_counts.c.count != 0
+            )
+        )
+        return (
+            due,
+            Counter({("due", scope, size, period): count for scope, size, period, count in periods}),
+            Counter({("due", scope, partition): count for scope, partition, count in records}),
+        )
+
+    _on_connection(fresh_url, tmp_path, insert)
+    migrate(settings)
+    due, periods, records = _on_connection(fresh_url, tmp_path, kept)
+    latest = [booster, *leptos]
+    assert due == {
+        (booster["id"], "rabies"),
+        (leptos[0]["id"], None),
+        (leptos[1]["id"], None),
+    }
+    collection = DUE_DOSES.collection
+    expected_periods = period_changes(collection, (), latest)
+    expected_records = count_changes(collection, (), latest)
+    add_grant_changes(expected_records, expected_periods, collection, "group:clinic", [leptos[1]["due_at"]], 1)
+    assert periods == expected_periods
+    assert records == +expected_records
 
 
 def test_each_migration_says_what_it_did(fresh_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

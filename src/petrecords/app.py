@@ -16,6 +16,7 @@ from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCach
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
+from petrecords.due import due_endpoints
 from petrecords.duties import Duties
 from petrecords.endpoints import EndpointTable
 from petrecords.http import ASGIApp, CorsPolicy, ServiceEdge
@@ -109,6 +110,7 @@ def endpoint_table(parts: Parts, document: Callable[[], bytes]) -> EndpointTable
                 for resource in services.resources.resources
                 for endpoint in resource_endpoints(resource, services)
             ),
+            *due_endpoints(services),
             *feed_endpoints(services, parts.hub, parts.slots),
             *ops_endpoints(services, document),
         ]

@@ -264,6 +264,13 @@ class Settings(BaseSettings):
     max_page_size: int = Field(
         default=100, ge=1, le=10000, description="a larger pageSize is reduced to this (the answer's pageSize says so)"
     )
+    due_soon_days: int = Field(
+        default=30,
+        ge=0,
+        le=3650,
+        description="a group's latest dose is due-soon when its dueAt is within this many days after now (the status "
+        "endpoint's state; reminders' due-soon moment is dueAt minus these days)",
+    )
     max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024, description="a larger request body is 413")
     body_timeout_seconds: float = Field(
         default=10.0,

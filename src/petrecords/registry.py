@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from petrecords.due import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
 from petrecords.shares import PET_SHARES
@@ -15,7 +16,8 @@ RESOURCES = ResourceSet(
         VACCINES,
         PET_VACCINATIONS,
         PET_SHARES,
-    ]
+    ],
+    kept=[DUE_DOSES],
 )
 
 SCHEMA = metadata

@@ -311,7 +311,12 @@ PET_VACCINATIONS = Resource(
     ownership=Ownership(column="owner_id", through="petId"),
     references=(
         Reference(
-            "petId", PETS, OnDelete.CASCADE, "must be the id of a pet you may see.", requires=_no_dose_after_death
+            "petId",
+            PETS,
+            OnDelete.CASCADE,
+            "must be the id of a pet you may see.",
+            requires=_no_dose_after_death,
+            exclusive=True,  # a pet's due doses (petrecords.due) are kept from all its doses
         ),
         Reference("vaccineId", VACCINES, OnDelete.RESTRICT, "must be the id of an existing vaccine."),
     ),

@@ -6,9 +6,10 @@ only to a caller who may write the vaccination both as it is and as it will be),
 groups (a clinic: every member has the owner's rights), and callers join and leave groups (their next token lists
 the group, or no longer does). After every step it checks that each caller's view equals the model's: every get,
 every list and its count, every history (a moved vaccination's without the versions from while it belonged to a pet
-the caller may not see), and the change feed, which holds exactly the changes of what a share let the caller see
+the caller may not see), the change feed, which holds exactly the changes of what a share let the caller see
 while it granted access, and every change of what they or one of their groups owned before or after it, whenever
-they joined, in commit order.
+they joined, in commit order; and what is due (contract section 14): the due list, its count, and each pet's
+vaccination status.
 
 A share's expiry is made to pass by moving its `expiresAt` into the past in the database (as time would), with a
 millisecond kept clear on either side so that every change is plainly before or after it.
@@ -461,6 +462,8 @@ class SharingModel(RuleBasedStateMachine):
             for vaccination in sorted(self.moved):
                 self._check_history(caller, vaccination)
             self._check_feed(caller)
+            self._check_due(caller, pets)
+        self._check_due(ADMIN, set(self.owner))
 
     def _check_history(self, caller: str, vaccination: str) -> None:
         """A vaccination's history shows whoever may read it (or, once deleted, could just before it went) its
@@ -510,6 +513,32 @@ class SharingModel(RuleBasedStateMachine):
             assert set(found[position : position + len(of_step)]) == of_step, (caller, step, found, expected)
             position += len(of_step)
         assert position == len(found), (caller, found[position:])
+
+    def _check_due(self, caller: str, pets: set[str]) -> None:
+        """What is due (contract section 14): every dose is of the one vaccine, applied at the same instant and long
+        overdue, so each pet the caller may see that has a dose is due once, at its dose of the greatest id (the
+        ids are time-ordered UUIDs, whose text sorts as they do); every pet's status is its owner's and grantees'."""
+        latest: dict[str, str] = {}
+        for vaccination, pet in self.vaccinations.items():
+            latest[pet] = max(latest.get(pet, vaccination), vaccination)
+        # An admin sees every pet; no pet is shared with them.
+        for scope in (None,) if caller == ADMIN else (None, "shared"):
+            seen = {pet for pet in pets if scope is None or self.owner[pet] != caller}
+            expected = {(pet, latest[pet]) for pet in seen if pet in latest}
+            params = {"pageSize": "100", **({"access": scope} if scope else {})}
+            response = self.client.get("/v1/due", params=params, headers=self.headers[caller])
+            assert response.status_code == 200, response.text
+            body = response.json()
+            found = {(item["petId"], item["vaccinationId"]) for item in body["items"]}
+            assert (found, body["totalCount"]) == (expected, len(expected)), (caller, scope)
+        for pet in self.owner:
+            response = self.client.get(f"/v1/pets/{pet}/vaccination-status", headers=self.headers[caller])
+            if pet not in pets:
+                assert response.status_code == 404, (caller, pet, response.text)
+                continue
+            assert response.status_code == 200, response.text
+            doses = [item["vaccinationId"] for item in response.json()["items"]]
+            assert doses == ([latest[pet]] if pet in latest else []), (caller, pet)
 
 
 def _stored_id(database_url: str, record_id: str) -> str:

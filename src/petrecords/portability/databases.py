@@ -36,8 +36,8 @@ from petrecords.config import Settings
 from petrecords.db import is_sqlite, postgres_connect_args, postgres_dsn, sqlite_path
 from petrecords.portability.errors import CommandFailed
 from petrecords.portability.records import timestamp_ms, wire_name
-from petrecords.resources.declaration import Resource
-from petrecords.store.base import Row
+from petrecords.resources.declaration import Kept, Resource
+from petrecords.store.base import Collection, Row
 from petrecords.store.counts import period_count_inserts
 from petrecords.store.grants import grant_count_inserts
 from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state, share_windows
@@ -259,11 +259,10 @@ def _owner_before_fix() -> sa.Update:
 OWNER_BEFORE_FIX = _owner_before_fix()
 
 
-def count_inserts(resource: Resource) -> list[sa.Insert]:
-    """The kept counts of a resource's loaded records (see tables.record_counts and tables.period_counts): per owner
-    and partition, and for every owner; one slot, and each every-owner row counting one write, so that the data's
-    version moves."""
-    collection = resource.collection
+def count_inserts(collection: Collection) -> list[sa.Insert]:
+    """The kept counts of a collection's loaded records (see tables.record_counts and tables.period_counts): per
+    owner and partition, and for every owner; one slot, and each every-owner row counting one write, so that the
+    data's version moves."""
     table = collection.table
     partition: sa.ColumnElement[Any] = sa.literal("", Text)
     if collection.counted_by is not None:
@@ -371,13 +370,18 @@ class Target(abc.ABC):
                 found.append(table.name)
         return found
 
-    async def finish(self, resources: Sequence[Resource], *, published_state: str) -> None:
-        """What the store keeps besides the rows: whose each record was before each change, the kept counts, the
-        windows in which shares granted access, and the publisher's cursor past the loaded changes (they were
-        published, or are history, where they come from); then commit."""
+    async def finish(self, resources: Sequence[Resource], *, published_state: str, kept: Sequence[Kept] = ()) -> None:
+        """What the store keeps besides the rows: whose each record was before each change, the records derived
+        from them (see Kept) and the kept counts, the windows in which shares granted access, and the publisher's
+        cursor past the loaded changes (they were published, or are history, where they come from); then commit."""
         await self.execute(OWNER_BEFORE_FIX)
+        for derived in kept:
+            # Before the shares' grants are counted, which count the derived records too.
+            await self.execute(derived.fill())
+            for insert in count_inserts(derived.collection):
+                await self.execute(insert)
         for resource in resources:
-            for insert in count_inserts(resource):
+            for insert in count_inserts(resource.collection):
                 await self.execute(insert)
             if resource.grants is not None:
                 for insert in grant_count_inserts(resource.collection, now=now_ms()):
@@ -461,11 +465,11 @@ class SqliteTarget(Target):
     async def change_xid(self) -> int:
         return 0  # one writer at a time: the position alone orders the log
 
-    async def finish(self, resources: Sequence[Resource], *, published_state: str) -> None:
+    async def finish(self, resources: Sequence[Resource], *, published_state: str, kept: Sequence[Kept] = ()) -> None:
         # What is left reads whole tables, which the default page cache does as well; what the load's larger
         # cache holds is given back (and no sort of those reads may use as much).
         self._connection.execute(f"PRAGMA cache_size = {DEFAULT_CACHE_SIZE}")
-        await super().finish(resources, published_state=published_state)
+        await super().finish(resources, published_state=published_state, kept=kept)
 
     async def commit(self) -> None:
         broken = self._connection.execute("PRAGMA foreign_key_check").fetchall()

@@ -312,7 +312,7 @@ async def import_from(settings: Settings, resources: ResourceSet, path: Path, *,
             tally = await _load(target, source.items(), meter, lambda: source.bytes_read, Tally.of(ordered))
         for resource in ordered:
             await _check_owners(target, source, resource)
-        await target.finish(ordered, published_state=Publisher.LEASE)
+        await target.finish(ordered, published_state=Publisher.LEASE, kept=resources.kept)
     return tally
 
 

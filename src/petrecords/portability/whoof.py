@@ -430,4 +430,4 @@ async def _load(
             for batch in _batches(changes, ({**item[3], "xid": xid} for item in created)):
                 await target.insert(batch)
                 meter.advance(len(batch.rows))
-        await target.finish(ordered, published_state=Publisher.LEASE)
+        await target.finish(ordered, published_state=Publisher.LEASE, kept=resources.kept)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
-from petrecords.store.base import Collection, Condition, Granting, Join, SharedBy
+from petrecords.store.base import Collection, Condition, Granting, Join, Row, SharedBy, Transaction
 from petrecords.tables import HOUR_INDEXED, SEARCHABLE
 
 Values = dict[str, Any]
@@ -79,6 +79,10 @@ class Reference:
     """The caller must own the target record (an administrator: any), not only see it."""
     requires: TargetRule | None = None
     """What the referring records require of the record they refer to, checked on every replace or update of it."""
+    exclusive: bool = False
+    """The writes of referring records hold the record they refer to exclusively, so that they wait for each other:
+    what is kept for each such record from all its referrers (a pet's due doses, see Kept) is written by one at a
+    time."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,8 @@ class Resource:
     """How others than their owners come to see its records: set by the ResourceSet it is registered in."""
     granted: tuple[Resource, ...] = field(default=(), init=False, repr=False)
     """For shares, the resources whose records they let their grantees see: set by the ResourceSet."""
+    granted_kept: tuple[Kept, ...] = field(default=(), init=False, repr=False)
+    """For shares, the kept records they let their grantees see (see Kept): set by the ResourceSet."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -221,7 +227,10 @@ class Resource:
                 target_column=self.field_named(self.grants.reference).column,
                 grantee_column=self.grants.grantee_column,
                 expires_column=self.grants.expires_column,
-                granted=tuple(resource.collection for resource in self.granted),
+                granted=(
+                    *(resource.collection for resource in self.granted),
+                    *(kept.collection for kept in self.granted_kept),
+                ),
             )
         return Collection(
             name=self.name,
@@ -309,11 +318,39 @@ class Dependent:
         return self.resource.field_named(self.reference.field).column
 
 
-class ResourceSet:
-    """The registered resources, and who refers to whom."""
+KeepWrite = Callable[[Transaction, "Resource", Row | None, Row | None], Awaitable[None]]
+"""Keep derived records as a write of a record of the resource leaves them: given the record as it was and as it
+is (None: it was created, or deleted), in the write's transaction, after the write."""
 
-    def __init__(self, resources: Sequence[Resource]) -> None:
+
+@dataclass(eq=False)
+class Kept:
+    """Records derived from resources' records and kept with them: `keep` runs in the transaction of every write of
+    a record of the resources it `follows`, after the write, so that a read sees them as the records are. They are
+    seen by whoever may see the records of `seen_as` (their owner column and shared-through column have the same
+    names), and their kept counts follow the same shares."""
+
+    name: str
+    """The name its kept counts are filed under: never a resource's."""
+    follows: tuple[Resource, ...]
+    seen_as: Resource
+    keep: KeepWrite
+    make_collection: Callable[[Collection], Collection]
+    """Its collection, from the collection of `seen_as` (which says how that is shared)."""
+    fill: Callable[[], sa.Insert]
+    """The statement that derives every kept record from the stored records, into an empty table: after a load."""
+
+    @functools.cached_property
+    def collection(self) -> Collection:
+        return self.make_collection(self.seen_as.collection)
+
+
+class ResourceSet:
+    """The registered resources and kept records, and who refers to whom."""
+
+    def __init__(self, resources: Sequence[Resource], kept: Sequence[Kept] = ()) -> None:
         self.resources = tuple(resources)
+        self.kept = tuple(kept)
         self._dependents: dict[str, tuple[Dependent, ...]] = {
             target.name: tuple(
                 Dependent(resource, reference)
@@ -331,6 +368,16 @@ class ResourceSet:
                 for resource in self.resources
                 if resource.sharing is not None and resource.sharing.shares is shares
             )
+            shares.granted_kept = tuple(
+                one for one in self.kept if (sharing := one.seen_as.sharing) is not None and sharing.shares is shares
+            )
+        self._keeping = {
+            resource.name: tuple(one for one in self.kept if resource in one.follows) for resource in self.resources
+        }
+
+    def keeping(self, resource: Resource) -> tuple[Kept, ...]:
+        """The kept records that follow the writes of a resource's records."""
+        return self._keeping.get(resource.name, ())
 
     def _sharing_of(self, resource: Resource) -> Sharing | None:
         """Through which shares others see the resource's records: the target of the shares' reference is shared

@@ -168,7 +168,7 @@ def query_pairs(query_string: bytes) -> list[tuple[str, str]]:
         raise MalformedRequest(f"The query string has more than {MAX_QUERY_FIELDS} parameters.") from None
 
 
-def _positive_int(name: str, value: str, errors: Errors, *, maximum: int | None = None) -> int | None:
+def positive_int(name: str, value: str, errors: Errors, *, maximum: int | None = None) -> int | None:
     """A whole number ≥ 1; above `maximum` it is reduced to it, or is an error when there is none."""
     digits = value.lstrip("0")
     if not value.isascii() or not value.isdigit() or not digits:
@@ -194,9 +194,9 @@ def parse_paging(pairs: Sequence[tuple[str, str]], *, default_page_size: int, ma
         elif name in seen:
             errors[name] = ["must be given once."]
         elif name == "pageIndex":
-            page_index = _positive_int(name, value, errors) or 1
+            page_index = positive_int(name, value, errors) or 1
         else:
-            page_size = _positive_int(name, value, errors, maximum=max_page_size) or max_page_size
+            page_size = positive_int(name, value, errors, maximum=max_page_size) or max_page_size
         seen.add(name)
     if errors:
         raise ValidationFailed(errors, what="query")
@@ -251,10 +251,10 @@ def parse_list_query(
 
     page_index = 1
     if (raw := single.get("pageIndex")) is not None:
-        page_index = _positive_int("pageIndex", raw[0], errors) or 1
+        page_index = positive_int("pageIndex", raw[0], errors) or 1
     page_size = default_page_size
     if (raw := single.get("pageSize")) is not None:
-        page_size = _positive_int("pageSize", raw[0], errors, maximum=max_page_size) or max_page_size
+        page_size = positive_int("pageSize", raw[0], errors, maximum=max_page_size) or max_page_size
 
     conditions: list[Condition] = []
     owner: str | None = None

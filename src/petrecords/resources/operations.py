@@ -34,7 +34,8 @@ from petrecords.values import now_ms
 
 _PURGE_EVERY = 100
 _UPDATE_ATTEMPTS = 5
-"""How often an update starts again when a concurrent replace moved the record's references meanwhile."""
+"""How often an update (or a deletion) starts again when a concurrent replace moved the record's references
+meanwhile."""
 
 
 def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
@@ -183,16 +184,24 @@ class ResourceOperations:
     async def delete(self, call: Call) -> Answer:
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
-        async with self.services.store.transaction(write=True, caller=caller) as tx:
-            row = await service.delete_record(
-                tx=tx,
-                caller=caller,
-                resource=self.resource,
-                resources=self.services.resources,
-                record_id=self._record_id(call),
-                if_match=if_match,
-            )
-        return record_answer(self.resource, row)
+        for attempt in range(_UPDATE_ATTEMPTS):
+            try:
+                async with self.services.store.transaction(write=True, caller=caller) as tx:
+                    row = await service.delete_record(
+                        tx=tx,
+                        caller=caller,
+                        resource=self.resource,
+                        resources=self.services.resources,
+                        record_id=self._record_id(call),
+                        if_match=if_match,
+                    )
+                return record_answer(self.resource, row)
+            except service.ReferencesMoved:
+                if attempt == _UPDATE_ATTEMPTS - 1:
+                    raise DatabaseUnavailable(
+                        "The record kept changing while it was being deleted. Retry later.", cause="contention"
+                    ) from None
+        raise AssertionError("unreachable")
 
     async def history(self, call: Call) -> Answer:
         settings = self.services.settings

@@ -96,7 +96,7 @@ def _reference_locks(
     resources: ResourceSet, resource: Resource, values: Values, *, restricting_only: bool = False
 ) -> list[Lock]:
     return [
-        Lock(resources.rank(reference.target), reference.target.name, values[column], shared=True)
+        Lock(resources.rank(reference.target), reference.target.name, values[column], shared=not reference.exclusive)
         for reference in resource.references
         if (column := resource.field_named(reference.field).column) in values
         and not (restricting_only and reference.on_delete is not OnDelete.RESTRICT)
@@ -275,6 +275,7 @@ async def create_record(
     await _check_room(tx=tx, resource=resource, row=row)
     await _check_unique(tx=tx, caller=caller, resource=resource, row=row)
     await tx.insert(resource.collection, row)
+    await _keep_derived(tx=tx, resources=resources, resource=resource, before=None, after=row)
     shown = _with_embeds(resource=resource, row=row, referenced=referenced)
     record = msgspec.json.encode(show(resource, shown))
     await _keep(
@@ -442,6 +443,7 @@ async def _replace_held(
         # A new owner shares nothing yet: the shares of the record go with its transfer.
         followers = await _delete_shares(tx=tx, resources=resources, followers=followers, by=caller.email)
     await tx.update(resource.collection, _stored(resource, replaced), previous=current)
+    await _keep_derived(tx=tx, resources=resources, resource=resource, before=current, after=replaced)
     shown = _with_embeds(resource=resource, row=replaced, referenced=referenced)
     await _keep(
         tx=tx,
@@ -456,7 +458,9 @@ async def _replace_held(
     )
     for follower_resource, follower in followers:
         new_owner = replaced[owner_column_of(resource)]
-        await _follow(tx=tx, resource=follower_resource, row=follower, owner=new_owner, by=caller.email)
+        await _follow(
+            tx=tx, resources=resources, resource=follower_resource, row=follower, owner=new_owner, by=caller.email
+        )
     return shown
 
 
@@ -502,11 +506,14 @@ async def _hold_references(
     return again
 
 
-async def _follow(*, tx: Transaction, resource: Resource, row: Row, owner: str, by: str) -> None:
+async def _follow(
+    *, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row, owner: str, by: str
+) -> None:
     """Give a record the new owner of the record it follows: a write of it, which keeps its modifiedAt and
     modifiedBy (no one replaced it) and is kept in its history."""
     moved = {**row, owner_column_of(resource): owner, "revision": row["revision"] + 1}
     await tx.update(resource.collection, _stored(resource, moved), previous=row)
+    await _keep_derived(tx=tx, resources=resources, resource=resource, before=row, after=moved)
     await _keep(
         tx=tx,
         resource=resource,
@@ -533,13 +540,21 @@ async def delete_record(
     if parsed is None:
         raise NotFound()
     locks = [_own_lock(resources, resource, parsed)]
+    first = None
     if resource.grants is not None:
         # A share's deletion holds what it shares (see _value_locks) first, in rank order with its own lock: its
         # target, which never changes, is read before either is held.
         first = await tx.get(resource.collection, parsed)
         locks.extend(_value_locks(resources, resource, first) if first is not None else ())
+    exclusive = _exclusive_columns(resource)
+    if exclusive:
+        # What its referrers' writes hold exclusively (see Reference.exclusive) is held first, as they hold it.
+        first = await tx.get(resource.collection, parsed)
+        locks.extend(_exclusive_locks(resources, resource, first) if first is not None else ())
     await tx.lock(locks)
     found = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
+    if first is not None and any(found.row[column] != first[column] for column in exclusive):
+        raise ReferencesMoved()
     if not found.named:  # the user a share names may delete it: leave
         permit_write(resource, caller, found.permission)
     current = found.row
@@ -559,6 +574,7 @@ async def delete_record(
     for doomed_resource, row in doomed:
         if doomed_resource.grants is None:
             await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
+        await _keep_derived(tx=tx, resources=resources, resource=doomed_resource, before=row, after=None)
         await _keep(
             tx=tx,
             resource=doomed_resource,
@@ -571,6 +587,28 @@ async def delete_record(
             after=None,
         )
     return current
+
+
+def _exclusive_columns(resource: Resource) -> tuple[str, ...]:
+    return tuple(
+        resource.field_named(reference.field).column for reference in resource.references if reference.exclusive
+    )
+
+
+def _exclusive_locks(resources: ResourceSet, resource: Resource, row: Row) -> list[Lock]:
+    return [
+        Lock(resources.rank(reference.target), reference.target.name, row[resource.field_named(reference.field).column])
+        for reference in resource.references
+        if reference.exclusive
+    ]
+
+
+async def _keep_derived(
+    *, tx: Transaction, resources: ResourceSet, resource: Resource, before: Row | None, after: Row | None
+) -> None:
+    """Keep the records derived from the resource's (see Kept) as this write of one leaves them."""
+    for kept in resources.keeping(resource):
+        await kept.keep(tx, resource, before, after)
 
 
 async def _hold_dependents(

@@ -1,0 +1,221 @@
+"""What is due (contract section 14): `GET /v1/due` page 1 with its exact count, as an admin and as a clinic's vet,
+and a pet's vaccination status, each as a ratio to get by id measured in the same run.
+
+The database of the chosen kind is seeded as bench/shares.py seeds its "with" database: the owner's `--rows` pets
+(with the vaccine catalogue), and `--shared-pets` pets of other owners, each shared once (`--clinic`, a fifth, to
+the clinic group `group:clinic-42`, as 50,000 of 250,000 pets) with about `--doses` doses each, bulk-loaded
+through the store. The due rows are then derived from the doses as a load derives them
+(petrecords.due.fill_statement) and counted, for the owners
+and for the grantees of the shares. On PostgreSQL the SQLite database seeded so is moved in with `petrecords export`
+and `petrecords import`, as an operator would (and as the import derives the due rows itself).
+
+Then `petrecords serve` (its defaults: 2 workers × 2 threads, access log on) is measured with wrk (64 connections,
+`--duration` s each) for `--rounds` rounds: `get_by_id` as the owner, `vaccination_status` (a random vaccinated
+pet, as an admin), and `due_admin` and `due_vet` at each of `--page-sizes` (100, the default page, and 20). Each
+figure is the best round's (most req/s).
+
+Usage: .venv/bin/python bench/due.py [--database sqlite|postgresql] [--shared-pets 25000] [--doses 4]
+       [--duration 5] [--rounds 2] [--json due.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.app import open_store
+from petrecords.config import Settings
+from petrecords.db import migrate
+from petrecords.due import DUE_DOSES, due_doses, fill_statement
+from petrecords.portability.databases import count_inserts
+from petrecords.shares import PET_SHARES
+from petrecords.store.grants import grant_count_inserts
+from petrecords.store.records import stored_uuid
+from petrecords.store.sql import SqlTransaction
+from petrecords.tables import period_counts, record_counts
+from petrecords.values import now_ms
+from run import (
+    BIN,
+    OWNER,
+    database,
+    free_port,
+    print_line,
+    process,
+    run_wrk,
+    server_env,
+    settle,
+    sqlite_url,
+    wait_until_answering,
+)
+from seed import seed
+from shares import CLINIC_GROUP, VET, best, move_in, seed_shared, token
+
+DUE_SCENARIOS = ("due_admin", "due_vet")
+"""Each at each of `--page-sizes`: the default page (100, as clients of this API expect) and the 20 that the other
+lists' benchmarks ask for."""
+STATUS_PETS = 1000
+"""The vaccinated pets whose status the status scenario asks for."""
+
+
+async def derive_due(settings: Settings) -> int:
+    """The due rows of the seeded doses, and their kept counts (the owners' and everyone's, and the grantees' of the
+    shares), in one transaction, as a load writes them; how many rows."""
+    store = open_store(settings)
+    shares = PET_SHARES.collection
+    granting = shares.granting
+    assert granting is not None
+    only_due = dataclasses.replace(shares, granting=dataclasses.replace(granting, granted=(DUE_DOSES.collection,)))
+    try:
+        async with store.transaction(write=True) as tx:
+            assert isinstance(tx, SqlTransaction)
+            for table in (period_counts, record_counts):
+                await tx.execute(sa.delete(table).where(table.c.resource == DUE_DOSES.name), {})
+            await tx.execute(sa.delete(due_doses), {})
+            await tx.execute(fill_statement(), {})
+            # The grantees' counts of the due rows alone: the first insert lists the expiring shares, already listed.
+            granted = grant_count_inserts(only_due, now=now_ms())[1:]
+            for insert in [*count_inserts(DUE_DOSES.collection), *granted]:
+                await tx.execute(insert, {})
+            rows = await tx.fetch((sa.select(sa.func.count()).select_from(due_doses), {}))
+            return int(rows[0][0])
+    finally:
+        await store.close()
+
+
+async def vaccinated_pets(settings: Settings, most: int) -> list[str]:
+    store = open_store(settings)
+    try:
+        async with store.transaction(write=False) as tx:
+            assert isinstance(tx, SqlTransaction)
+            select = sa.select(due_doses.c.pet_id).distinct().order_by(due_doses.c.pet_id).limit(most)
+            return [str(stored_uuid(row[0])) for row in await tx.fetch((select, {}))]
+    finally:
+        await store.close()
+
+
+def seed_sqlite(work_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    url = sqlite_url(work_dir)
+    settings = Settings(database_url=url, data_dir=work_dir)
+    migrate(settings)
+    started = time.perf_counter()
+    seeded = asyncio.run(seed(settings, rows=args.rows, owner=OWNER, sample=args.rows, vaccinations=0, catalogue=True))
+    (work_dir / "ids.txt").write_text("".join(seeded.pet_lines))
+    shared = asyncio.run(
+        seed_shared(
+            settings,
+            pets=args.shared_pets,
+            owners=args.owners,
+            users=args.users,
+            clinic=args.clinic,
+            vaccinations=args.doses,
+        )
+    )
+    rows = asyncio.run(derive_due(settings))
+    figures = {
+        "owner_pets": args.rows,
+        "shared_pets": shared.pets,
+        "vaccinations": shared.vaccinations,
+        "shares_to_the_clinic_granting": shared.to_clinic_granting,
+        "due_rows": rows,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    print(f"seeded: {figures}", flush=True)
+    return figures
+
+
+def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[str, list[dict[str, Any]]]) -> None:
+    env = server_env(work_dir, url)
+    settings = Settings(database_url=url, data_dir=work_dir)
+    vaccinated = work_dir / "vaccinated.txt"
+    vaccinated.write_text("".join(f"{pet}\n" for pet in asyncio.run(vaccinated_pets(settings, STATUS_PETS))))
+    wrk_env = {
+        "TOKEN": token(env, OWNER),
+        "ADMIN_TOKEN": token(env, "admin@example.com", "--admin"),
+        "VET_TOKEN": token(env, VET, "--group", CLINIC_GROUP),
+        "IDS_FILE": str(work_dir / "ids.txt"),
+        "VACCINATED_FILE": str(vaccinated),
+    }
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = [str(BIN / "petrecords"), "serve", "--port", str(port)]
+    with process(serve, env, work_dir / "serve.log"):
+        wait_until_answering(f"{base}/readyz")
+        time.sleep(1)
+        for round_ in range(1, args.rounds + 1):
+            print(f"round {round_}", flush=True)
+            runs = [("get_by_id", "get_by_id", {}), ("vaccination_status", "vaccination_status", {})]
+            for size in args.page_sizes:
+                runs += [(f"{name} page {size}", name, {"DUE_PAGE_SIZE": str(size)}) for name in DUE_SCENARIOS]
+            for label, script, extra in runs:
+                figures: dict[str, Any] = run_wrk(
+                    base, script, duration=args.duration, connections=args.connections, env={**wrk_env, **extra}
+                )
+                results.setdefault(label, []).append(figures)
+                print_line(label, figures)
+                settle(args, figures)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--rows", type=int, default=2_000, help="the owner's pets (get by id reads them)")
+    parser.add_argument("--shared-pets", type=int, default=25_000, help="other owners' pets, each shared once")
+    parser.add_argument("--owners", type=int, default=5_000, help="the other owners")
+    parser.add_argument("--users", type=int, default=2_500, help="the users that shares not to the clinic name")
+    parser.add_argument(
+        "--clinic", type=float, default=0.2, help="the share of shares to group:clinic-42 (50,000 of 250,000: 0.2)"
+    )
+    parser.add_argument("--doses", type=float, default=4.0, help="vaccinations per shared pet, on average")
+    parser.add_argument("--page-sizes", type=lambda text: [int(size) for size in text.split(",")], default=[100, 20])
+    parser.add_argument("--duration", type=int, default=5, help="seconds of each measurement")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--timeout", type=int, default=30, help="seconds before wrk gives up on a response")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
+    work = Path(tempfile.mkdtemp(prefix="petrecords-due-"))
+    report: dict[str, Any] = {"database": args.database, "load_average_before": os.getloadavg()[0]}
+    results: dict[str, list[dict[str, Any]]] = {}
+    try:
+        seeded_dir = work / "seeded"
+        seeded_dir.mkdir()
+        report["seeded"] = seed_sqlite(seeded_dir, args)
+        if args.database == "sqlite":
+            measure(args, sqlite_url(seeded_dir), seeded_dir, results)
+        else:
+            with database("postgresql", work) as url:
+                migrate(Settings(database_url=url, data_dir=work))
+                started = time.perf_counter()
+                move_in(seeded_dir, url)
+                report["moved_in_seconds"] = round(time.perf_counter() - started, 1)
+                shutil.copy(seeded_dir / "ids.txt", work / "ids.txt")
+                measure(args, url, work, results)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    chosen = {name: best(rounds) for name, rounds in results.items()}
+    anchor = chosen["get_by_id"]["rps"]
+    ratios = {f"{name} ÷ get_by_id": round(figures["rps"] / anchor, 3) for name, figures in chosen.items()}
+    print("\nbest of the rounds:")
+    for name, figures in chosen.items():
+        print_line(name, figures)
+    for what, value in ratios.items():
+        print(f"  {what:<34} {value:>6.2f}")
+    report.update(runs=results, best=chosen, ratios=ratios, load_average_after=os.getloadavg()[0])
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

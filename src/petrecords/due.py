@@ -1,0 +1,666 @@
+"""What is due (contract section 14): each living pet's latest completed dose of each group, kept in `due_doses` in
+the transaction of every write that can move it, and the two endpoints that read it:
+`GET /v1/pets/{petId}/vaccination-status` and `GET /v1/due`.
+
+A group's latest dose moves when a dose is created, replaced, updated, marked in error or deleted (its pet's doses
+are read again), when a vaccine's `group` or `name` changes (the pets with a dose of it), and when a pet is renamed,
+changes type or owner, dies or is deleted (its rows follow it, or go). The writes of a pet's vaccinations hold the
+pet exclusively (Reference.exclusive), and a pet's own writes hold it too, so that one transaction at a time reads a
+pet's doses and writes its rows. The rows are counted like the vaccinations they show, for their owners and the
+grantees of the pets' shares (see store/counts.py and store/grants.py): `GET /v1/due`'s exact total is a few kept
+rows, and a page walks the index of its order.
+
+The group key, label and state rules are those of certificates (petrecords.certificates.facts), so that a
+certificate and the due list never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+
+from petrecords.auth import Caller
+from petrecords.certificates.facts import DAY_MS, due_state, group_key, group_label
+from petrecords.endpoints import Answer, Call, Endpoint
+from petrecords.errors import NotFound, ValidationFailed
+from petrecords.openapi import DocumentContext, api_errors, headers, parameter
+from petrecords.pets import PETS
+from petrecords.resources.access import list_scope
+from petrecords.resources.declaration import Kept, Resource
+from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA, Context, RecordId, pet_type
+from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
+from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
+from petrecords.resources.service import read_visible
+from petrecords.services import Services
+from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Store, Transaction
+from petrecords.tables import Text, hour_indexed, metadata
+from petrecords.text import match_key
+from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
+from petrecords.values import format_timestamp, now_ms
+
+READ_AT_ONCE = 10_000
+"""A pet's records read in one statement: pages of this many, as long as there are more."""
+
+due_doses = sa.Table(
+    "due_doses",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True, comment="the latest dose's vaccination id"),
+    sa.Column("pet_id", sa.Uuid(), nullable=False),
+    sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
+    sa.Column(
+        "group_key", Text, nullable=True, comment="the group's match key; null: the vaccine is a group of its own"
+    ),
+    sa.Column("label_key", Text, nullable=False, comment="match key of the group's label, for sorting and matching"),
+    sa.Column("vaccine_id", sa.Uuid(), nullable=False),
+    sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.Column("pet_type", Text, nullable=False),
+    sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
+    # What an item shows, kept here so that a page reads these rows alone.
+    sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
+    sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
+    sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
+    sa.Column("reminded", Text, nullable=False, comment="the last reminder of this dose and dueAt, or ''"),
+    sa.Index(None, "pet_id", "id"),
+    # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
+    # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
+    sa.Index(None, "due_at", "pet_id", "label_key", "id"),
+    sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
+    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt. What is left to
+    # remind is the rows not reminded yet ('') due before now plus those days, and those reminded due-soon due
+    # before now: two ranges of this index, whatever the days configured; a row reminded overdue is in neither.
+    sa.Index(None, "reminded", "due_at", "id"),
+)
+hour_indexed(due_doses, "due_at")
+
+DUE_COLUMNS = tuple(due_doses.c.keys())
+NOT_REMINDED = ""
+"""A due row's `reminded` until the reminders (contract section 15) write one for its dose and dueAt."""
+
+
+def _stored_group(row: Row) -> object:
+    """The group of a due row, as facts.group_key names a vaccine's."""
+    group = row["group_key"]
+    return ("vaccine", row["vaccine_id"]) if group is None else ("group", group)
+
+
+def latest_doses(doses: Sequence[Row]) -> dict[object, Row]:
+    """Each group's latest dose among a pet's vaccinations (each with its `vaccine`), by facts.group_key: the
+    completed dose applied last, then of the greater id."""
+    latest: dict[object, Row] = {}
+    for dose in doses:
+        if dose["status"] != COMPLETED:
+            continue
+        key = group_key(dose["vaccine"])
+        current = latest.get(key)
+        if current is None or (dose["applied_at"], dose["id"].int) > (current["applied_at"], current["id"].int):
+            latest[key] = dose
+    return latest
+
+
+def _due_row(pet: Row, dose: Row) -> Row:
+    vaccine = dose["vaccine"]
+    group = vaccine["group_name"]
+    return {
+        "id": dose["id"],
+        "pet_id": pet["id"],
+        "owner_id": pet["owner_id"],
+        "group_key": None if group is None else match_key(group),
+        "label_key": match_key(group_label(vaccine)),
+        "vaccine_id": vaccine["id"],
+        "applied_at": dose["applied_at"],
+        "due_at": dose["due_at"],
+        "pet_type": pet["pet_type"],
+        "pet_name_key": pet["name_key"],
+        "pet_name": pet["name"],
+        "group_label": group_label(vaccine),
+        "vaccine_name": vaccine["name"],
+        "reminded": NOT_REMINDED,
+    }
+
+
+async def of_pet(tx: Transaction, collection: Collection, pet_id: uuid.UUID, *also: Condition) -> list[Row]:
+    """Every record of the collection that names the pet (and meets `also`), by id."""
+    conditions = (Condition(("pet_id",), Operator.EQUAL, (pet_id,)), *also)
+    found: list[Row] = []
+    while True:
+        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=READ_AT_ONCE, offset=len(found))
+        page = await tx.list(collection, query)
+        found.extend(page)
+        if len(page) < READ_AT_ONCE:
+            return found
+
+
+async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
+    """A pet's completed vaccinations, each with its vaccine."""
+    return await of_pet(tx, PET_VACCINATIONS.collection, pet_id, Condition(("status",), Operator.EQUAL, (COMPLETED,)))
+
+
+async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
+    """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
+    group."""
+    pet = await tx.get(PETS.collection, pet_id)
+    wanted: dict[object, Row] = {}
+    if pet is not None and pet["deceased_at"] is None:
+        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
+    held = {_stored_group(row): _stored(row) for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
+    return held, wanted
+
+
+async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
+    """Write the pets' due rows as their doses and records now say. Every row that goes, goes first: a dose moved to
+    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
+    collection = DUE_DOSES.collection
+    rows = [await _rows_of_pet(tx, pet_id) for pet_id in sorted(pet_ids)]
+    for held, wanted in rows:
+        for key, row in held.items():
+            if key not in wanted or wanted[key]["id"] != row["id"]:
+                await tx.delete(collection, row)
+    for held, wanted in rows:
+        for key, row in wanted.items():
+            before = held.get(key)
+            if before is None or before["id"] != row["id"]:
+                await tx.insert(collection, row)
+                continue
+            if before["due_at"] == row["due_at"]:
+                row["reminded"] = before["reminded"]  # a dose is reminded again only for a new dueAt
+            if before != row:
+                await tx.update(collection, row, previous=before)
+
+
+def fill_statement() -> sa.Insert:
+    """The due rows of every stored dose, in one statement, for a table of them that is empty: a load's. The ranks
+    of a pet's completed doses of each group (its vaccines' group_key, or the vaccine alone), latest first, as
+    latest_doses chooses; ids compare as their bytes on both databases (SQLite keeps them as lower-case hex)."""
+    doses, pets, vaccines = PET_VACCINATIONS.table, PETS.table, VACCINES.table
+    group = vaccines.c.group_key
+    alone = sa.case((group.is_(None), doses.c.vaccine_id))
+    ranked = (
+        sa.select(
+            doses.c.id,
+            doses.c.pet_id,
+            pets.c.owner_id,
+            group.label("group_key"),
+            sa.func.coalesce(group, vaccines.c.name_key).label("label_key"),
+            doses.c.vaccine_id,
+            doses.c.applied_at,
+            doses.c.due_at,
+            pets.c.pet_type,
+            pets.c.name_key.label("pet_name_key"),
+            pets.c.name.label("pet_name"),
+            sa.func.coalesce(vaccines.c.group_name, vaccines.c.name).label("group_label"),
+            vaccines.c.name.label("vaccine_name"),
+            sa.literal(NOT_REMINDED, Text).label("reminded"),
+            sa.func.row_number()
+            .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
+            .label("latest"),
+        )
+        .join_from(doses, pets, pets.c.id == doses.c.pet_id)
+        .join(vaccines, vaccines.c.id == doses.c.vaccine_id)
+        .where(doses.c.status == COMPLETED, pets.c.deceased_at.is_(None))
+        .subquery()
+    )
+    select = sa.select(*(ranked.c[column] for column in DUE_COLUMNS)).where(ranked.c.latest == 1)
+    return sa.insert(due_doses).from_select(list(DUE_COLUMNS), select)
+
+
+def _stored(row: Row) -> Row:
+    return {column: row[column] for column in DUE_COLUMNS}
+
+
+_DOSE_COLUMNS = ("pet_id", "vaccine_id", "applied_at", "due_at", "status")
+_PET_COLUMNS = ("owner_id", "name", "pet_type", "deceased_at")
+_VACCINE_COLUMNS = ("group_name", "name")
+
+
+def _moved(before: Row | None, after: Row | None, columns: tuple[str, ...]) -> bool:
+    return before is None or after is None or any(before[column] != after[column] for column in columns)
+
+
+async def keep_due(tx: Transaction, resource: Resource, before: Row | None, after: Row | None) -> None:
+    """Keep the due rows as a write of a pet, a vaccine or a vaccination leaves them (see Kept)."""
+    pets: set[uuid.UUID] = set()
+    if resource is PET_VACCINATIONS and _moved(before, after, _DOSE_COLUMNS):
+        pets = {row["pet_id"] for row in (before, after) if row is not None}
+    elif resource is PETS and before is not None and _moved(before, after, _PET_COLUMNS):
+        pets = {before["id"]}
+    elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
+        doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
+        pets = {dose["pet_id"] for dose in doses}
+    await _keep_pets(tx, pets)
+
+
+def _collection(vaccinations: Collection) -> Collection:
+    """Seen and counted as the vaccinations are (the same owner and shared-through columns), by the hour of dueAt."""
+    return dataclasses.replace(
+        vaccinations,
+        name="due",
+        table=due_doses,
+        counted_by=None,
+        counted_over="due_at",
+        joins=(),
+        searchable=(),
+    )
+
+
+DUE_DOSES = Kept(
+    name="due",
+    follows=(PETS, VACCINES, PET_VACCINATIONS),
+    seen_as=PET_VACCINATIONS,
+    keep=keep_due,
+    make_collection=_collection,
+    fill=fill_statement,
+)
+
+
+# --- GET /v1/pets/{petId}/vaccination-status --------------------------------------------------------------------
+
+
+class StatusItem(msgspec.Struct, rename="camel"):
+    group: str
+    vaccine_id: str
+    vaccine_name: str
+    vaccination_id: str
+    applied_at: str
+    due_at: str
+    state: str
+
+
+class Status(msgspec.Struct, rename="camel"):
+    pet_id: str
+    as_of: str
+    items: list[StatusItem]
+
+
+async def vaccination_status(*, store: Store, caller: Caller, record_id: str, due_soon_days: int) -> Status:
+    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet is
+    read as a get reads it, then its rows in a read of their own (as of a moment after the pet's)."""
+    pet = await read_visible(store=store, caller=caller, resource=PETS, record_id=record_id, reader=caller)
+    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing), as rows.
+    deceased = pet["deceased_at"] is not None
+    async with store.transaction(write=False, single=not deceased, caller=caller) as tx:
+        if deceased:
+            latest = [_due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
+        else:
+            latest = await of_pet(tx, DUE_DOSES.collection, pet["id"])
+    at = now_ms()
+    due_soon_until = at + due_soon_days * DAY_MS
+    items = []
+    for row in sorted(latest, key=lambda found: (found["due_at"], found["label_key"])):
+        state = "deceased" if deceased else due_state(row["due_at"], now_ms=at, due_soon_until_ms=due_soon_until)
+        items.append(
+            StatusItem(
+                group=row["group_label"],
+                vaccine_id=str(row["vaccine_id"]),
+                vaccine_name=row["vaccine_name"],
+                vaccination_id=str(row["id"]),
+                applied_at=format_timestamp(row["applied_at"]),
+                due_at=format_timestamp(row["due_at"]),
+                state=state,
+            )
+        )
+    return Status(pet_id=str(pet["id"]), as_of=format_timestamp(at), items=items)
+
+
+# --- GET /v1/due ----------------------------------------------------------------------------------------------
+
+
+class GroupLabel:
+    """`group`: the groups' labels, matched whole, case ignored."""
+
+    parameters = ("group",)
+    several = True
+    columns = ("label_key",)
+
+    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
+        given = values.get("group")
+        if given is None:
+            return []
+        labels = split_values(given)
+        if not labels or any(not label.strip() or len(label) > 100 for label in labels):
+            errors["group"] = ["must be one or more group labels, each of 1 to 100 characters."]
+            return []
+        return [Condition(("label_key",), Operator.IN, tuple(dict.fromkeys(match_key(label) for label in labels)))]
+
+
+DUE_SORT = {"dueat": ("dueAt", "due_at"), "petname": ("petName", "pet_name_key"), "group": ("group", "label_key")}
+TIE_BREAKERS = ("pet_id", "label_key", "id")
+_BEFORE = time_bound("before", "due_at", Operator.BELOW, "")
+FILTERS = (
+    time_bound("after", "due_at", Operator.AT_LEAST, ""),
+    AnyOf("petId", "pet_id", RecordId(), ""),
+    AnyOf("petType", "pet_type", pet_type(), ""),
+    GroupLabel(),
+)
+OWNER = Owner("owner_id")
+SCOPE = Scope()
+DUE_PARAMETERS = (
+    *PAGING_PARAMETERS,
+    "before",
+    "after",
+    "petId",
+    "petType",
+    "ownerId",
+    "group",
+    "access",
+    "sort",
+    "order",
+)
+_SEVERAL = frozenset({"petId", "petType", "group"})
+
+
+@dataclasses.dataclass(frozen=True)
+class DueRequest:
+    page_index: int
+    page_size: int
+    conditions: tuple[Condition, ...]
+    owner: str | None
+    scope: str | None
+    sort: tuple[SortKey, ...]
+
+
+def parse_due_query(
+    pairs: Sequence[tuple[str, str]], *, context: Context, default_page_size: int, max_page_size: int
+) -> DueRequest:
+    """The parameters of `GET /v1/due`; 400 naming every one that is unknown or malformed."""
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    errors: Errors = {}
+    for name, given in values.items():
+        if name not in DUE_PARAMETERS:
+            errors[name] = ["is not a parameter of this operation; expected one of " + ", ".join(DUE_PARAMETERS) + "."]
+        elif name not in _SEVERAL and len(given) > 1:
+            errors[name] = ["must be given once."]
+    single = {name: given for name, given in values.items() if name not in errors}
+    page_index = 1
+    if (raw := single.get("pageIndex")) is not None:
+        page_index = positive_int("pageIndex", raw[0], errors) or 1
+    page_size = default_page_size
+    if (raw := single.get("pageSize")) is not None:
+        page_size = positive_int("pageSize", raw[0], errors, maximum=max_page_size) or max_page_size
+    before = _BEFORE.read(single, errors, context) or [Condition(("due_at",), Operator.BELOW, (context.now_ms,))]
+    conditions = [*before, *(condition for one in FILTERS for condition in one.read(single, errors, context))]
+    owner = OWNER.owner(single, errors)
+    scope = SCOPE.scope(single, errors)
+    sort = _due_sort(single, errors)
+    if errors:
+        raise ValidationFailed(errors, what="query")
+    return DueRequest(page_index, page_size, tuple(conditions), owner, scope, sort)
+
+
+def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ...]:
+    """`sort` (dueAt, petName, group, each optionally with -) in the direction `order` gives those without -; ties
+    are broken by petId, then group, ascending."""
+    order = values.get("order", ["asc"])[0].lower()
+    if order not in ("asc", "desc"):
+        errors["order"] = ["must be asc or desc."]
+    items = split_values(values["sort"]) if "sort" in values else ["dueAt"]
+    keys: list[SortKey] = []
+    for item in items:
+        found = DUE_SORT.get(item.removeprefix("-").lower())
+        if found is None or any(key.column == found[1] for key in keys):
+            errors["sort"] = ["must be distinct fields of dueAt, petName, group, each optionally prefixed with -."]
+            return ()
+        keys.append(SortKey(found[1], item.startswith("-") or order == "desc"))
+    sorted_by = {key.column for key in keys}
+    return (*keys, *(SortKey(column) for column in TIE_BREAKERS if column not in sorted_by))
+
+
+class DueItem(msgspec.Struct, rename="camel"):
+    pet_id: str
+    pet_name: str
+    pet_type: str
+    owner_id: str
+    group: str
+    vaccine_id: str
+    vaccine_name: str
+    vaccination_id: str
+    applied_at: str
+    due_at: str
+
+
+def _due_item(row: Row) -> DueItem:
+    return DueItem(
+        pet_id=str(row["pet_id"]),
+        pet_name=row["pet_name"],
+        pet_type=row["pet_type"],
+        owner_id=row["owner_id"],
+        group=row["group_label"],
+        vaccine_id=str(row["vaccine_id"]),
+        vaccine_name=row["vaccine_name"],
+        vaccination_id=str(row["id"]),
+        applied_at=format_timestamp(row["applied_at"]),
+        due_at=format_timestamp(row["due_at"]),
+    )
+
+
+async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> dict[str, Any]:
+    """A page of the groups due among the living pets the caller may see, as the list body of contract section 4."""
+    scope = await list_scope(tx, caller, DUE_DOSES.seen_as, owner=request.owner, scope=request.scope)
+    conditions = (*request.conditions, *(scope or ()))
+    collection = DUE_DOSES.collection
+    total = await tx.count(collection, conditions) if scope is not None else 0
+    offset = (request.page_index - 1) * request.page_size
+    rows: Sequence[Row] = []
+    if offset < total:
+        query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
+        rows = await tx.list(collection, query)
+    total_pages = -(-total // request.page_size)
+    return {
+        "items": [_due_item(row) for row in rows],
+        "pageIndex": request.page_index,
+        "pageSize": request.page_size,
+        "totalPages": total_pages,
+        "totalCount": total,
+        "hasPreviousPage": request.page_index > 1,
+        "hasNextPage": request.page_index < total_pages,
+    }
+
+
+# --- the endpoints -----------------------------------------------------------------------------------------------
+
+
+class DueOperations:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    async def status(self, call: Call) -> Answer:
+        caller: Caller = call.caller
+        settings = self.services.settings
+        status = await vaccination_status(
+            store=self.services.store,
+            caller=caller,
+            record_id=call.params["petId"],
+            due_soon_days=settings.due_soon_days,
+        )
+        return Answer(200, msgspec.json.encode(status))
+
+    async def due(self, call: Call) -> Answer:
+        caller: Caller = call.caller
+        settings = self.services.settings
+        request = parse_due_query(
+            query_pairs(call.query),
+            context=self.services.context(),
+            default_page_size=settings.default_page_size,
+            max_page_size=settings.max_page_size,
+        )
+        async with self.services.store.transaction(write=False, caller=caller) as tx:
+            page = await due_page(tx=tx, caller=caller, request=request)
+        return Answer(200, msgspec.json.encode(page))
+
+
+def due_endpoints(services: Services) -> list[Endpoint]:
+    operations = DueOperations(services)
+    return [
+        Endpoint(
+            "GET",
+            "/v1/pets/{petId}/vaccination-status",
+            "getPetVaccinationStatus",
+            PETS.name,
+            "A pet's groups of vaccines, each at its latest dose, and whether it is due",
+            operations.status,
+            _status_document,
+            direct=True,
+        ),
+        Endpoint(
+            "GET",
+            "/v1/due",
+            "listDue",
+            PET_VACCINATIONS.name,
+            "The groups whose latest dose is due, among the living pets the caller may see",
+            operations.due,
+            _due_document,
+            direct=True,
+        ),
+    ]
+
+
+def _string(description: str, **more: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **more}
+
+
+_GROUP = _string("The group's label: the latest dose's vaccine's group, or its name when it has none.")
+_COMMON_ITEM = {
+    "vaccineId": {**UUID_SCHEMA, "description": "The latest dose's vaccine."},
+    "vaccineName": _string("The latest dose's vaccine's name."),
+    "vaccinationId": {**UUID_SCHEMA, "description": "The group's latest dose: its vaccination record."},
+    "appliedAt": {**TIMESTAMP_SCHEMA, "description": "When the latest dose was given."},
+    "dueAt": {**TIMESTAMP_SCHEMA, "description": "When the group is due: the latest dose's dueAt."},
+}
+STATES = ("overdue", "due-soon", "current", "deceased")
+
+
+def _object(properties: dict[str, Any], description: str = "") -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "required": list(properties),
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def _status_document(context: DocumentContext) -> dict[str, Any]:
+    days = context.settings.due_soon_days
+    item = _object(
+        {
+            "group": _GROUP,
+            **_COMMON_ITEM,
+            "state": _string(
+                f"overdue: dueAt is at or before asOf; due-soon: within {days} days after it "
+                "(PETRECORDS_DUE_SOON_DAYS); current: later; deceased: the pet has died (every group).",
+                enum=list(STATES),
+            ),
+        }
+    )
+    status = _object(
+        {
+            "petId": {**UUID_SCHEMA, "description": "The pet."},
+            "asOf": {**TIMESTAMP_SCHEMA, "description": "The time of the answer, which the states are as of."},
+            "items": {"type": "array", "items": item, "description": "One per group, by dueAt, then group."},
+        },
+        "A pet's vaccination status: one item for each group the pet has a completed dose of.",
+    )
+    return {
+        "description": "Whoever may read the pet (its owner, a grantee of one of its shares, an admin). A pet's doses "
+        "of one group are its completed vaccinations whose vaccines have equal groups (case ignored), or, for a "
+        "vaccine with no group, of that vaccine alone; the latest (appliedAt, then the greater id) counts, and an "
+        "earlier dose is never due again. A dose entered-in-error counts for nothing. No ETag.",
+        "parameters": [
+            parameter("petId", {**UUID_SCHEMA}, "The pet's id.", where="path", required=True),
+        ],
+        "responses": {
+            "200": {
+                "description": "The pet's status.",
+                "headers": headers("Cache-Control"),
+                "content": {"application/json": {"schema": status}},
+            },
+            **api_errors(NotFound),
+        },
+    }
+
+
+def _due_document(context: DocumentContext) -> dict[str, Any]:
+    settings = context.settings
+    item = _object(
+        {
+            "petId": {**UUID_SCHEMA, "description": "The pet."},
+            "petName": _string("The pet's name."),
+            "petType": _string("The pet's type."),
+            "ownerId": {**EMAIL_SCHEMA, "description": "The pet's owner."},
+            "group": _GROUP,
+            **_COMMON_ITEM,
+        }
+    )
+    page = _object(
+        {
+            "items": {"type": "array", "items": item},
+            "pageIndex": {"type": "integer", "minimum": 1},
+            "pageSize": {"type": "integer", "minimum": 1, "maximum": settings.max_page_size},
+            "totalPages": {"type": "integer", "minimum": 0},
+            "totalCount": {"type": "integer", "minimum": 0, "description": "Exact."},
+            "hasPreviousPage": {"type": "boolean"},
+            "hasNextPage": {"type": "boolean"},
+        },
+        "A page of what is due: one item per pet and group.",
+    )
+    instant = {**TIMESTAMP_SCHEMA, "format": "date-time"}
+    parameters = [
+        parameter("before", instant, "dueAt < this (RFC 3339, `Z` or an offset). Default: now."),
+        parameter("after", instant, "dueAt ≥ this."),
+        parameter("petId", {"type": "array", "items": UUID_SCHEMA}, f"Only these pets. {SEVERAL}", several=True),
+        parameter(
+            "petType",
+            {"type": "array", "items": {"type": "string", "enum": list(settings.pet_types)}},
+            f"Only pets of these types (case-insensitive). {SEVERAL}",
+            several=True,
+        ),
+        parameter("ownerId", EMAIL_SCHEMA, "Only this owner's pets (within what the caller may see)."),
+        parameter(
+            "group",
+            {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100}},
+            f"Only these groups, by label, case ignored. {SEVERAL}",
+            several=True,
+        ),
+        parameter(
+            "access",
+            {"type": "string", "enum": ["owned", "shared"]},
+            "owned: only the caller's own pets; shared: only the pets shared with them.",
+        ),
+        parameter("pageIndex", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
+        parameter(
+            "pageSize",
+            {"type": "integer", "minimum": 1, "default": settings.default_page_size},
+            f"Items per page; above {settings.max_page_size} it is reduced to it.",
+        ),
+        parameter(
+            "sort",
+            {"type": "string", "default": "dueAt"},
+            "Comma-separated fields of dueAt, petName, group (case ignored), each optionally prefixed with - "
+            "(descending). Ties are broken by petId, then group (case ignored), ascending.",
+        ),
+        parameter("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}, "Direction without -."),
+    ]
+    return {
+        "description": "For the living pets the caller may see (their own, those shared with them, every pet for an "
+        "admin), each group whose latest dose is due before `before`: one item per pet and group, as the list body. "
+        "A booster renews the doses before it: only the latest completed dose of each group counts. Any other "
+        "parameter is 400 (the data-provider conventions of the other lists do not apply). The next request sees "
+        "every committed write that moves a group's latest dose.",
+        "parameters": parameters,
+        "responses": {
+            "200": {
+                "description": "A page of what is due.",
+                "headers": headers("Cache-Control"),
+                "content": {"application/json": {"schema": page}},
+            },
+            **api_errors(),
+        },
+    }

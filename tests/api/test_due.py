@@ -1,0 +1,562 @@
+"""What is due (contract v4 section 14): `GET /v1/pets/{id}/vaccination-status` and `GET /v1/due`, the latest
+completed dose of each group, with the share rules of section 12. On both databases."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords import due as due_module
+from petrecords.config import Settings
+from tests.api.test_shares import CLINIC, VET, as_vet, share
+from tests.api.test_vaccines import admin, create_vaccine
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, run_sql, scalar_sql
+
+Client = AsyncTestClient[Any]
+DOSES = "/v1/pet-vaccination"
+DUE = "/v1/due"
+NOW = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def at(days: float) -> str:
+    """An instant `days` from now, as the service writes it."""
+    return (NOW + datetime.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+async def dose(
+    client: Client, pet: dict[str, Any], vaccine: dict[str, Any], applied: float, due: float, user: str = ALICE
+) -> dict[str, Any]:
+    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": at(applied), "dueAt": at(due)}
+    response = await client.post(DOSES, json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def status(client: Client, pet: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    response = await client.get(f"/v1/pets/{pet['id']}/vaccination-status", headers=headers or auth())
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+async def due(client: Client, headers: dict[str, str] | None = None, **params: Any) -> dict[str, Any]:
+    response = await client.get(DUE, params=params, headers=headers or auth())
+    assert response.status_code == 200, response.text
+    page: dict[str, Any] = response.json()
+    return page
+
+
+def groups(page: dict[str, Any]) -> list[tuple[str, str]]:
+    """(pet name, group) of each item, in order."""
+    return [(item["petName"], item["group"]) for item in page["items"]]
+
+
+def doses_of(page: dict[str, Any]) -> list[str]:
+    return [item["vaccinationId"] for item in page["items"]]
+
+
+@pytest.fixture
+async def rex(client: Client) -> dict[str, Any]:
+    pet: dict[str, Any] = (await create(client, ALICE, name="Rex")).json()
+    return pet
+
+
+@pytest.fixture
+async def rabies(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 1-year", group="Rabies")).json()
+    return vaccine
+
+
+@pytest.fixture
+async def rabies_3y(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 3-year", group="RABIES")).json()
+    return vaccine
+
+
+@pytest.fixture
+async def lepto(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (await create_vaccine(client, name="Lepto")).json()
+    return vaccine
+
+
+class TestStatus:
+    async def test_each_group_at_its_latest_dose_ordered_by_due_date(
+        self,
+        client: Client,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        rabies_3y: dict[str, Any],
+        lepto: dict[str, Any],
+    ) -> None:
+        await dose(client, rex, rabies, -800, -435)
+        booster = await dose(client, rex, rabies_3y, -400, 10)
+        leptos = await dose(client, rex, lepto, -30, 335)
+
+        answer = await status(client, rex)
+
+        assert answer["petId"] == rex["id"]
+        assert abs(datetime.datetime.fromisoformat(answer["asOf"]) - NOW) < datetime.timedelta(minutes=5)
+        assert answer["items"] == [
+            {
+                "group": "RABIES",
+                "vaccineId": rabies_3y["id"],
+                "vaccineName": "Rabies 3-year",
+                "vaccinationId": booster["id"],
+                "appliedAt": booster["appliedAt"],
+                "dueAt": booster["dueAt"],
+                "state": "due-soon",
+            },
+            {
+                "group": "Lepto",
+                "vaccineId": lepto["id"],
+                "vaccineName": "Lepto",
+                "vaccinationId": leptos["id"],
+                "appliedAt": leptos["appliedAt"],
+                "dueAt": leptos["dueAt"],
+                "state": "current",
+            },
+        ]
+
+    async def test_states_follow_the_due_date_and_the_due_soon_days(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -1)
+        await dose(client, rex, lepto, -300, 29)
+
+        assert [item["state"] for item in (await status(client, rex))["items"]] == ["overdue", "due-soon"]
+
+    async def test_a_configured_due_soon_window(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        async with make_client(make_settings(due_soon_days=5)) as client:
+            rex = (await create(client, ALICE, name="Rex")).json()
+            rabies = (await create_vaccine(client, name="Rabies")).json()
+            await dose(client, rex, rabies, -300, 6)
+
+            assert [item["state"] for item in (await status(client, rex))["items"]] == ["current"]
+
+    async def test_a_pet_that_died_is_deceased_in_every_group(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -1)
+        await dose(client, rex, lepto, -300, 100)
+        died = await client.patch(f"/v1/pets/{rex['id']}", json={"deceasedAt": at(0)[:10]}, headers=auth())
+        assert died.status_code == 200, died.text
+
+        answer = await status(client, rex)
+
+        assert [(item["group"], item["state"]) for item in answer["items"]] == [
+            ("Rabies", "deceased"),
+            ("Lepto", "deceased"),
+        ]
+        assert (await due(client, before=at(1000)))["totalCount"] == 0
+
+    async def test_a_pet_without_doses_has_no_items(self, client: Client, rex: dict[str, Any]) -> None:
+        assert (await status(client, rex))["items"] == []
+
+    async def test_someone_elses_pet_is_404_and_a_share_grants_it(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -1)
+        path = f"/v1/pets/{rex['id']}/vaccination-status"
+
+        assert_error(await client.get(path, headers=auth(BOB)), 404, 995)
+        assert_error(await client.get(f"/v1/pets/{MISSING_ID}/vaccination-status", headers=auth(BOB)), 404, 995)
+        assert_error(await client.get("/v1/pets/not-an-id/vaccination-status", headers=auth()), 404, 995)
+        await share(client, rex, BOB)
+        assert len((await status(client, rex, auth(BOB)))["items"]) == 1
+        assert len((await status(client, rex, auth(ADMIN, admin=True)))["items"]) == 1
+
+    async def test_it_takes_no_parameters_and_only_get(self, client: Client, rex: dict[str, Any]) -> None:
+        path = f"/v1/pets/{rex['id']}/vaccination-status"
+
+        response = await client.post(path, json={}, headers=auth())
+
+        assert_error(response, 405, 993)
+        assert "GET" in response.headers["Allow"]
+
+
+class TestLatestDose:
+    async def test_a_booster_renews_the_doses_before_it(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], rabies_3y: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -800, -435)
+        assert doses_of(await due(client)) != []
+
+        booster = await dose(client, rex, rabies_3y, -400, 700)
+
+        assert (await due(client))["totalCount"] == 0
+        assert doses_of(await due(client, before=at(800))) == [booster["id"]]
+
+    async def test_the_latest_is_the_one_applied_last_whatever_its_due_date(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        later = await dose(client, rex, rabies, -100, -50)
+        await dose(client, rex, rabies, -200, 300)
+
+        assert doses_of(await due(client)) == [later["id"]]
+
+    async def test_a_tie_in_applied_at_goes_to_the_greater_id(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        first = await dose(client, rex, rabies, -100, -50)
+        second = await dose(client, rex, rabies, -100, -40)
+
+        assert doses_of(await due(client)) == [max(first["id"], second["id"])]
+
+    async def test_a_pet_with_more_doses_than_one_read_takes(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any], monkeypatch: Any
+    ) -> None:
+        monkeypatch.setattr(due_module, "READ_AT_ONCE", 2)
+        for days in (-900, -700, -500):
+            await dose(client, rex, rabies, days, days + 100)
+        latest = await dose(client, rex, rabies, -300, -200)
+        await dose(client, rex, lepto, -800, -700)
+        leptos = await dose(client, rex, lepto, -600, -5)
+
+        assert doses_of(await due(client)) == [latest["id"], leptos["id"]]
+        assert [item["vaccinationId"] for item in (await status(client, rex))["items"]] == [latest["id"], leptos["id"]]
+
+    async def test_a_vaccine_without_a_group_is_its_own(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        other = (await create_vaccine(client, name="Lepto 4")).json()
+        await dose(client, rex, rabies, -100, -50)
+        await dose(client, rex, lepto, -100, -40)
+        await dose(client, rex, other, -90, -30)
+
+        assert groups(await due(client)) == [("Rex", "Rabies"), ("Rex", "Lepto"), ("Rex", "Lepto 4")]
+
+    async def test_a_dose_entered_in_error_counts_for_nothing(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        first = await dose(client, rex, rabies, -800, -435)
+        booster = await dose(client, rex, rabies, -400, 700)
+        marked = await client.patch(
+            f"{DOSES}/{booster['id']}",
+            json={"status": "entered-in-error", "statusReason": "Another pet's dose."},
+            headers=auth(),
+        )
+        assert marked.status_code == 200, marked.text
+
+        assert doses_of(await due(client)) == [first["id"]]
+        assert [item["vaccinationId"] for item in (await status(client, rex))["items"]] == [first["id"]]
+
+    async def test_a_deleted_dose_gives_its_place_back(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        first = await dose(client, rex, rabies, -800, -435)
+        booster = await dose(client, rex, rabies, -400, 700)
+
+        deleted = await client.delete(f"{DOSES}/{booster['id']}", headers=auth())
+
+        assert deleted.status_code == 200, deleted.text
+        assert doses_of(await due(client)) == [first["id"]]
+        await client.delete(f"{DOSES}/{first['id']}", headers=auth())
+        assert (await status(client, rex))["items"] == []
+
+    async def test_a_replaced_dose_moves_between_pets_and_dates(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        max_ = (await create(client, ALICE, name="Max")).json()
+        moved = await dose(client, rex, rabies, -400, -10)
+        body = {"petId": max_["id"], "vaccineId": rabies["id"], "appliedAt": at(-300), "dueAt": at(-5)}
+
+        replaced = await client.put(f"{DOSES}/{moved['id']}", json=body, headers=auth())
+
+        assert replaced.status_code == 200, replaced.text
+        assert groups(await due(client)) == [("Max", "Rabies")]
+        assert (await status(client, rex))["items"] == []
+        assert (await due(client))["items"][0]["dueAt"] == at(-5)
+
+    @pytest.mark.parametrize("to_the_first", [False, True], ids=["to a later pet", "to an earlier pet"])
+    async def test_a_dose_moved_to_another_pet_is_its_latest_there(
+        self, client: Client, rabies: dict[str, Any], to_the_first: bool
+    ) -> None:
+        pets = [(await create(client, ALICE, name=name)).json() for name in ("First", "Second")]
+        origin, target = pets[::-1] if to_the_first else pets
+        moved = await dose(client, origin, rabies, -100, -10)
+        await dose(client, target, rabies, -400, -20)
+
+        answer = await client.patch(f"{DOSES}/{moved['id']}", json={"petId": target["id"]}, headers=auth())
+
+        assert answer.status_code == 200, answer.text
+        assert [(item["petId"], item["vaccinationId"]) for item in (await due(client))["items"]] == [
+            (target["id"], moved["id"])
+        ]
+
+    async def test_a_vaccines_group_changed_regroups_the_doses(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -800, -435)
+        leptos = await dose(client, rex, lepto, -400, -20)
+        assert len((await due(client))["items"]) == 2
+
+        regrouped = await client.patch(f"/v1/vaccines/{lepto['id']}", json={"group": "rabies"}, headers=admin())
+
+        assert regrouped.status_code == 200, regrouped.text
+        assert [(item["group"], item["vaccinationId"]) for item in (await due(client))["items"]] == [
+            ("rabies", leptos["id"])
+        ]
+        renamed = await client.patch(f"/v1/vaccines/{lepto['id']}", json={"group": None}, headers=admin())
+        assert renamed.status_code == 200, renamed.text
+        assert groups(await due(client)) == [("Rex", "Rabies"), ("Rex", "Lepto")]
+
+    async def test_a_renamed_pet_or_vaccine_shows_its_new_name(
+        self, client: Client, rex: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, lepto, -400, -10)
+
+        await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexy"}, headers=auth())
+        await client.patch(f"/v1/vaccines/{lepto['id']}", json={"name": "Lepto 4"}, headers=admin())
+
+        item = (await due(client))["items"][0]
+        assert (item["petName"], item["group"], item["vaccineName"]) == ("Rexy", "Lepto 4", "Lepto 4")
+        assert [(one["group"], one["vaccineName"]) for one in (await status(client, rex))["items"]] == [
+            ("Lepto 4", "Lepto 4")
+        ]
+        assert groups(await due(client, sort="petName")) == [("Rexy", "Lepto 4")]
+
+    async def test_a_deleted_pet_leaves_the_list(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -10)
+
+        deleted = await client.delete(f"/v1/pets/{rex['id']}", headers=auth())
+
+        assert deleted.status_code == 200, deleted.text
+        assert (await due(client, admin()))["totalCount"] == 0
+
+
+class TestRoomForReminders:
+    """What reminders (contract section 15) will read: a row's `reminded` mark, which only a new dueAt clears."""
+
+    async def test_a_mark_stays_until_the_due_date_moves(
+        self, client: Client, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -400, 10)
+        await run_sql(database_url, "UPDATE due_doses SET reminded = 'due-soon'")
+
+        await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexy"}, headers=auth())
+        await client.patch(f"{DOSES}/{given['id']}", json={"notes": "Left shoulder."}, headers=auth())
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == "due-soon"
+
+        await client.patch(f"{DOSES}/{given['id']}", json={"dueAt": at(20)}, headers=auth())
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
+
+    async def test_a_new_latest_dose_starts_unreminded(
+        self, client: Client, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, 10)
+        await run_sql(database_url, "UPDATE due_doses SET reminded = 'overdue'")
+
+        await dose(client, rex, rabies, -1, 364)
+
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
+
+
+class TestWhoSees:
+    async def test_owners_see_their_own_and_an_admin_everyone(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        bo = (await create(client, BOB, name="Bo")).json()
+        await dose(client, rex, rabies, -400, -10)
+        await dose(client, bo, rabies, -400, -20, user=BOB)
+
+        assert groups(await due(client)) == [("Rex", "Rabies")]
+        assert groups(await due(client, auth(BOB))) == [("Bo", "Rabies")]
+        everyone = await due(client, admin())
+        assert groups(everyone) == [("Bo", "Rabies"), ("Rex", "Rabies")]
+        assert [item["ownerId"] for item in everyone["items"]] == [BOB, ALICE]
+        assert groups(await due(client, admin(), ownerId=ALICE)) == [("Rex", "Rabies")]
+
+    async def test_a_clinic_sees_its_patients_while_shared(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        max_ = (await create(client, ALICE, name="Max")).json()
+        await dose(client, rex, rabies, -400, -10)
+        await dose(client, max_, rabies, -400, -20)
+        assert (await due(client, as_vet()))["totalCount"] == 0
+
+        shared = (await share(client, rex, CLINIC)).json()
+
+        page = await due(client, as_vet())
+        assert (groups(page), page["totalCount"]) == ([("Rex", "Rabies")], 1)
+        assert (await due(client, as_vet(), access="shared"))["totalCount"] == 1
+        assert (await due(client, as_vet(), access="owned"))["totalCount"] == 0
+        assert (await due(client, auth(), access="shared"))["totalCount"] == 0
+        assert (await due(client, as_vet(), ownerId=ALICE))["totalCount"] == 1
+        assert len((await status(client, rex, as_vet()))["items"]) == 1
+
+        revoked = await client.delete(f"/v1/pet-shares/{shared['id']}", headers=auth())
+
+        assert revoked.status_code == 200, revoked.text
+        assert (await due(client, as_vet()))["totalCount"] == 0
+        assert_error(await client.get(f"/v1/pets/{rex['id']}/vaccination-status", headers=as_vet()), 404, 995)
+
+    async def test_a_vets_own_pets_and_their_clinics(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        own = (await create(client, VET, name="Vet's cat")).json()
+        await dose(client, rex, rabies, -400, -10)
+        await dose(client, own, rabies, -400, -30, user=VET)
+        await share(client, rex, CLINIC)
+
+        page = await due(client, as_vet())
+
+        assert (groups(page), page["totalCount"]) == ([("Vet's cat", "Rabies"), ("Rex", "Rabies")], 2)
+        assert groups(await due(client, as_vet(), access="owned")) == [("Vet's cat", "Rabies")]
+
+    async def test_a_transfer_moves_the_pet_and_ends_its_shares(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -10)
+        await share(client, rex, CLINIC)
+
+        moved = await client.patch(f"/v1/pets/{rex['id']}", json={"ownerId": BOB}, headers=admin())
+
+        assert moved.status_code == 200, moved.text
+        assert (await due(client))["totalCount"] == 0
+        assert (await due(client, as_vet()))["totalCount"] == 0
+        page = await due(client, auth(BOB))
+        assert ([item["ownerId"] for item in page["items"]], page["totalCount"]) == ([BOB], 1)
+
+    async def test_a_share_that_expired_grants_nothing(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -400, -10)
+        expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+        await share(client, rex, BOB, expiresAt=expires.isoformat().replace("+00:00", "Z"))
+        assert (await due(client, auth(BOB)))["totalCount"] == 1
+
+        await asyncio.sleep(max(0.0, (expires - datetime.datetime.now(datetime.UTC)).total_seconds()) + 0.05)
+
+        page = await due(client, auth(BOB))
+        assert (page["items"], page["totalCount"]) == ([], 0)
+        assert_error(await client.get(f"/v1/pets/{rex['id']}/vaccination-status", headers=auth(BOB)), 404, 995)
+
+
+class TestList:
+    @pytest.fixture
+    async def patients(self, client: Client, rabies: dict[str, Any], lepto: dict[str, Any]) -> list[dict[str, Any]]:
+        names = ["Zed", "amy", "Bo", "Cy"]
+        pets = [(await create(client, ALICE, name=name, pet_type="Dog")).json() for name in names]
+        for n, pet in enumerate(pets):
+            await dose(client, pet, rabies, -400, -40 + n)
+            await dose(client, pet, lepto, -400, -40 + n)
+        return pets
+
+    async def test_due_date_then_pet_then_group(self, client: Client, patients: list[dict[str, Any]]) -> None:
+        page = await due(client)
+
+        expected = []
+        for pet in patients:
+            first, second = sorted(["Rabies", "Lepto"], key=str.lower)
+            ids = [pet["id"]]
+            expected.extend([(ids[0], first), (ids[0], second)])
+        assert [(item["petId"], item["group"]) for item in page["items"]] == expected
+        assert page["totalCount"] == 8
+
+    async def test_pages_are_stable_and_counted_exactly(self, client: Client, patients: list[dict[str, Any]]) -> None:
+        whole = doses_of(await due(client))
+        pages = [await due(client, pageSize=3, pageIndex=index) for index in (1, 2, 3, 4)]
+
+        assert [doses_of(page) for page in pages] == [whole[0:3], whole[3:6], whole[6:8], []]
+        assert [(page["totalPages"], page["totalCount"]) for page in pages] == [(3, 8)] * 4
+        assert [(page["hasPreviousPage"], page["hasNextPage"]) for page in pages] == [
+            (False, True),
+            (True, True),
+            (True, False),
+            (True, False),
+        ]
+
+    async def test_sorted_by_pet_name_or_group(self, client: Client, patients: list[dict[str, Any]]) -> None:
+        by_name = await due(client, sort="petName")
+        names = [item["petName"] for item in by_name["items"]]
+        assert names == ["amy", "amy", "Bo", "Bo", "Cy", "Cy", "Zed", "Zed"]
+        by_group = await due(client, sort="-group,dueAt")
+        assert [item["group"] for item in by_group["items"]] == ["Rabies"] * 4 + ["Lepto"] * 4
+        assert [item["petName"] for item in by_group["items"][:4]] == ["Zed", "amy", "Bo", "Cy"]
+        descending = await due(client, sort="dueAt", order="desc")
+        assert [item["petName"] for item in descending["items"][::2]] == ["Cy", "Bo", "amy", "Zed"]
+
+    async def test_filters(self, client: Client, patients: list[dict[str, Any]], rabies: dict[str, Any]) -> None:
+        zed, amy = patients[0], patients[1]
+        cat = (await create(client, ALICE, name="Tom", pet_type="Cat")).json()
+        cat_vaccine = (await create_vaccine(client, name="FVRCP", pet_type="Cat")).json()
+        await dose(client, cat, cat_vaccine, -400, -1)
+
+        assert (await due(client, before=at(-38.5)))["totalCount"] == 4
+        assert (await due(client, after=at(-38.5)))["totalCount"] == 5
+        assert (await due(client, after=at(-38.5), before=at(-37.5)))["totalCount"] == 2
+        assert (await due(client, petId=f"{zed['id']},{amy['id']}"))["totalCount"] == 4
+        assert (await due(client, petType="cat"))["totalCount"] == 1
+        assert groups(await due(client, petType="Cat")) == [("Tom", "FVRCP")]
+        assert (await due(client, group="RABIES"))["totalCount"] == 4
+        assert (await due(client, group=["rabies", "fvrcp"]))["totalCount"] == 5
+        assert (await due(client, before=at(-1000)))["totalCount"] == 0
+
+    @pytest.mark.parametrize(
+        ("params", "named"),
+        [
+            ({"name": "Rex"}, "name"),
+            ({"dueTo": at(0)}, "dueTo"),
+            ({"q": "x"}, "q"),
+            ({"dueAt_gte": at(0)}, "dueAt_gte"),
+            ({"before": "yesterday"}, "before"),
+            ({"after": "2026-13-01T00:00:00Z"}, "after"),
+            ({"petId": "nope"}, "petId"),
+            ({"petType": "Dragon"}, "petType"),
+            ({"ownerId": "not an e-mail"}, "ownerId"),
+            ({"access": "mine"}, "access"),
+            ({"sort": "appliedAt"}, "sort"),
+            ({"sort": "dueAt,dueAt"}, "sort"),
+            ({"order": "up"}, "order"),
+            ({"pageIndex": "0"}, "pageIndex"),
+            ({"pageSize": "x"}, "pageSize"),
+            ({"group": " "}, "group"),
+            ({"before": [at(0), at(1)]}, "before"),
+        ],
+    )
+    async def test_anything_else_is_400(self, client: Client, params: dict[str, Any], named: str) -> None:
+        response = await client.get(DUE, params=params, headers=auth())
+
+        body = assert_error(response, 400, 994)
+        assert named in body["errors"]
+
+    async def test_a_large_page_size_is_reduced(self, client: Client, patients: list[dict[str, Any]]) -> None:
+        page = await due(client, pageSize=100000)
+
+        assert (page["pageSize"], len(page["items"])) == (100, 8)
+
+    async def test_an_item_has_the_contracts_members(
+        self, client: Client, patients: list[dict[str, Any]], rabies: dict[str, Any]
+    ) -> None:
+        item = (await due(client, pageSize=1))["items"][0]
+
+        assert set(item) == {
+            "petId",
+            "petName",
+            "petType",
+            "ownerId",
+            "group",
+            "vaccineId",
+            "vaccineName",
+            "vaccinationId",
+            "appliedAt",
+            "dueAt",
+        }
+        assert (item["petName"], item["petType"], item["ownerId"]) == ("Zed", "Dog", ALICE)
+
+
+async def test_only_get_is_allowed(client: Client) -> None:
+    response: httpx.Response = await client.post(DUE, json={}, headers=auth())
+
+    assert_error(response, 405, 993)
