@@ -27,6 +27,7 @@ from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms
+from petrecords.webhooks.deliverer import WebhookDeliveries
 
 log = logging.getLogger("petrecords.duties")
 
@@ -416,6 +417,7 @@ class Duties:
             "retention": retention.run,
             "grant expiry": GrantExpiry(store, metrics=metrics).run,
             "horizon": HorizonWatch(store, metrics=metrics).run,
+            "webhooks": WebhookDeliveries(settings, store, resources=RESOURCES, instance=instance, metrics=metrics).run,
         }
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run

@@ -9,6 +9,7 @@ from petrecords.shares import PET_SHARES
 from petrecords.tables import metadata
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
+from petrecords.webhooks.resource import WEBHOOKS
 
 RESOURCES = ResourceSet(
     [
@@ -16,6 +17,7 @@ RESOURCES = ResourceSet(
         VACCINES,
         PET_VACCINATIONS,
         PET_SHARES,
+        WEBHOOKS,
     ],
     kept=[DUE_DOSES],
 )

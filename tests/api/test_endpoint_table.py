@@ -31,6 +31,7 @@ _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _CURSOR = re.compile(r'"(?:cursor|nextCursor)":"[0-9a-f]+-[0-9a-f]+"')
 _ETAG = re.compile(r'"[0-9a-f]{20}"')
 _TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
+_SECRET = re.compile(r'"secret":"whsec_[^"]*"')
 # A second record of a resource must differ from the first in the values that are unique among its records.
 ANOTHER = {
     "pets": {"microchip": "982000123456780"},
@@ -164,7 +165,7 @@ def _shape(response: httpx.Response, world: World) -> tuple[int, dict[str, str],
     # The metrics count the requests of the process so far: the same figures twice only by chance.
     text = "<figures>" if response.request.url.path == "/metrics" else response.text
     text = _UUID.sub(lambda match: names.get(match.group(0), "<id>"), text)
-    text = _TICKET.sub('"ticket":"<ticket>"', text)
+    text = _SECRET.sub('"secret":"<secret>"', _TICKET.sub('"ticket":"<ticket>"', text))
     text = _CURSOR.sub('"cursor":"<cursor>"', _ETAG.sub('"<etag>"', _TIMESTAMP.sub("<time>", text)))
     headers = {
         name: _UUID.sub(lambda match: names.get(match.group(0), "<id>"), _ETAG.sub("<etag>", value))

@@ -24,7 +24,9 @@ bearer token names the user (`sub`) and their roles. FUZZ_USER names the identit
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
+import ipaddress
 import json
 import math
 import os
@@ -45,6 +47,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation.meta import CoveragePhaseData
 
 from petrecords.values import format_timestamp, parse_datetime_ms
+from petrecords.webhooks.targets import address_kind, url_problem
 
 # Headers whose values differ between any two responses, even identical ones.
 VOLATILE_HEADERS = {"date", "x-request-id", "content-length"}
@@ -66,6 +69,14 @@ COMPLETED = "completed"
 EXPIRES_AT = "expiresAt"
 FEED = "/v1/changes"
 AFTER = "after"
+POSITION = "position"
+"""A webhook's `position`: a cursor the feed handed out, as the feed's `after` is."""
+WEBHOOKS = "/v1/webhooks"
+WEBHOOK_URL = "https://93.184.215.14/petrecords-webhooks"
+MOST_WEBHOOKS = 20
+"""A public address that needs no look-up: the webhooks the hooks make are disabled, so nothing is sent there."""
+SHOWN_ONCE = ("secret",)
+"""Members of a create's answer that no other answer shows (the document's `{Name}Created` schemas)."""
 LAST_EVENT_ID = "Last-Event-ID"
 UNIQUE_MEMBERS: dict[str, Callable[[], str]] = {
     "microchip": lambda: f"{secrets.randbelow(10**15):015d}",
@@ -364,7 +375,8 @@ def records_of_others_are_missing(
     if "location" not in response.headers:
         return None  # not a record: a stream's ticket
     api = _api_of(case)
-    record = response.json()
+    # What the create's answer alone shows (a webhook's secret) is in no other answer.
+    record = {name: value for name, value in response.json().items() if name not in SHOWN_ONCE}
     base = _base(response.request.url)
     location = _header(response, "location")
     collection = location.rsplit("/", 1)[0]
@@ -600,6 +612,46 @@ def _an_existing_share(base: str, case: schemathesis.Case) -> None:
         case.path_parameters[name] = listed[0]["id"]
 
 
+def _a_url_that_may_be_delivered_to(body: dict[str, Any]) -> None:
+    """A webhook's `url`: an https URL whose host is a domain name, or a public address (what a URI of the schema's
+    format may be beyond that, the document says in prose)."""
+    url = body.get("url")
+    if not isinstance(url, str):
+        return
+    if url_problem(url, allow_private=False) is not None:
+        body["url"] = WEBHOOK_URL
+        return
+    with contextlib.suppress(ValueError):
+        if address_kind(ipaddress.ip_address(httpx.URL(url).host)) is not None:
+            body["url"] = WEBHOOK_URL
+
+
+def _room_for_a_webhook(base: str) -> None:
+    """A caller has at most 20 webhooks: a create meant to succeed first deletes their oldest when they have them."""
+    caller = _caller()
+    page = _send("GET", f"{base}{WEBHOOKS}", caller, params={"pageSize": "1"}).json()
+    if page.get("totalCount", 0) >= MOST_WEBHOOKS and page.get("items"):
+        _send("DELETE", f"{base}{WEBHOOKS}/{page['items'][0]['id']}", caller)
+
+
+def _an_existing_webhook(base: str, case: schemathesis.Case) -> None:
+    """A webhook that a case meant to succeed names is one of the caller's that exists (made now, disabled, when
+    they have none): few links lead from a create to its rotation or replace, and a short run reaches them through
+    those only by chance."""
+    if not case.operation.path.startswith(f"{WEBHOOKS}/{{") or not case.path_parameters:
+        return
+    name = next(iter(case.path_parameters))
+    caller = _caller()
+    if _record(f"{base}{WEBHOOKS}/{case.path_parameters[name]}", caller) is not None:
+        return
+    listed = _send("GET", f"{base}{WEBHOOKS}", caller, params={"pageSize": "1"}).json().get("items", [])
+    if not listed:
+        made = _send("POST", f"{base}{WEBHOOKS}", caller, json={"url": WEBHOOK_URL, "enabled": False})
+        listed = [made.json()] if made.status_code == 201 else []
+    if listed:
+        case.path_parameters[name] = listed[0]["id"]
+
+
 def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
     """A share's pet and grantee cannot change (400): a replace or patch names them as they are."""
     record_id = next(iter(case.path_parameters.values()))
@@ -626,7 +678,7 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     - a vaccination is completed (a dose marked entered-in-error could only be deleted), and its product had not
       expired on the day it was given;
     - in a list's query, `order` gives one direction for each `sort` field, or one for all; the feed's `after`
-      or `Last-Event-ID` is a cursor the service handed out.
+      or `Last-Event-ID`, and a webhook's `position`, is a cursor the service handed out.
 
     Cases meant to be invalid are sent as generated.
     """
@@ -643,6 +695,7 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         _a_cursor_handed_out(base, case.headers, LAST_EVENT_ID)
     if method == "DELETE" and case.path_parameters:
         _an_existing_share(base, case)
+    _an_existing_webhook(base, case)
     if method not in ("POST", "PUT", "PATCH") or not isinstance(case.body, dict):
         return
     api = _api_of(case)
@@ -654,6 +707,12 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     _a_future_moment(case.body)
     _values_no_record_has(case.body)
     _completed(case.body)
+    if collection == WEBHOOKS:
+        if method == "POST" and case.operation.path == WEBHOOKS:
+            _room_for_a_webhook(base)
+        _a_url_that_may_be_delivered_to(case.body)
+        if isinstance(case.body.get(POSITION), str):
+            _a_cursor_handed_out(base, case.body, POSITION)
     if collection == api.shares:
         if method != "POST" and case.path_parameters:
             _as_it_was(api, base, collection, case)

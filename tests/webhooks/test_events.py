@@ -87,8 +87,8 @@ class TestReading:
         assert read_events(value, NAMES) == (None, problem)
 
     def test_a_resource_registered_later_is_known_by_its_name(self) -> None:
-        assert read_events(["webhooks.replaced"], NAMES)[1] is not None
-        assert read_events(["webhooks.replaced"], (*NAMES, "webhooks")) == (("webhooks.replaced",), None)
+        assert read_events(["pet-notes.replaced"], NAMES)[1] is not None
+        assert read_events(["pet-notes.replaced"], (*NAMES, "pet-notes")) == (("pet-notes.replaced",), None)
 
 
 resources = st.sampled_from(NAMES)

@@ -8,15 +8,20 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from petrecords.config import ConfigurationError
+from petrecords.auth import Caller
+from petrecords.config import ConfigurationError, Settings
+from petrecords.endpoints import Endpoint
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
 from petrecords.store.base import Collection, Condition, Granting, Join, Row, SharedBy, Transaction
 from petrecords.tables import HOUR_INDEXED, SEARCHABLE
+
+if TYPE_CHECKING:
+    from petrecords.services import Services  # which holds the registered resources
 
 Values = dict[str, Any]
 """A record as stored: column name -> value (ids as UUIDs, times as epoch milliseconds)."""
@@ -144,6 +149,44 @@ Complete = Callable[[Values, Mapping[str, Values]], Errors]
 """Rules that need the referenced records (reference field -> that record as stored): may fill in values."""
 Review = Callable[[Values | None, Values], Errors]
 """Rules on a record as a write would leave it (every column), beside the record as stored (None for a create)."""
+Screen = Callable[[Values, Settings], Awaitable[Errors]]
+"""Rules on the values a body sets that must look outside the database (a host name's addresses): run before the
+write's transaction begins, so that a slow look-up holds no lock and no connection."""
+
+
+@dataclass(frozen=True)
+class Preparing:
+    """A write about to be made, as Resource.prepare sees it: in the write's transaction, once the record is held and
+    the caller may make the write."""
+
+    tx: Transaction
+    caller: Caller
+    stored: Row | None
+    """The record as stored; None for a create."""
+    written: Values
+    """The record as the write leaves it (every column the body and the service set)."""
+    settings: Settings
+
+
+Prepare = Callable[[Preparing], Awaitable[Values]]
+"""Rules that need the transaction (how many records an owner has, what the change log keeps), and the columns the
+service sets that are no field of the record (a secret): the values returned are written with the record. Raises
+ValidationFailed for a write that breaks a rule."""
+
+
+@dataclass(frozen=True)
+class Revealed:
+    """What the answer to a create shows beside the record, and nothing else ever shows (a secret): not a GET, a list,
+    the history, the change feed, NATS nor a log. An idempotent replay of the create answers it again."""
+
+    values: Callable[[Row], Mapping[str, Any]]
+    """The members shown, from the record as stored."""
+    schemas: Mapping[str, Mapping[str, Any]]
+    """Each member's JSON Schema: the document's `{schema_name}Created` is the record's with these."""
+
+
+MoreEndpoints = Callable[["Resource", "Services"], Sequence[Endpoint]]
+"""A resource's endpoints beyond those every resource has (`/v1/webhooks/{id}/secret`)."""
 
 
 @dataclass(eq=False)
@@ -178,6 +221,15 @@ class Resource:
     check: Check | None = None
     complete: Complete | None = None
     review: Review | None = None
+    screen: Screen | None = None
+    prepare: Prepare | None = None
+    revealed: Revealed | None = None
+    more_endpoints: MoreEndpoints | None = None
+    record_operations: tuple[str, ...] = ()
+    """The operation ids of those of its more endpoints that act on one record (`/v1/{name}/{id}/…`): the document
+    links every answer with a record to them, as it links to the record's history."""
+    most_per_owner: int | None = None
+    """How many records one owner may have (a create beyond it is 400 naming ownerId)."""
     examples: Mapping[str, Any] = field(default_factory=dict)
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""

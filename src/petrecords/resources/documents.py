@@ -52,6 +52,11 @@ def _record_parameter(resource: Resource) -> dict[str, Any]:
     )
 
 
+def if_match_parameter() -> dict[str, Any]:
+    """`If-Match`, as every write of one record takes it."""
+    return _if_match()
+
+
 def _if_match() -> dict[str, Any]:
     return parameter(
         "If-Match",
@@ -122,11 +127,11 @@ def _links(resource: Resource, *operations: str, with_etag: bool = True) -> dict
                 "operationId": operation_id,
                 "parameters": {path_parameter: record_id, f"header.{header}": "$response.header.ETag"},
             }
-    history = f"get{resource.schema_name}History"
-    links[history[0].upper() + history[1:]] = {
-        "operationId": history,
-        "parameters": {f"path.{resource.path_parameter}": record_id},
-    }
+    for operation_id in (f"get{resource.schema_name}History", *resource.record_operations):
+        links[operation_id[0].upper() + operation_id[1:]] = {
+            "operationId": operation_id,
+            "parameters": {f"path.{resource.path_parameter}": record_id},
+        }
     return links
 
 
@@ -290,7 +295,7 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
         "responses": {
             "201": json_response(
                 "Created (or replayed).",
-                resource.schema_name,
+                resource.schema_name if resource.revealed is None else f"{resource.schema_name}Created",
                 "Location",
                 "Idempotent-Replayed",
                 *_RECORD_HEADERS,

@@ -7,12 +7,13 @@ comparisons are fields.Operation, and the health and metrics endpoints are petre
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import msgspec
 
 from petrecords.auth import Caller
 from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
-from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused
+from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused, ValidationFailed
 from petrecords.resources import documents, service
 from petrecords.resources.declaration import Resource
 from petrecords.resources.history import history_page
@@ -95,8 +96,17 @@ class ResourceOperations:
             return Answer(304, b"", {"ETag": etag}, media_type=None)
         return Answer(200, msgspec.json.encode(show(self.resource, row)), {"ETag": etag})
 
+    async def _screen(self, values: dict[str, Any]) -> None:
+        """The resource's rules that look outside the database, before the transaction (see Resource.screen)."""
+        screen = self.resource.screen
+        if screen is not None:
+            errors = await screen(values, self.services.settings)
+            if errors:
+                raise ValidationFailed(errors, what="request body")
+
     async def create(self, call: Call) -> Answer:
         body = read_body(self.resource, decode_json(call.body), context=self.services.context())
+        await self._screen(body.values)
         caller = _caller(call)
         # Answered once the transaction has ended: a 201 is sent only for a create that committed.
         async with self.services.store.transaction(write=True, caller=caller) as tx:
@@ -121,10 +131,13 @@ class ResourceOperations:
                 return Answer(stored.status, stored.body, headers)
 
         row, record = await service.create_record(
-            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body
+            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body, settings=settings
         )
         location = f"{resource.path}/{row['id']}"
         etag = etag_of(resource, row)
+        if resource.revealed is not None:
+            # Shown once, here and in a replay of this answer: the change log keeps the record without it.
+            record = msgspec.json.encode({**show(resource, row), **resource.revealed.values(row)})
         answer = Answer(201, record, {"ETag": etag, "Location": location})
         if key is None or request_hash is None or now is None:
             return answer
@@ -140,6 +153,7 @@ class ResourceOperations:
     async def replace(self, call: Call) -> Answer:
         record_id = self._record_id(call)
         body = read_body(self.resource, decode_json(call.body), context=self.services.context(), path_id=record_id)
+        await self._screen(body.values)
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
         async with self.services.store.transaction(write=True, caller=caller) as tx:
@@ -151,6 +165,7 @@ class ResourceOperations:
                 record_id=record_id,
                 body=body,
                 if_match=if_match,
+                settings=self.services.settings,
             )
         return record_answer(self.resource, row)
 
@@ -158,6 +173,7 @@ class ResourceOperations:
         record_id = self._record_id(call)
         context = self.services.context()
         patch = read_patch(self.resource, decode_json(call.body), context=context, path_id=record_id)
+        await self._screen(patch.values)
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
         for attempt in range(_UPDATE_ATTEMPTS):
@@ -172,6 +188,7 @@ class ResourceOperations:
                         patch=patch,
                         context=context,
                         if_match=if_match,
+                        settings=self.services.settings,
                     )
                 return record_answer(self.resource, row)
             except service.ReferencesMoved:
@@ -310,4 +327,5 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             documented(documents.history_operation),
             direct=True,
         ),
+        *(() if resource.more_endpoints is None else resource.more_endpoints(resource, services)),
     ]

@@ -80,7 +80,19 @@ def resource_schemas(resource: Resource, context: SchemaContext, settings: Setti
         if kept
         else ""
     )
+    schemas: dict[str, Any] = {}
+    revealed = resource.revealed
+    if revealed is not None:
+        schemas[f"{name}Created"] = {
+            "type": "object",
+            "description": f"{resource.description} As the answer to its create shows it, once: with "
+            f"{', '.join(f'`{member}`' for member in revealed.schemas)}, which no other answer shows.",
+            "required": [*read_properties, *revealed.schemas],
+            "additionalProperties": False,
+            "properties": {**read_properties, **revealed.schemas},
+        }
     return {
+        **schemas,
         f"{name}Write": {
             "type": "object",
             "description": f"The body of create and replace. {ignored}{omitted}",

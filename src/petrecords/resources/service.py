@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from petrecords.auth import Caller
+from petrecords.config import Settings
 from petrecords.errors import Duplicate, Forbidden, NotFound, PreconditionFailed, ReferencedRecord, ValidationFailed
 from petrecords.resources.access import (
     Permission,
@@ -26,7 +27,7 @@ from petrecords.resources.access import (
     seen,
     visible,
 )
-from petrecords.resources.declaration import OnDelete, Reference, Resource, ResourceSet, Unique, Values
+from petrecords.resources.declaration import OnDelete, Preparing, Reference, Resource, ResourceSet, Unique, Values
 from petrecords.resources.fields import Context
 from petrecords.resources.listing import ListRequest
 from petrecords.resources.requests import Body, EntityTags, Patch, entity_tag, read_body
@@ -242,7 +243,13 @@ async def _keep(
 
 
 async def create_record(
-    *, tx: Transaction, caller: Caller, resource: Resource, resources: ResourceSet, body: Body
+    *,
+    tx: Transaction,
+    caller: Caller,
+    resource: Resource,
+    resources: ResourceSet,
+    body: Body,
+    settings: Settings | None = None,
 ) -> tuple[Row, bytes]:
     """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
     change log keeps."""
@@ -272,6 +279,8 @@ async def create_record(
         **_keys(resource, values),
     }
     permit_write(resource, caller, await permission(tx, caller, resource, row))
+    await _check_most_per_owner(tx=tx, resources=resources, resource=resource, row=row)
+    row.update(await _prepared(tx=tx, caller=caller, resource=resource, stored=None, written=row, settings=settings))
     await _check_room(tx=tx, resource=resource, row=row)
     await _check_unique(tx=tx, caller=caller, resource=resource, row=row)
     await tx.insert(resource.collection, row)
@@ -302,6 +311,7 @@ async def replace_record(
     record_id: str,
     body: Body,
     if_match: EntityTags | None,
+    settings: Settings | None = None,
 ) -> Row:
     # A reference that fails is 400 before the record is looked up (404), as the check order says; it is looked
     # at again once held, in case it went meanwhile.
@@ -328,6 +338,7 @@ async def replace_record(
         body=body,
         referenced=referenced,
         if_match=if_match,
+        settings=settings,
     )
 
 
@@ -346,6 +357,7 @@ async def update_record(
     patch: Patch,
     context: Context,
     if_match: EntityTags | None,
+    settings: Settings | None = None,
 ) -> Row:
     """Apply a JSON Merge Patch: the record with the patch applied, checked and written as a replace with every
     field. Raises ReferencesMoved when the record's references changed while its locks were being taken."""
@@ -384,6 +396,7 @@ async def update_record(
         body=body,
         referenced=referenced,
         if_match=if_match,
+        settings=settings,
     )
 
 
@@ -411,6 +424,7 @@ async def _replace_held(
     body: Body,
     referenced: Mapping[str, Row],
     if_match: EntityTags | None,
+    settings: Settings | None = None,
 ) -> Row:
     """Write the record held by this transaction as `body` says: the rest of a replace once its records are held
     and read."""
@@ -436,6 +450,9 @@ async def _replace_held(
     # right to write that pet's vaccinations as well as this one's (403, before If-Match's 412).
     permit_write(resource, caller, await permission_as_written(tx, caller, resource, held, replaced))
     _check_if_match(resource, if_match, current)
+    replaced.update(
+        await _prepared(tx=tx, caller=caller, resource=resource, stored=current, written=replaced, settings=settings)
+    )
     await _check_unique(tx=tx, caller=caller, resource=resource, row=replaced)
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
@@ -759,6 +776,37 @@ async def _check_unique(*, tx: Transaction, caller: Caller, resource: Resource, 
                 f"Another {resource.title} record already has this {' and '.join(unique.fields)}{among}.",
                 location=location,
             )
+
+
+async def _prepared(
+    *, tx: Transaction, caller: Caller, resource: Resource, stored: Row | None, written: Row, settings: Settings | None
+) -> Values:
+    """What the resource's own rules that need the transaction add to a write (see Resource.prepare)."""
+    if resource.prepare is None:
+        return {}
+    if settings is None:
+        raise TypeError(f"a write of {resource.name} records needs the settings")
+    return await resource.prepare(Preparing(tx, caller, stored, written, settings))
+
+
+_OWNER_ROOM = uuid.UUID("0d7f4c2e-9a61-4b38-8e25-3c1a7b9f6d40")
+"""The namespace of the ids under which a create holds an owner's room for records (Resource.most_per_owner)."""
+
+
+async def _check_most_per_owner(*, tx: Transaction, resources: ResourceSet, resource: Resource, row: Row) -> None:
+    """400 naming the owner field when the new record's owner already has as many records as they may. Two creates
+    for one owner wait for each other, so that neither counts without the other's record."""
+    most = resource.most_per_owner
+    if most is None:
+        return
+    owner_column = owner_column_of(resource)
+    owner = row[owner_column]
+    await tx.lock([Lock(resources.rank(resource), f"{resource.name}:owner", uuid.uuid5(_OWNER_ROOM, owner))])
+    held = await tx.count(resource.collection, (Condition((owner_column,), Operator.EQUAL, (owner,)),))
+    if held >= most:
+        raise ValidationFailed.single(
+            resource.ownership.field, f"already has {most} {resource.title} records, the most an owner may have."
+        )
 
 
 def _review(resource: Resource, stored: Values | None, written: Values) -> None:

@@ -216,17 +216,24 @@ def _names_a_host(host: str) -> bool:
 
 
 async def target_problem(
-    url: str, *, allow_private: bool, resolver: Resolver, within: float = RESOLVE_SECONDS
+    url: str,
+    *,
+    allow_private: bool,
+    resolver: Resolver,
+    within: float = RESOLVE_SECONDS,
+    refuse_unresolved: bool = True,
 ) -> str | None:
     """What is wrong with a webhook's URL being written (the message of the `400` naming `url`), or None: its
     form, and, unless private addresses are allowed, each address its host resolves to now (within `within`
-    seconds)."""
+    seconds). `refuse_unresolved`: a host that does not resolve now is a problem too."""
     problem = url_problem(url, allow_private=allow_private)
     if problem is not None or allow_private:
         return problem
     parsed = httpx.URL(url)
     try:
         await resolver.checked(parsed.raw_host.decode("ascii"), parsed.port or 443, allow_private=False, within=within)
+    except HostUnresolved as unresolved:
+        return unresolved.message if refuse_unresolved else None
     except TargetProblem as refused:
         return refused.message
     return None

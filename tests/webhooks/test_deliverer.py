@@ -1,0 +1,257 @@
+"""Delivery (webhooks.deliverer), on both databases, by a real app's duty to a real receiver on 127.0.0.1: every
+change the owner's feed holds, in commit order, signed, once acknowledged; only those `events` selects; the retries,
+the deliveries log, disabling after failures and after falling behind the kept changes, replays by moving
+`position` back, a rotation's two signatures, and a hanging receiver that slows no other webhook."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from petrecords.app import open_store
+from petrecords.config import Settings
+from petrecords.webhooks.deliverer import FELL_BEHIND, WebhookDeliveries
+from petrecords.webhooks.signing import verify
+from tests.support import ADMIN, ALICE, BOB, auth, create, until
+from tests.webhooks.receivers import Received, Receiver
+
+Client = AsyncTestClient[Any]
+WEBHOOKS = "/v1/webhooks"
+SYSTEM = "system@petrecords.invalid"
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    with Receiver().running() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def quick_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Webhooks found within a tenth of a second, not two: the tests wait less."""
+    monkeypatch.setattr(WebhookDeliveries, "SCAN_SECONDS", 0.1)
+    monkeypatch.setattr(WebhookDeliveries, "POLL_SECONDS", 0.05)
+
+
+@pytest.fixture
+def hook_settings(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "webhooks_allow_private": True,
+            "webhooks_timeout_seconds": 1.0,
+            "webhooks_retry_seconds": ("0.2",),
+        }
+        values.update(overrides)
+        return make_settings(**values)
+
+    return make
+
+
+@pytest.fixture
+async def client(
+    make_client: Callable[[Settings], Client], hook_settings: Callable[..., Settings]
+) -> AsyncIterator[Client]:
+    async with make_client(hook_settings()) as started:
+        yield started
+
+
+def _mark() -> str:
+    return uuid.uuid4().hex
+
+
+async def _hook(client: Client, receiver: Receiver, path: str, mark: str, user: str = ALICE, **extra: Any) -> Any:
+    body = {"url": f"http://127.0.0.1:{receiver.port}{path}?{mark}", **extra}
+    response = await client.post(WEBHOOKS, json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _bodies(requests: list[Received]) -> list[dict[str, Any]]:
+    return [json.loads(request.body) for request in requests]
+
+
+async def _feed(client: Client, user: str = ALICE) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await client.get("/v1/changes?limit=1000", headers=auth(user))).json()["items"]
+    return items
+
+
+class TestDelivery:
+    async def test_every_change_of_the_owners_feed_arrives_in_order_and_signed(
+        self, client: Client, receiver: Receiver
+    ) -> None:
+        mark = _mark()
+        await create(client, name="Before")  # committed before the webhook: not delivered
+        hook = await _hook(client, receiver, "/ok", mark)
+        rex = (await create(client, name="Rex")).json()
+        await create(client, BOB, name="Bobs")  # not Alice's: never delivered to her
+        await client.patch(f"/v1/pets/{rex['id']}", json={"breed": "Beagle"}, headers=auth())
+        await client.delete(f"/v1/pets/{rex['id']}", headers=auth())
+        feed = await _feed(client)
+        created_at = next(i for i, change in enumerate(feed) if change["id"] == hook["id"])
+        expected = feed[created_at + 1 :]
+        assert [change["action"] for change in expected] == ["created", "replaced", "deleted"]
+        await until(lambda: len(receiver.requests_marked(mark)) >= len(expected), what="the deliveries")
+        got = receiver.requests_marked(mark)
+        assert [body["data"] for body in _bodies(got)] == expected
+        for request, change in zip(got, expected, strict=True):
+            assert request.method == "POST"
+            assert request.headers["content-type"] == "application/json"
+            body = json.loads(request.body)
+            assert body == {"type": f"pets.{change['action']}", "timestamp": change["at"], "data": change}
+            assert request.headers["webhook-id"] == f"pets:{change['id']}:{change['version']}"
+            verify(hook["secret"], request.headers, request.body)
+        path = f"{WEBHOOKS}/{hook['id']}"
+        await until(
+            lambda: _position_is(client, path, expected[-1]["cursor"]), what="the position to move past the last"
+        )
+        log = (await client.get(f"{path}/deliveries", headers=auth())).json()
+        assert log["totalCount"] == 3
+        assert [item["changeCursor"] for item in log["items"]] == [change["cursor"] for change in reversed(expected)]
+        assert {item["outcome"] for item in log["items"]} == {"succeeded"}
+        assert {item["statusCode"] for item in log["items"]} == {200}
+        assert all(item["error"] is None and item["type"].startswith("pets.") for item in log["items"])
+
+    async def test_only_the_events_selected_and_the_position_moves_past_the_others(
+        self, client: Client, receiver: Receiver
+    ) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/ok", mark, events=["pets.deleted"])
+        rex = (await create(client)).json()
+        await client.delete(f"/v1/pets/{rex['id']}", headers=auth())
+        await create(client)
+        last = (await _feed(client))[-1]["cursor"]
+        await until(lambda: _position_is(client, f"{WEBHOOKS}/{hook['id']}", last), what="the position")
+        assert [body["type"] for body in _bodies(receiver.requests_marked(mark))] == ["pets.deleted"]
+
+    async def test_an_admins_webhook_delivers_every_change(self, client: Client, receiver: Receiver) -> None:
+        mark = _mark()
+        body = {"url": f"http://127.0.0.1:{receiver.port}/ok?{mark}", "events": ["pets.created"]}
+        assert (await client.post(WEBHOOKS, json=body, headers=auth(ADMIN, admin=True))).status_code == 201
+        await create(client, ALICE, name="A")
+        await create(client, BOB, name="B")
+        await until(lambda: len(receiver.requests_marked(mark)) == 2, what="both owners' pets")
+        assert [body["data"]["record"]["name"] for body in _bodies(receiver.requests_marked(mark))] == ["A", "B"]
+
+
+class TestFailures:
+    async def test_a_failure_is_tried_again_logged_and_the_next_waits_for_it(
+        self, client: Client, receiver: Receiver
+    ) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/status/500", mark, events=["pets.*"])
+        path = f"{WEBHOOKS}/{hook['id']}"
+        await create(client, name="First")
+        await create(client, name="Second")
+        await until(lambda: len(receiver.requests_marked(mark)) >= 3, what="three attempts")
+        # Only the first change is tried while it fails: the second waits behind it.
+        assert {body["data"]["record"]["name"] for body in _bodies(receiver.requests_marked(mark))} == {"First"}
+        ids = {request.headers["webhook-id"] for request in receiver.requests_marked(mark)}
+        assert len(ids) == 1  # the same webhook-id on every retry
+        await until(lambda: _logged(client, path, 2), what="the failures in the log")
+        failed = (await client.get(f"{path}/deliveries", headers=auth())).json()["items"][0]
+        assert failed["outcome"] == "failed"
+        assert failed["statusCode"] == 500
+        assert failed["error"] == "answered 500"
+        fixed = await client.patch(path, json={"url": f"http://127.0.0.1:{receiver.port}/ok?{mark}"}, headers=auth())
+        assert fixed.status_code == 200
+        await until(
+            lambda: [b["data"]["record"]["name"] for b in _bodies(_ok(receiver, mark))] == ["First", "Second"],
+            what="both, in order, once the receiver answers",
+        )
+
+    async def test_failing_for_the_set_hours_disables_it_as_a_change_by_the_service(
+        self, make_client: Callable[[Settings], Client], hook_settings: Callable[..., Settings], receiver: Receiver
+    ) -> None:
+        async with make_client(hook_settings(webhooks_disable_after_hours=0.0003)) as client:  # about a second
+            mark = _mark()
+            hook = await _hook(client, receiver, "/status/503", mark, events=["pets.*"])
+            path = f"{WEBHOOKS}/{hook['id']}"
+            await create(client)
+            await until(lambda: _disabled(client, path), what="the webhook to be disabled")
+            got = (await client.get(path, headers=auth())).json()
+            assert got["disabledReason"] == "Its deliveries failed for 0.0003 hours without a success."
+            history = (await client.get(f"{path}/history", headers=auth())).json()["items"]
+            assert (history[-1]["action"], history[-1]["by"]) == ("replaced", SYSTEM)
+            assert history[-1]["record"]["enabled"] is False
+            tried = len(receiver.requests_marked(mark))
+            # Enabled again, it resumes after its position: the pet's change is tried again.
+            again = await client.patch(path, json={"enabled": True}, headers=auth())
+            assert again.json()["disabledReason"] is None
+            await until(lambda: len(receiver.requests_marked(mark)) > tried, what="a new attempt")
+
+    async def test_falling_behind_the_kept_changes_disables_it(
+        self, client: Client, receiver: Receiver, hook_settings: Callable[..., Settings]
+    ) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/status/500", mark)
+        path = f"{WEBHOOKS}/{hook['id']}"
+        await create(client)
+        await until(lambda: len(receiver.requests_marked(mark)) >= 1, what="a first attempt")
+        store = open_store(hook_settings())  # retention, as another instance runs it
+        try:
+            async with store.transaction(write=True) as tx:
+                await tx.purge_changes(before_ms=2**62, limit=1000)
+        finally:
+            await store.close()
+        await until(lambda: _disabled(client, path), what="the webhook to be disabled")
+        assert (await client.get(path, headers=auth())).json()["disabledReason"] == FELL_BEHIND
+
+
+class TestReplayAndRotation:
+    async def test_an_earlier_position_delivers_again_from_there(self, client: Client, receiver: Receiver) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/ok", mark, events=["pets.*"])
+        await create(client, name="One")
+        await create(client, name="Two")
+        await until(lambda: len(receiver.requests_marked(mark)) == 2, what="two deliveries")
+        feed = await _feed(client)
+        one = next(change for change in feed if change["record"].get("name") == "One")
+        moved = await client.patch(f"{WEBHOOKS}/{hook['id']}", json={"position": one["cursor"]}, headers=auth())
+        assert moved.status_code == 200, moved.text
+        await until(lambda: len(receiver.requests_marked(mark)) == 3, what="the replay")
+        assert [b["data"]["record"]["name"] for b in _bodies(receiver.requests_marked(mark))] == ["One", "Two", "Two"]
+
+    async def test_after_a_rotation_deliveries_carry_both_signatures(self, client: Client, receiver: Receiver) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/ok", mark, events=["pets.*"])
+        rotated = (await client.post(f"{WEBHOOKS}/{hook['id']}/secret", headers=auth())).json()
+        await create(client)
+        await until(lambda: len(receiver.requests_marked(mark)) == 1, what="a delivery")
+        request = receiver.requests_marked(mark)[0]
+        assert len(request.headers["webhook-signature"].split(" ")) == 2
+        verify(rotated["secret"], request.headers, request.body)
+        verify(hook["secret"], request.headers, request.body)
+
+
+class TestIsolation:
+    async def test_a_hanging_receiver_slows_no_other_webhook(self, client: Client, receiver: Receiver) -> None:
+        hanging, quick = _mark(), _mark()
+        await _hook(client, receiver, "/hang", hanging)
+        await _hook(client, receiver, "/ok", quick, BOB)
+        for number in range(5):
+            await create(client, BOB, name=f"Pet {number}")
+            await create(client, ALICE, name=f"Pet {number}")
+        # Bob's five arrive while Alice's first hangs (for the 1 s timeout, again and again).
+        await until(lambda: len(receiver.requests_marked(quick)) == 5, what="the quick deliveries", seconds=3)
+        assert len({request.headers["webhook-id"] for request in receiver.requests_marked(hanging)}) == 1
+
+
+async def _position_is(client: Client, path: str, cursor: str) -> bool:
+    return bool((await client.get(path, headers=auth())).json()["position"] == cursor)
+
+
+async def _disabled(client: Client, path: str) -> bool:
+    return bool((await client.get(path, headers=auth())).json()["enabled"] is False)
+
+
+async def _logged(client: Client, path: str, count: int) -> bool:
+    return bool((await client.get(f"{path}/deliveries", headers=auth())).json()["totalCount"] >= count)
+
+
+def _ok(receiver: Receiver, mark: str) -> list[Received]:
+    return [request for request in receiver.requests_marked(mark) if request.target.startswith("/ok")]
