@@ -3,7 +3,7 @@ up to which its changes were acknowledged, its secret (and the one before a rota
 the state of its retries; and the log of delivery attempts, kept 30 days. Both tables start empty.
 
 Revision ID: 7dc6b29de50a
-Revises: b2d4f6a8c0e3
+Revises: d6f8a0c2e4b7
 Create Date: 2026-12-05
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "7dc6b29de50a"
-down_revision: str | None = "b2d4f6a8c0e3"
+down_revision: str | None = "d6f8a0c2e4b7"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
