@@ -2,14 +2,14 @@
 
 A `RuleBasedStateMachine` makes pets and vaccinations, moves vaccinations between pets by PUT and PATCH (permitted
 only to a caller who may write the vaccination both as it is and as it will be), shares pets with users and groups
-(read or care), lets shares expire, be deleted or left, transfers and deletes pets; pets are owned by users and by
-groups (a clinic: every member has the owner's rights), and callers join and leave groups (their next token lists
-the group, or no longer does). After every step it checks that each caller's view equals the model's: every get,
-every list and its count, every history (a moved vaccination's without the versions from while it belonged to a pet
-the caller may not see), the change feed, which holds exactly the changes of what a share let the caller see
-while it granted access, and every change of what they or one of their groups owned before or after it, whenever
-they joined, in commit order; and what is due (contract section 14): the due list, its count, and each pet's
-vaccination status.
+(read or care), lets shares expire, be deleted or left, transfers pets (by an administrator, or by an owner to
+themselves or a group of theirs) and deletes them; pets are owned by users and by groups (a clinic: every member has
+the owner's rights), and callers join and leave groups (their next token lists the group, or no longer does). After
+every step it checks that each caller's view equals the model's: every get, every list and its count, every history
+(a moved vaccination's without the versions from while it belonged to a pet the caller may not see), the change
+feed, which holds exactly the changes of what a share let the caller see while it granted access, and every change
+of what they or one of their groups owned before or after it, whenever they joined, in commit order; and what is
+due (contract section 14): the due list, its count, and each pet's vaccination status.
 
 A share's expiry is made to pass by moving its `expiresAt` into the past in the database (as time would), with a
 millisecond kept clear on either side so that every change is plainly before or after it.
@@ -397,6 +397,27 @@ class SharingModel(RuleBasedStateMachine):
             assert response.status_code == 404, response.text
             return
         assert response.status_code == 200, response.text
+        self._transferred(pet, new_owner)
+
+    @rule(pet=pets, caller=st.sampled_from(CALLERS), new_owner=st.sampled_from((ALICE, BOB, CAROL, CLINIC_A, CLINIC_B)))
+    def give_away(self, pet: str, caller: str, new_owner: str) -> None:
+        """A caller gives a pet to a new owner: permitted to one of its owners (the user, or a member of the owning
+        group), and only to themselves or a group they are a member of (403 otherwise, as for one who may see the
+        pet through a share); 404 for one who may not see it."""
+        self._next_step()
+        response = self.client.patch(f"/v1/pets/{pet}", json={"ownerId": new_owner}, headers=self.headers[caller])
+        access = self._access(caller, pet) if pet in self.owner else None
+        if access is None:
+            assert response.status_code == 404, response.text
+        elif access != "own" or new_owner not in self.grantees_of(caller):
+            assert response.status_code == 403, response.text
+        else:
+            assert response.status_code == 200, response.text
+            self._transferred(pet, new_owner)
+
+    def _transferred(self, pet: str, new_owner: str) -> None:
+        """A pet's write that names its owner: a transfer when the owner changes (its shares go, its vaccinations
+        follow it)."""
         old = self.owner[pet]
         if old == new_owner:
             self._log("pets", pet, "replaced", pet, old, old)
