@@ -543,8 +543,9 @@ class SharingModel(RuleBasedStateMachine):
         for vaccination, pet in self.vaccinations.items():
             latest[pet] = max(latest.get(pet, vaccination), vaccination)
         # An admin sees every pet; no pet is shared with them.
+        owners = {caller} if caller == ADMIN else self.grantees_of(caller)
         for scope in (None,) if caller == ADMIN else (None, "shared"):
-            seen = {pet for pet in pets if scope is None or self.owner[pet] != caller}
+            seen = {pet for pet in pets if scope is None or self.owner[pet] not in owners}
             expected = {(pet, latest[pet]) for pet in seen if pet in latest}
             params = {"pageSize": "100", **({"access": scope} if scope else {})}
             response = self.client.get("/v1/due", params=params, headers=self.headers[caller])
