@@ -206,6 +206,46 @@ class TestKeycloak:
         listed = await at_keycloak.get("/v1/pets", headers=bearer(keycloak.token(KEYCLOAK_KEYS[0], member)))
         assert [found["id"] for found in listed.json()["items"]] == [pet["id"]]
 
+    async def test_a_front_desk_registers_a_patient_records_a_dose_and_lists_what_is_due(
+        self, at_keycloak: Client, keycloak: Keycloak
+    ) -> None:
+        """A clinic's front desk with a realm's default tokens and nothing else (contract sections 5 and 14): the
+        clinic's own patient, its dose, and the clinic's due list, which a second member of the group sees too."""
+        desk = bearer(keycloak.token(KEYCLOAK_KEYS[0], VET))
+        colleague = bearer(keycloak.token(KEYCLOAK_KEYS[1], Person("carl@clinic.example", "carl", groups=VET.groups)))
+        stranger = bearer(keycloak.token(KEYCLOAK_KEYS[2], OWNER))
+        vaccine = await at_keycloak.post(
+            "/v1/vaccines",
+            json={"name": "Rabies 1-year", "group": "Rabies", "petType": "Dog", "duration": 365},
+            headers=bearer(keycloak.token(KEYCLOAK_KEYS[0], ADMIN)),
+        )
+        assert vaccine.status_code == 201, vaccine.text
+
+        pet = await at_keycloak.post("/v1/pets", json=pet_body(ownerId="group:clinic-42"), headers=desk)
+        assert pet.status_code == 201, pet.text
+        dose = await at_keycloak.post(
+            "/v1/pet-vaccination",
+            json={
+                "petId": pet.json()["id"],
+                "vaccineId": vaccine.json()["id"],
+                "appliedAt": "2024-01-10T09:00:00Z",
+                "lotNumber": "RB-2231",
+                "veterinarian": "Vera Example",
+            },
+            headers=desk,
+        )
+        assert dose.status_code == 201, dose.text
+        assert dose.json()["ownerId"] == "group:clinic-42"
+
+        for caller in (desk, colleague):
+            due = await at_keycloak.get("/v1/due", params={"ownerId": "group:clinic-42"}, headers=caller)
+            assert due.status_code == 200, due.text
+            assert [(item["petId"], item["vaccinationId"], item["group"]) for item in due.json()["items"]] == [
+                (pet.json()["id"], dose.json()["id"], "Rabies")
+            ]
+        assert (await at_keycloak.get("/v1/due", headers=stranger)).json()["totalCount"] == 0
+        assert (await at_keycloak.get(f"/v1/pets/{pet.json()['id']}", headers=stranger)).status_code == 404
+
     async def test_an_audience_mapper_adds_the_service(self, at_keycloak: Client, keycloak: Keycloak) -> None:
         token = keycloak.token(KEYCLOAK_KEYS[0], OWNER, audience=["pet-records", "account"])
 
