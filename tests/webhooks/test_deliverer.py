@@ -5,6 +5,7 @@ the deliveries log, disabling after failures and after falling behind the kept c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -15,8 +16,12 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
+from petrecords.metrics import Metrics
+from petrecords.registry import RESOURCES
 from petrecords.webhooks.deliverer import FELL_BEHIND, WebhookDeliveries
+from petrecords.webhooks.delivery import Sender
 from petrecords.webhooks.signing import verify
+from petrecords.webhooks.targets import Resolver
 from tests.support import ADMIN, ALICE, BOB, auth, create, until
 from tests.webhooks.receivers import Received, Receiver
 
@@ -226,6 +231,64 @@ class TestReplayAndRotation:
         assert len(request.headers["webhook-signature"].split(" ")) == 2
         verify(rotated["secret"], request.headers, request.body)
         verify(hook["secret"], request.headers, request.body)
+
+
+class TestInstances:
+    async def test_one_instance_delivers_a_webhook_and_another_takes_over_once_its_lease_lapses(
+        self,
+        make_client: Callable[[Settings], Client],
+        hook_settings: Callable[..., Settings],
+        receiver: Receiver,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        async def idle(self: WebhookDeliveries) -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
+        monkeypatch.setattr(WebhookDeliveries, "LEASE_SECONDS", 1.0)
+        monkeypatch.setattr(WebhookDeliveries, "LEASE_MARGIN_SECONDS", 0.6)
+        settings = hook_settings(webhooks_timeout_seconds=0.3)
+        async with make_client(settings) as client:
+            mark = _mark()
+            hook = await _hook(client, receiver, "/ok", mark, events=["pets.*"])
+            hook_id = uuid.UUID(hook["id"])
+            store = open_store(settings)
+            resolver = Resolver()
+            senders = [Sender(settings, resolver=resolver) for _ in range(2)]
+            first, second = (
+                WebhookDeliveries(
+                    settings, lambda: store, resources=RESOURCES, instance=name, metrics=Metrics(), sender=sender
+                )
+                for name, sender in zip(("first", "second"), senders, strict=True)
+            )
+            try:
+                await first.scan()
+                await second.scan()
+                assert (first.delivering, second.delivering) == ({hook_id}, frozenset())
+                await create(client, name="One")
+                await until(lambda: len(receiver.requests_marked(mark)) == 1, what="the first delivery")
+                await first.stop_delivering()  # it dies; its lease lasts until it lapses
+                await create(client, name="Two")
+                await second.scan()
+                assert second.delivering == frozenset()
+                await asyncio.sleep(1.2)
+                await second.scan()
+                assert second.delivering == {hook_id}
+
+                def names() -> list[str]:
+                    return [body["data"]["record"]["name"] for body in _bodies(receiver.requests_marked(mark))]
+
+                await until(lambda: "Two" in names(), what="the takeover's delivery")
+                # "One" again only if the first stopped between its answer and the save (at least once).
+                assert list(dict.fromkeys(names())) == ["One", "Two"]
+                assert names()[-1] == "Two"
+            finally:
+                await first.stop_delivering()
+                await second.stop_delivering()
+                for sender in senders:
+                    await sender.aclose()
+                resolver.close()
+                await store.close()
 
 
 class TestIsolation:
