@@ -48,7 +48,7 @@ from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms
 from petrecords.webhooks.delivery import Attempt, Sender, delivery_body
 from petrecords.webhooks.events import EventSelection
-from petrecords.webhooks.log import keep_attempt, purge_attempts
+from petrecords.webhooks.log import keep_attempts, purge_attempts
 from petrecords.webhooks.resource import SYSTEM, WEBHOOKS, shared_resolver
 from petrecords.webhooks.schedule import RetrySchedule
 
@@ -332,8 +332,7 @@ class WebhookDeliveries:
                 f"webhook:{webhook_id}", holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
             )
             current = await tx.get(WEBHOOKS.collection, webhook_id)
-            for change, attempt, at in attempts:
-                await keep_attempt(tx, webhook_id=webhook_id, change=change, attempt=attempt, at=at)
+            await keep_attempts(tx, webhook_id=webhook_id, attempts=attempts)
             if held:
                 self._leases[webhook_id] = now + self.lease_ms
             if not held or current is None or current["revision"] != progress.revision:
