@@ -16,8 +16,10 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.config import Settings
+from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
+from petrecords.store.base import Store
 from petrecords.webhooks.deliverer import FELL_BEHIND, WebhookDeliveries
 from petrecords.webhooks.delivery import Sender
 from petrecords.webhooks.signing import verify
@@ -288,6 +290,66 @@ class TestInstances:
                 for sender in senders:
                     await sender.aclose()
                 resolver.close()
+                await store.close()
+
+
+class _Outage:
+    """A store whose transactions fail as a database that went away does, while `down` is set."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.down = False
+        self.refused = 0
+
+    def transaction(self, **options: Any) -> Any:
+        if self.down:
+            self.refused += 1
+            raise DatabaseUnavailable(cause="connection")
+        return self.store.transaction(**options)
+
+
+class TestDatabaseOutage:
+    async def test_delivery_pauses_while_the_database_is_away_and_resumes_after(
+        self,
+        make_client: Callable[[Settings], Client],
+        hook_settings: Callable[..., Settings],
+        receiver: Receiver,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        async def idle(self: WebhookDeliveries) -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
+        settings = hook_settings()
+        async with make_client(settings) as client:
+            mark = _mark()
+            await _hook(client, receiver, "/ok", mark, events=["pets.*"])
+            store = open_store(settings)
+            outage = _Outage(store)
+            sender = Sender(settings, resolver=Resolver())
+            deliveries = WebhookDeliveries(
+                settings,
+                lambda: outage,
+                resources=RESOURCES,
+                instance="one",
+                metrics=Metrics(),
+                sender=sender,  # type: ignore[arg-type, return-value]
+            )
+            try:
+                await deliveries.scan()
+                await create(client, name="Before")
+                await until(lambda: len(receiver.requests_marked(mark)) == 1, what="a delivery")
+                outage.down = True
+                await create(client, name="During")
+                await until(lambda: outage.refused >= 2, what="the deliverer to find the database away")
+                assert len(receiver.requests_marked(mark)) == 1
+                assert deliveries.delivering  # paused, not given up
+                outage.down = False
+                await until(lambda: len(receiver.requests_marked(mark)) == 2, what="delivery to resume")
+                assert _bodies(receiver.requests_marked(mark))[-1]["data"]["record"]["name"] == "During"
+            finally:
+                await deliveries.stop_delivering()
+                await sender.aclose()
                 await store.close()
 
 
