@@ -1,7 +1,7 @@
-"""What an instance does besides answering requests: keeping the change log within its retention, and
-publishing it to NATS JetStream. Every instance runs both; a lease in the database lets one do each at a
-time, and another take over within seconds when that one stops. Each process also watches what the change log's
-horizon waits for."""
+"""What an instance does besides answering requests: keeping the change log within its retention,
+publishing it to NATS JetStream, and delivering it to webhooks (petrecords.webhooks.deliverer). Every instance
+runs each; a lease in the database lets one do each at a time (for webhooks, each webhook), and another take
+over within seconds when that one stops. Each process also watches what the change log's horizon waits for."""
 
 from __future__ import annotations
 
