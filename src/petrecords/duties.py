@@ -1,7 +1,7 @@
-"""What an instance does besides answering requests: keeping the change log within its retention, and
-publishing it to NATS JetStream. Every instance runs both; a lease in the database lets one do each at a
-time, and another take over within seconds when that one stops. Each process also watches what the change log's
-horizon waits for."""
+"""What an instance does besides answering requests: keeping the change log within its retention,
+publishing it to NATS JetStream, and delivering it to webhooks (petrecords.webhooks.deliverer). Every instance
+runs each; a lease in the database lets one do each at a time (for webhooks, each webhook), and another take
+over within seconds when that one stops. Each process also watches what the change log's horizon waits for."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
-from petrecords.resources.changes import change_wire
+from petrecords.resources.changes import change_id, change_wire
 from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
@@ -180,7 +180,7 @@ def subject_of(change: Change) -> str:
 
 def message_id(change: Change) -> str:
     """The same for every delivery of one change, so that JetStream drops a repeat within its window."""
-    return f"{change.resource}:{change.record_id}:{change.version}"
+    return change_id(change)
 
 
 def shown_url(url: str) -> str:

@@ -45,6 +45,11 @@ def change_wire(change: Change) -> dict[str, Any]:
     }
 
 
+def change_id(change: Change) -> str:
+    """A change's stable id: NATS' `Nats-Msg-Id` and a webhook delivery's `webhook-id`, the same on every sending."""
+    return f"{change.resource}:{change.record_id}:{change.version}"
+
+
 def viewer_of(caller: Caller) -> Viewer | None:
     """Whose changes the caller may see (None: an administrator, every one)."""
     return None if caller.is_admin else Viewer(caller.email, caller.grantees)

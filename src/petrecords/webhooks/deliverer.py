@@ -27,7 +27,7 @@ from petrecords.auth import Caller
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
-from petrecords.resources.changes import decode_cursor, encode_cursor, viewer_of
+from petrecords.resources.changes import change_id, decode_cursor, encode_cursor, viewer_of
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.requests import Body
 from petrecords.resources.service import replace_record
@@ -48,7 +48,7 @@ from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms
 from petrecords.webhooks.delivery import Attempt, Sender, delivery_body
 from petrecords.webhooks.events import EventSelection
-from petrecords.webhooks.log import keep_attempt, purge_attempts
+from petrecords.webhooks.log import keep_attempts, purge_attempts
 from petrecords.webhooks.resource import SYSTEM, WEBHOOKS, shared_resolver
 from petrecords.webhooks.schedule import RetrySchedule
 
@@ -58,11 +58,6 @@ StoreLookup = Callable[[], Store | None]
 STORE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, *DATABASE_ERRORS)
 
 FELL_BEHIND = "It fell behind the kept changes: changes after its position were removed (changes retention)."
-
-
-def message_id(change: Change) -> str:
-    """The same for every attempt of one change, and the same as NATS' Nats-Msg-Id of it."""
-    return f"{change.resource}:{change.record_id}:{change.version}"
 
 
 def failing_for(hours: float) -> str:
@@ -85,6 +80,8 @@ class WebhookDeliveries:
     """Delivers every enabled webhook that this instance holds the lease of; looks for more every SCAN_SECONDS."""
 
     LEASE_SECONDS = 20.0
+    LEASE_MARGIN_SECONDS = 10.0
+    """A lease outlasts an attempt (the timeout) by at least this much."""
     SCAN_SECONDS = 2.0
     """How often an instance looks for webhooks that no one delivers; with LEASE_SECONDS, a takeover within 25 s."""
     POLL_SECONDS = 0.5
@@ -122,7 +119,8 @@ class WebhookDeliveries:
     @property
     def lease_ms(self) -> int:
         """Long enough for an attempt begun just before a renewal to end within it."""
-        return int(max(self.LEASE_SECONDS, self._settings.webhooks_timeout_seconds + 10.0) * 1000)
+        timeout = self._settings.webhooks_timeout_seconds
+        return int(max(self.LEASE_SECONDS, timeout + self.LEASE_MARGIN_SECONDS) * 1000)
 
     @property
     def delivering(self) -> frozenset[uuid.UUID]:
@@ -292,12 +290,12 @@ class WebhookDeliveries:
                 progress.acknowledged = change.cursor
                 continue
             # Held for the whole attempt: no other instance may start on this webhook meanwhile.
-            attempt_ms = int(self._settings.webhooks_timeout_seconds * 1000) + 5000
+            attempt_ms = int((self._settings.webhooks_timeout_seconds + self.LEASE_MARGIN_SECONDS / 2) * 1000)
             if not await self._hold(store, webhook_id, for_ms=attempt_ms):
                 await self._save(store, webhook_id, progress)
                 return None  # taken over: the new holder goes on from what was saved
             attempt = await sender.deliver(
-                url=row["url"], secrets=secrets, message_id=message_id(change), body=delivery_body(change)
+                url=row["url"], secrets=secrets, message_id=change_id(change), body=delivery_body(change)
             )
             at = now_ms()
             progress.attempts.append((change, attempt, at - attempt.duration_ms))
@@ -334,8 +332,7 @@ class WebhookDeliveries:
                 f"webhook:{webhook_id}", holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
             )
             current = await tx.get(WEBHOOKS.collection, webhook_id)
-            for change, attempt, at in attempts:
-                await keep_attempt(tx, webhook_id=webhook_id, change=change, attempt=attempt, at=at)
+            await keep_attempts(tx, webhook_id=webhook_id, attempts=attempts)
             if held:
                 self._leases[webhook_id] = now + self.lease_ms
             if not held or current is None or current["revision"] != progress.revision:

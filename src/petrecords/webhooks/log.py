@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,9 +38,13 @@ DELIVERIES = Collection(name="webhook-deliveries", table=webhook_deliveries)
 _NEWEST_FIRST = (SortKey("attempted_at", descending=True), SortKey("id", descending=True))
 
 
-async def keep_attempt(tx: Transaction, *, webhook_id: uuid.UUID, change: Change, attempt: Attempt, at: int) -> None:
-    await tx.insert(
-        DELIVERIES,
+async def keep_attempts(
+    tx: Transaction, *, webhook_id: uuid.UUID, attempts: Sequence[tuple[Change, Attempt, int]]
+) -> None:
+    """Log attempts, each (the change, what came of it, when it began), in one statement."""
+    if not attempts:
+        return
+    rows = [
         {
             "id": new_record_id(),
             "webhook_id": webhook_id,
@@ -50,8 +55,10 @@ async def keep_attempt(tx: Transaction, *, webhook_id: uuid.UUID, change: Change
             "status_code": attempt.status_code,
             "outcome": attempt.outcome,
             "error": attempt.error,
-        },
-    )
+        }
+        for change, attempt, at in attempts
+    ]
+    await tx.insert_many(DELIVERIES, rows)
 
 
 def _wire(row: Row) -> dict[str, Any]:

@@ -257,7 +257,7 @@ WEBHOOKS = Resource(
     ownership=Ownership(column="owner_id"),
     filters=(Owner("owner_id"),),
     tolerated=("secret",),  # a client may send back the create's answer, as it may any record it read
-    sort_fields=("id", "url", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
+    sort_fields=("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
     screen=screen_url,
     prepare=prepare,
     revealed=Revealed(_revealed, {"secret": SECRET_SCHEMA}),
