@@ -530,6 +530,8 @@ class TestList:
         assert [item["petName"] for item in by_group["items"][:4]] == ["Zed", "amy", "Bo", "Cy"]
         descending = await due(client, sort="dueAt", order="desc")
         assert [item["petName"] for item in descending["items"][::2]] == ["Cy", "Bo", "amy", "Zed"]
+        each = await due(client, sort="group,petName", order="desc,asc")
+        assert [(item["group"], item["petName"]) for item in each["items"][:2]] == [("Rabies", "amy"), ("Rabies", "Bo")]
 
     async def test_filters(self, client: Client, patients: list[dict[str, Any]], rabies: dict[str, Any]) -> None:
         zed, amy = patients[0], patients[1]
@@ -563,6 +565,8 @@ class TestList:
             ({"sort": "appliedAt"}, "sort"),
             ({"sort": "dueAt,dueAt"}, "sort"),
             ({"order": "up"}, "order"),
+            ({"sort": "-group,petName", "order": "desc,asc"}, "order"),
+            ({"sort": "group", "order": "desc,asc"}, "order"),
             ({"pageIndex": "0"}, "pageIndex"),
             ({"pageSize": "x"}, "pageSize"),
             ({"group": " "}, "group"),
