@@ -38,10 +38,9 @@ from petrecords.resources.fields import (
     UUID_SCHEMA,
     Context,
     RecordId,
-    SchemaContext,
     pet_type,
 )
-from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
+from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
@@ -49,7 +48,7 @@ from petrecords.store.base import Collection, Condition, Operator, PageQuery, Ro
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
 from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
-from petrecords.vaccines import VACCINES
+from petrecords.vaccines import GROUP, VACCINES
 from petrecords.values import format_timestamp, now_ms
 
 READ_AT_ONCE = 10_000
@@ -319,34 +318,6 @@ async def vaccination_status(*, store: Store, caller: Caller, record_id: str, du
 # --- GET /v1/due ----------------------------------------------------------------------------------------------
 
 
-class GroupLabel:
-    """`group`: the groups' labels, matched whole, case ignored."""
-
-    parameters = ("group",)
-    several = True
-    columns = ("label_key",)
-
-    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
-        given = values.get("group")
-        if given is None:
-            return []
-        labels = split_values(given)
-        if not labels or any(not label.strip() or len(label) > 100 for label in labels):
-            errors["group"] = ["must be one or more group labels, each of 1 to 100 characters."]
-            return []
-        return [Condition(("label_key",), Operator.IN, tuple(dict.fromkeys(match_key(label) for label in labels)))]
-
-    def document(self, context: SchemaContext) -> list[dict[str, Any]]:
-        return [
-            parameter(
-                "group",
-                {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100}},
-                f"Only these groups, by label, case ignored. {SEVERAL}",
-                several=True,
-            )
-        ]
-
-
 DUE_SORT = {"dueat": ("dueAt", "due_at"), "petname": ("petName", "pet_name_key"), "group": ("group", "label_key")}
 SORT_NAMES = tuple(name for name, _ in DUE_SORT.values())
 TIE_BREAKERS = ("pet_id", "label_key", "id")
@@ -355,7 +326,7 @@ FILTERS = (
     time_bound("after", "due_at", Operator.AT_LEAST, "dueAt ≥ this."),
     AnyOf("petId", "pet_id", RecordId(), "Only these pets."),
     AnyOf("petType", "pet_type", pet_type(), "Only pets of these types (case-insensitive)."),
-    GroupLabel(),
+    Compared("group", "label_key", GROUP, Operator.EQUAL, "Only this group, by its label, case ignored.", keyed=True),
 )
 OWNER = Owner("owner_id")
 SCOPE = Scope()
@@ -371,7 +342,7 @@ DUE_PARAMETERS = (
     "sort",
     "order",
 )
-_SEVERAL = frozenset({"petId", "petType", "group", "sort", "order"})
+_SEVERAL = frozenset({"petId", "petType", "sort", "order"})
 
 
 @dataclasses.dataclass(frozen=True)
