@@ -32,8 +32,15 @@ from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Kept, Resource
-from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA, Context, RecordId, pet_type
-from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
+from petrecords.resources.fields import (
+    EMAIL_SCHEMA,
+    TIMESTAMP_SCHEMA,
+    UUID_SCHEMA,
+    Context,
+    RecordId,
+    pet_type,
+)
+from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
@@ -41,7 +48,7 @@ from petrecords.store.base import Collection, Condition, Operator, PageQuery, Ro
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
 from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
-from petrecords.vaccines import VACCINES
+from petrecords.vaccines import GROUP, VACCINES
 from petrecords.values import format_timestamp, now_ms
 
 READ_AT_ONCE = 10_000
@@ -311,32 +318,15 @@ async def vaccination_status(*, store: Store, caller: Caller, record_id: str, du
 # --- GET /v1/due ----------------------------------------------------------------------------------------------
 
 
-class GroupLabel:
-    """`group`: the groups' labels, matched whole, case ignored."""
-
-    parameters = ("group",)
-    several = True
-    columns = ("label_key",)
-
-    def read(self, values: Values, errors: Errors, context: Context) -> list[Condition]:
-        given = values.get("group")
-        if given is None:
-            return []
-        labels = split_values(given)
-        if not labels or any(not label.strip() or len(label) > 100 for label in labels):
-            errors["group"] = ["must be one or more group labels, each of 1 to 100 characters."]
-            return []
-        return [Condition(("label_key",), Operator.IN, tuple(dict.fromkeys(match_key(label) for label in labels)))]
-
-
 DUE_SORT = {"dueat": ("dueAt", "due_at"), "petname": ("petName", "pet_name_key"), "group": ("group", "label_key")}
+SORT_NAMES = tuple(name for name, _ in DUE_SORT.values())
 TIE_BREAKERS = ("pet_id", "label_key", "id")
-_BEFORE = time_bound("before", "due_at", Operator.BELOW, "")
+_BEFORE = time_bound("before", "due_at", Operator.BELOW, "dueAt < this (RFC 3339, `Z` or an offset). Default: now.")
 FILTERS = (
-    time_bound("after", "due_at", Operator.AT_LEAST, ""),
-    AnyOf("petId", "pet_id", RecordId(), ""),
-    AnyOf("petType", "pet_type", pet_type(), ""),
-    GroupLabel(),
+    time_bound("after", "due_at", Operator.AT_LEAST, "dueAt ≥ this."),
+    AnyOf("petId", "pet_id", RecordId(), "Only these pets."),
+    AnyOf("petType", "pet_type", pet_type(), "Only pets of these types (case-insensitive)."),
+    Compared("group", "label_key", GROUP, Operator.EQUAL, "Only this group, by its label, case ignored.", keyed=True),
 )
 OWNER = Owner("owner_id")
 SCOPE = Scope()
@@ -352,7 +342,7 @@ DUE_PARAMETERS = (
     "sort",
     "order",
 )
-_SEVERAL = frozenset({"petId", "petType", "group"})
+_SEVERAL = frozenset({"petId", "petType", "sort", "order"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,19 +386,25 @@ def parse_due_query(
 
 
 def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ...]:
-    """`sort` (dueAt, petName, group, each optionally with -) in the direction `order` gives those without -; ties
-    are broken by petId, then group, ascending."""
-    order = values.get("order", ["asc"])[0].lower()
-    if order not in ("asc", "desc"):
-        errors["order"] = ["must be asc or desc."]
+    """`sort` (dueAt, petName, group, each optionally with -) in the direction `order` gives those without -, or, as in
+    every list (contract section 4), each in its own direction when `order` lists one for each and no field carries
+    a -; ties are broken by petId, then group, ascending."""
     items = split_values(values["sort"]) if "sort" in values else ["dueAt"]
+    directions = [direction.lower() for direction in split_values(values.get("order", ["asc"]))]
+    listed = len(directions) > 1
+    if any(direction not in ("asc", "desc") for direction in directions) or (
+        listed and (len(directions) != len(items) or any(item.startswith("-") for item in items))
+    ):
+        errors["order"] = ["must be asc or desc, or one of them for each sort field when no sort field carries a -."]
+        return ()
     keys: list[SortKey] = []
-    for item in items:
+    for position, item in enumerate(items):
         found = DUE_SORT.get(item.removeprefix("-").lower())
         if found is None or any(key.column == found[1] for key in keys):
             errors["sort"] = ["must be distinct fields of dueAt, petName, group, each optionally prefixed with -."]
             return ()
-        keys.append(SortKey(found[1], item.startswith("-") or order == "desc"))
+        descending = directions[position] == "desc" if listed else item.startswith("-") or directions == ["desc"]
+        keys.append(SortKey(found[1], descending))
     sorted_by = {key.column for key in keys}
     return (*keys, *(SortKey(column) for column in TIE_BREAKERS if column not in sorted_by))
 
@@ -611,29 +607,10 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
         },
         "A page of what is due: one item per pet and group.",
     )
-    instant = {**TIMESTAMP_SCHEMA, "format": "date-time"}
-    parameters = [
-        parameter("before", instant, "dueAt < this (RFC 3339, `Z` or an offset). Default: now."),
-        parameter("after", instant, "dueAt ≥ this."),
-        parameter("petId", {"type": "array", "items": UUID_SCHEMA}, f"Only these pets. {SEVERAL}", several=True),
-        parameter(
-            "petType",
-            {"type": "array", "items": {"type": "string", "enum": list(settings.pet_types)}},
-            f"Only pets of these types (case-insensitive). {SEVERAL}",
-            several=True,
-        ),
-        parameter("ownerId", EMAIL_SCHEMA, "Only this owner's pets (within what the caller may see)."),
-        parameter(
-            "group",
-            {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100}},
-            f"Only these groups, by label, case ignored. {SEVERAL}",
-            several=True,
-        ),
-        parameter(
-            "access",
-            {"type": "string", "enum": ["owned", "shared"]},
-            "owned: only the caller's own pets; shared: only the pets shared with them.",
-        ),
+    schemas = context.schemas
+    filters = (_BEFORE, *FILTERS, OWNER, SCOPE)
+    parameters = [document for one in filters for document in one.document(schemas)]
+    parameters += [
         parameter("pageIndex", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
         parameter(
             "pageSize",
@@ -642,11 +619,36 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
         ),
         parameter(
             "sort",
-            {"type": "string", "default": "dueAt"},
-            "Comma-separated fields of dueAt, petName, group (case ignored), each optionally prefixed with - "
-            "(descending). Ties are broken by petId, then group (case ignored), ascending.",
+            {
+                "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
+                "items": {"type": "string", "enum": [prefix + name for name in SORT_NAMES for prefix in ("", "-")]},
+                # Each field at most once, in one direction.
+                "not": {
+                    "anyOf": [
+                        {"allOf": [{"contains": {"const": name}}, {"contains": {"const": "-" + name}}]}
+                        for name in SORT_NAMES
+                    ]
+                },
+            },
+            "Distinct fields of dueAt, petName, group (names matched case-insensitively); `-` sorts that field "
+            f"descending. {SEVERAL} Default `dueAt`. Ties are broken by petId, then group (case ignored), ascending.",
+            several=True,
         ),
-        parameter("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}, "Direction without -."),
+        parameter(
+            "order",
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": len(SORT_NAMES),
+                "items": {"type": "string", "enum": ["asc", "desc"]},
+                "default": ["asc"],
+            },
+            "`asc` or `desc`: the direction of the sort fields without a `-` prefix. Or one direction for each sort "
+            f"field, in the same order, when no sort field carries a `-`. {SEVERAL}",
+            several=True,
+        ),
     ]
     return {
         "description": "For the living pets the caller may see (their own, those shared with them, every pet for an "
