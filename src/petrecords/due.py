@@ -66,6 +66,13 @@ due_doses = sa.Table(
     sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
     sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
     sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
+    sa.Column(
+        "reminded",
+        Text,
+        nullable=False,
+        server_default="none",
+        comment="the last reminder written for this dueAt: none, due-soon or overdue (see petrecords.reminders)",
+    ),
     sa.Index(None, "pet_id", "id"),
     # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
     # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
@@ -73,10 +80,12 @@ due_doses = sa.Table(
     sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
     # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt, and skip a
     # moment more than those days past: each pass reads a range of this order, never the whole table.
+    sa.Index(None, "reminded", "due_at", "id"),
 )
 hour_indexed(due_doses, "due_at")
 
-DUE_COLUMNS = tuple(due_doses.c.keys())
+DUE_COLUMNS = tuple(column.name for column in due_doses.c if column.name != "reminded")
+"""What the keeper writes: `reminded` is the reminders' (a new row starts at `none`, its default)."""
 
 
 def _stored_group(row: Row) -> object:
@@ -137,7 +146,7 @@ async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object,
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
         wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
-    held = {_stored_group(row): _stored(row) for row in await tx.list(DUE_DOSES.collection, _of_pet(pet_id))}
+    held = {_stored_group(row): row for row in await tx.list(DUE_DOSES.collection, _of_pet(pet_id))}
     return held, wanted
 
 
@@ -154,9 +163,11 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
         for key, row in wanted.items():
             before = held.get(key)
             if before is None or before["id"] != row["id"]:
-                await tx.insert(collection, row)
-            elif before != row:
-                await tx.update(collection, row, previous=before)
+                await tx.insert(collection, {**row, "reminded": "none"})
+            elif _stored(before) != row:
+                # A reminder is for one dueAt: a dose whose dueAt moved may be reminded again (contract section 15).
+                reminded = before["reminded"] if before["due_at"] == row["due_at"] else "none"
+                await tx.update(collection, {**row, "reminded": reminded}, previous=before)
 
 
 def fill_statement() -> sa.Insert:

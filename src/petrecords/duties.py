@@ -1,12 +1,13 @@
 """What an instance does besides answering requests: keeping the change log within its retention, and
 publishing it to NATS JetStream. Every instance runs both; a lease in the database lets one do each at a
 time, and another take over within seconds when that one stops. Each process also watches what the change log's
-horizon waits for."""
+horizon waits for, and writes the reminders whose moment has come (see petrecords.reminders)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import urllib.parse
@@ -22,6 +23,7 @@ from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
+from petrecords.reminders import REMINDER_ACTIONS, Reminders
 from petrecords.resources.changes import change_wire
 from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
@@ -178,7 +180,11 @@ def subject_of(change: Change) -> str:
 
 
 def message_id(change: Change) -> str:
-    """The same for every delivery of one change, so that JetStream drops a repeat within its window."""
+    """The same for every delivery of one change, so that JetStream drops a repeat within its window. A reminder
+    (contract section 15) does not move its record's version: it is told apart from the write of that version, and
+    from the other reminder, by its action; a new dueAt is a new version."""
+    if change.action in REMINDER_ACTIONS:
+        return f"{change.resource}:{change.record_id}:{change.version}:{change.action}"
     return f"{change.resource}:{change.record_id}:{change.version}"
 
 
@@ -417,6 +423,11 @@ class Duties:
             "grant expiry": GrantExpiry(store, metrics=metrics).run,
             "horizon": HorizonWatch(store, metrics=metrics).run,
         }
+        if settings.reminders_interval_seconds > 0:
+            reminders = Reminders(settings, store)
+            self._jobs["reminders"] = functools.partial(
+                every, reminders.interval_seconds, reminders.remind, metrics, "reminders", "writing reminders"
+            )
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
         self._tasks: list[asyncio.Task[None]] = []
