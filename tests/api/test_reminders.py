@@ -5,7 +5,9 @@ databases; the duty's clock is given to each pass, so that a test moves time ins
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +22,9 @@ from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_due import DOSES, Client, at, dose
 from tests.api.test_shares import CLINIC, as_vet, share
 from tests.api.test_vaccines import create_vaccine
+from tests.nats_server import NatsServer, nats_server
 from tests.support import ADMIN, ALICE, BOB, auth, create, until
+from tests.test_publisher import STREAM, _jetstream, _message_ids, _publisher
 
 DAY_MS = 86_400_000
 REMINDERS = ("due-soon", "overdue")
@@ -36,6 +40,12 @@ async def rex(client: Client) -> dict[str, Any]:
 async def rabies(client: Client) -> dict[str, Any]:
     vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 1-year", group="Rabies")).json()
     return vaccine
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[NatsServer]:
+    with nats_server(tmp_path / "nats") as started:
+        yield started
 
 
 @pytest.fixture
@@ -337,3 +347,35 @@ async def test_every_instance_runs_the_duty(
             return await reminders_of(client) == [(given["id"], "due-soon", 1)]
 
         await until(reminded, what="the due-soon reminder")
+
+
+async def test_nats_gets_each_reminder_under_its_subject(
+    client: Client,
+    store: Store,
+    reminders: Reminders,
+    rex: dict[str, Any],
+    rabies: dict[str, Any],
+    broker: NatsServer,
+    make_settings: Callable[..., Settings],
+) -> None:
+    given = await dose(client, rex, rabies, -300, 10)
+    await reminders.remind()
+    await reminders.remind(now=later(11))
+    connection, stream = await _jetstream(broker)
+    try:
+        await stream.add_stream(name=STREAM, subjects=["petrecords.>"])
+        publisher = _publisher(make_settings, broker, store, "only")
+        while await publisher.publish_once(stream):
+            pass
+
+        ids = await _message_ids(stream)
+        last = [await stream.get_msg(STREAM, seq=sequence) for sequence in (len(ids) - 1, len(ids))]
+    finally:
+        await connection.close()
+
+    assert len(ids) == len(set(ids)) == 5  # the pet, the vaccine, the dose and its two reminders
+    assert [message.subject for message in last] == [
+        "petrecords.pet-vaccination.due-soon",
+        "petrecords.pet-vaccination.overdue",
+    ]
+    assert [json.loads(message.data)["id"] for message in last] == [given["id"], given["id"]]
