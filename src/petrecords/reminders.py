@@ -58,7 +58,7 @@ def owed(row: Row, *, now: int, soon_ms: int) -> tuple[str, bool] | None:
     return None
 
 
-def _range(reminded: str, due_until: int, limit: int) -> PageQuery:
+def reminder_range(reminded: str, due_until: int, limit: int) -> PageQuery:
     """The rows of the index's range (reminded, dueAt up to `due_until`), in its order."""
     conditions = (
         Condition(("reminded",), Operator.EQUAL, (reminded,)),
@@ -113,7 +113,7 @@ class Reminders:
             while True:
                 started = time.monotonic()
                 async with store.transaction(write=False) as tx:
-                    found = await tx.list(DUE_DOSES.collection, _range(reminded, due_until, self.BATCH))
+                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, self.BATCH))
                 if found:
                     async with store.transaction(write=True) as tx:
                         written += await self._remind_batch(tx, found, now)
