@@ -82,7 +82,7 @@ class Reminders:
     REST = 1.0
     """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
     import's doses all due the same day) leave its process's requests most of the time: 20,000 doses took 18 s
-    unrested, and get by id meanwhile half its rate (bench/reminders.py)."""
+    unrested, and get by id meanwhile half its rate (bench/results/2026-12-05-reminders.md)."""
 
     def __init__(
         self,
