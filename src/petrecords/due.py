@@ -155,15 +155,20 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
     another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
     collection = DUE_DOSES.collection
     rows = [await _rows_of_pet(tx, pet_id) for pet_id in sorted(pet_ids)]
+    gone: dict[uuid.UUID, Row] = {}
     for held, wanted in rows:
         for key, row in held.items():
             if key not in wanted or wanted[key]["id"] != row["id"]:
                 await tx.delete(collection, row)
+                gone[row["id"]] = row
     for held, wanted in rows:
         for key, row in wanted.items():
             before = held.get(key)
             if before is None or before["id"] != row["id"]:
-                await tx.insert(collection, {**row, "reminded": "none"})
+                # A dose moved to another pet or group keeps what was reminded for its dueAt (contract section 15).
+                was = gone.get(row["id"])
+                reminded = was["reminded"] if was is not None and was["due_at"] == row["due_at"] else "none"
+                await tx.insert(collection, {**row, "reminded": reminded})
             elif _stored(before) != row:
                 # A reminder is for one dueAt: a dose whose dueAt moved may be reminded again (contract section 15).
                 reminded = before["reminded"] if before["due_at"] == row["due_at"] else "none"

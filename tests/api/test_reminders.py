@@ -191,6 +191,20 @@ class TestOnlyWhileTrue:
 
         assert await reminders_of(client) == [(first["id"], "due-soon", 1), (first["id"], "overdue", 1)]
 
+    async def test_a_dose_moved_to_another_pet_is_not_reminded_twice(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+        assert await reminders.remind() == 1
+        other = (await create(client, ALICE, name="Max")).json()
+        moved = await client.patch(f"{DOSES}/{given['id']}", json={"petId": other["id"]}, headers=auth())
+        assert moved.status_code == 200, moved.text
+
+        assert await reminders.remind() == 0
+        assert await reminders.remind(now=later(11)) == 1
+
+        assert await reminders_of(client) == [(given["id"], "due-soon", 1), (given["id"], "overdue", 2)]
+
     async def test_a_pet_that_died_is_reminded_nothing(
         self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
