@@ -116,6 +116,8 @@ def test_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settin
         "auth_secret": SECRET,
         "rate_limit": 0,
         "access_log": False,
+        # A test of reminders runs the duty's passes itself, at the moments it chooses (tests/api/test_reminders.py).
+        "reminders_interval_seconds": 0,
     }
     values.update(overrides)
     return Settings(**values)

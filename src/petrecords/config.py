@@ -271,6 +271,13 @@ class Settings(BaseSettings):
         description="a group's latest dose is due-soon when its dueAt is within this many days after now (the status "
         "endpoint's state; reminders' due-soon moment is dueAt minus these days)",
     )
+    reminders_interval_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=30,
+        description="how often an instance writes the reminders whose moment has come (each within 60 s of it); 0: "
+        "this instance writes none, and another instance must",
+    )
     max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024, description="a larger request body is 413")
     body_timeout_seconds: float = Field(
         default=10.0,

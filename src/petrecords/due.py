@@ -73,22 +73,26 @@ due_doses = sa.Table(
     sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
     sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
     sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
-    sa.Column("reminded", Text, nullable=False, comment="the last reminder of this dose and dueAt, or ''"),
+    sa.Column(
+        "reminded",
+        Text,
+        nullable=False,
+        server_default="none",
+        comment="the last reminder written for this dueAt: none, due-soon or overdue (see petrecords.reminders)",
+    ),
     sa.Index(None, "pet_id", "id"),
     # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
     # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
     sa.Index(None, "due_at", "pet_id", "label_key", "id"),
     sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
-    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt. What is left to
-    # remind is the rows not reminded yet ('') due before now plus those days, and those reminded due-soon due
-    # before now: two ranges of this index, whatever the days configured; a row reminded overdue is in neither.
+    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt, and skip a
+    # moment more than those days past: each pass reads a range of this order, never the whole table.
     sa.Index(None, "reminded", "due_at", "id"),
 )
 hour_indexed(due_doses, "due_at")
 
-DUE_COLUMNS = tuple(due_doses.c.keys())
-NOT_REMINDED = ""
-"""A due row's `reminded` until the reminders (contract section 15) write one for its dose and dueAt."""
+DUE_COLUMNS = tuple(column.name for column in due_doses.c if column.name != "reminded")
+"""What the keeper writes: `reminded` is the reminders' (a new row starts at `none`, its default)."""
 
 
 def _stored_group(row: Row) -> object:
@@ -128,7 +132,6 @@ def _due_row(pet: Row, dose: Row) -> Row:
         "pet_name": pet["name"],
         "group_label": group_label(vaccine),
         "vaccine_name": vaccine["name"],
-        "reminded": NOT_REMINDED,
     }
 
 
@@ -156,7 +159,7 @@ async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object,
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
         wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
-    held = {_stored_group(row): _stored(row) for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
+    held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
     return held, wanted
 
 
@@ -165,20 +168,24 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
     another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
     collection = DUE_DOSES.collection
     rows = [await _rows_of_pet(tx, pet_id) for pet_id in sorted(pet_ids)]
+    gone: dict[uuid.UUID, Row] = {}
     for held, wanted in rows:
         for key, row in held.items():
             if key not in wanted or wanted[key]["id"] != row["id"]:
                 await tx.delete(collection, row)
+                gone[row["id"]] = row
     for held, wanted in rows:
         for key, row in wanted.items():
             before = held.get(key)
             if before is None or before["id"] != row["id"]:
-                await tx.insert(collection, row)
-                continue
-            if before["due_at"] == row["due_at"]:
-                row["reminded"] = before["reminded"]  # a dose is reminded again only for a new dueAt
-            if before != row:
-                await tx.update(collection, row, previous=before)
+                # A dose moved to another pet or group keeps what was reminded for its dueAt (contract section 15).
+                was = gone.get(row["id"])
+                reminded = was["reminded"] if was is not None and was["due_at"] == row["due_at"] else "none"
+                await tx.insert(collection, {**row, "reminded": reminded})
+            elif _stored(before) != row:
+                # A reminder is for one dueAt: a dose whose dueAt moved may be reminded again (contract section 15).
+                reminded = before["reminded"] if before["due_at"] == row["due_at"] else "none"
+                await tx.update(collection, {**row, "reminded": reminded}, previous=before)
 
 
 def fill_statement() -> sa.Insert:
@@ -203,7 +210,6 @@ def fill_statement() -> sa.Insert:
             pets.c.name.label("pet_name"),
             sa.func.coalesce(vaccines.c.group_name, vaccines.c.name).label("group_label"),
             vaccines.c.name.label("vaccine_name"),
-            sa.literal(NOT_REMINDED, Text).label("reminded"),
             sa.func.row_number()
             .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
             .label("latest"),

@@ -1,12 +1,14 @@
 """What an instance does besides answering requests: keeping the change log within its retention,
 publishing it to NATS JetStream, and delivering it to webhooks (petrecords.webhooks.deliverer). Every instance
 runs each; a lease in the database lets one do each at a time (for webhooks, each webhook), and another take
-over within seconds when that one stops. Each process also watches what the change log's horizon waits for."""
+over within seconds when that one stops. Each process also watches what the change log's horizon waits for, and
+writes the reminders whose moment has come (see petrecords.reminders)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import urllib.parse
@@ -22,6 +24,7 @@ from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
+from petrecords.reminders import Reminders
 from petrecords.resources.changes import change_id, change_wire
 from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
@@ -419,6 +422,11 @@ class Duties:
             "horizon": HorizonWatch(store, metrics=metrics).run,
             "webhooks": WebhookDeliveries(settings, store, resources=RESOURCES, instance=instance, metrics=metrics).run,
         }
+        if settings.reminders_interval_seconds > 0:
+            reminders = Reminders(settings, store)
+            self._jobs["reminders"] = functools.partial(
+                every, reminders.interval_seconds, reminders.remind, metrics, "reminders", "writing reminders"
+            )
         if settings.nats_url:
             self._jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
         self._tasks: list[asyncio.Task[None]] = []

@@ -111,7 +111,7 @@ class Metrics:
         self.duty_failures = Counter(
             "petrecords_duty_failures",
             "Unexpected failures of a background duty (each logged with its traceback; the duty goes on), by duty: "
-            "retention, grant-expiry, publisher, horizon.",
+            "retention, grant-expiry, publisher, horizon, reminders.",
             ["duty"],
             registry=self.registry,
         )

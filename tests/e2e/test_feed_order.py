@@ -62,8 +62,11 @@ MIN_WRITES = 200
 LIVE_PETS = 50
 """Few enough that writers often meet on one pet."""
 READ_LIMITS = (1, 2, 5, 20, 100, 1000)
-SETTINGS = {"PETRECORDS_RATE_LIMIT": "0"}
+SETTINGS = {"PETRECORDS_RATE_LIMIT": "0", "PETRECORDS_REMINDERS_INTERVAL_SECONDS": "1"}
+"""Reminders written while the writers write, so that the log interleaves them (the doses given fall due from 30 days
+after APPLIED on: within the due-soon days, or past)."""
 APPLIED = "2026-11-20T10:00:00.000Z"
+REMINDERS = ("due-soon", "overdue")
 RESOURCES = ("pets", "vaccines", "pet-vaccination", "pet-shares")
 PATHS = {
     "pets": "/v1/pets",
@@ -475,9 +478,18 @@ def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, An
     for index, change in enumerate(log):
         resource, record_id, action, record = change["resource"], change["id"], change["action"], change["record"]
         key = (resource, record_id)
+        previous = records[resource].get(record_id)
+        if action in REMINDERS:
+            # A reminder (contract section 15; its doses fall due within the due-soon days) writes nothing: it
+            # shows the dose as it is, at its version.
+            assert resource == "pet-vaccination", f"a reminder of no dose: {change}"
+            assert previous is not None, f"a reminder of a dose not there: {change}"
+            assert change["version"] == versions[key], f"a reminder at another version: {change}"
+            assert record == _as_now(records, resource, previous), f"a reminder shows another record: {change}"
+            before.append(previous)
+            continue
         assert change["version"] == versions.get(key, 0) + 1, f"version out of order or missing before {change}"
         versions[key] = change["version"]
-        previous = records[resource].get(record_id)
         before.append(previous)
         assert (previous is None) == (action == "created"), change
         assert record["id"] == record_id
@@ -511,6 +523,12 @@ def _replay(log: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict[str, An
             kept_shares = [one for one in records["pet-shares"].values() if one["petId"] == record_id]
             assert not kept_shares, f"a pet given away with its shares: {change}, {kept_shares}"
     return records, before
+
+
+def _reminder(change: dict[str, Any]) -> str:
+    """A reminder's action (contract section 15), or '' for a write."""
+    action = str(change["action"])
+    return action if action in REMINDERS else ""
 
 
 def _transaction(change: dict[str, Any]) -> str:
@@ -660,7 +678,8 @@ def test_a_polling_reader_sees_every_change_once_in_commit_order(
     assert [change["cursor"] for change in admin.changes] == [change["cursor"] for change in log]
     assert admin.changes == log
     assert len({change["cursor"] for change in log}) == len(log)
-    assert len({(change["resource"], change["id"], change["version"]) for change in log}) == len(log)
+    # A reminder shares its version with a write of the dose, and each reminder is there once.
+    assert len({(change["resource"], change["id"], change["version"], _reminder(change)) for change in log}) == len(log)
 
     # Every acknowledged write is in it exactly once, as the client was told.
     kept = collections.Counter(

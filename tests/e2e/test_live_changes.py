@@ -24,7 +24,11 @@ VET = "vet@clinic.example --group clinic-42"
 NURSE = "nurse@clinic.example --group clinic-42"
 USERS = ["alice@example.com", "bob@example.com", "admin@example.com --admin", VET, NURSE]
 ADMIN = "admin@example.com --admin"
-SETTINGS = {"PETRECORDS_EVENTS_KEEP_ALIVE_SECONDS": "0.5", "PETRECORDS_RATE_LIMIT": "0"}
+SETTINGS = {
+    "PETRECORDS_EVENTS_KEEP_ALIVE_SECONDS": "0.5",
+    "PETRECORDS_RATE_LIMIT": "0",
+    "PETRECORDS_REMINDERS_INTERVAL_SECONDS": "0.2",
+}
 DELIVERY_SECONDS = 1.0
 
 
@@ -159,6 +163,28 @@ async def test_a_member_receives_the_changes_of_the_groups_records(server: Serve
         received = await next_change(events)
 
     assert received["data"]["record"] == response.json()
+
+
+async def test_a_reminder_reaches_the_owners_stream(server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+        vaccine = await client.post(
+            "/v1/vaccines", json={"name": "Rabies", "petType": "Dog", "duration": 365}, headers=_headers(server, ADMIN)
+        )
+        assert vaccine.status_code == 201, vaccine.text
+        pet, _ = await _create_pet(server, "alice@example.com", "due soon")
+        async with stream(server, "alice@example.com") as events:
+            due_at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() + 10 * 86_400))
+            body = {"petId": pet["id"], "vaccineId": vaccine.json()["id"], "appliedAt": "2026-01-02T00:00:00.000Z"}
+            given = await client.post(
+                "/v1/pet-vaccination", json={**body, "dueAt": due_at}, headers=_headers(server, "alice@example.com")
+            )
+            assert given.status_code == 201, given.text
+            created = await next_change(events)
+            reminded = await next_change(events)
+
+    assert (created["event"], created["data"]["id"]) == ("created", given.json()["id"])
+    assert (reminded["event"], reminded["data"]["id"]) == ("due-soon", given.json()["id"])
+    assert reminded["data"]["record"] == given.json()
 
 
 async def test_a_quiet_stream_sends_comments(server: Server) -> None:

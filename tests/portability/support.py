@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import os
 import subprocess
 import sys
@@ -12,10 +14,11 @@ from typing import Any
 import msgspec
 from litestar.testing import TestClient
 
-from petrecords.app import create_app
+from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.registry import RESOURCES
+from petrecords.reminders import Reminders
 from tests.support import ADMIN, ALICE, BOB, SECRET, auth, token
 
 PETRECORDS = Path(sys.executable).parent / "petrecords"
@@ -125,6 +128,14 @@ def view(settings: Settings) -> dict[str, Any]:
         return shown
 
 
+async def _remind(settings: Settings, *, at: datetime.datetime) -> int:
+    store = open_store(settings)
+    try:
+        return await Reminders(settings, lambda: store).remind(now=int(at.timestamp() * 1000))
+    finally:
+        await store.close()
+
+
 def seed(settings: Settings) -> None:
     """Records of every resource, written as clients write them: creates, a rename, a transfer (the pet's
     vaccinations follow it, its shares go), a change of a vaccine (its vaccinations' ETags change), shares given,
@@ -176,6 +187,8 @@ def seed(settings: Settings) -> None:
         assert (
             client.patch(f"/v1/pet-vaccination/{shots[0]['id']}", json=in_error, headers=auth(ALICE)).status_code == 200
         )
+        # Reminders (contract section 15), on the day the last dog's dose comes due-soon: the change log holds them.
+        assert asyncio.run(_remind(settings, at=datetime.datetime(2026, 12, 3, 12, tzinfo=datetime.UTC))) == 1
         care = post(
             "/v1/pet-shares", {"petId": pets[1]["id"], "grantee": f"group:{CLINIC}", "access": "care"}, auth(ALICE)
         )

@@ -35,7 +35,7 @@ from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, postgres_connect_args, postgres_dsn, sqlite_path
 from petrecords.portability.errors import CommandFailed
-from petrecords.portability.records import timestamp_ms, wire_name
+from petrecords.portability.records import WRITES, timestamp_ms, wire_name
 from petrecords.resources.declaration import Kept, Resource
 from petrecords.store.base import Collection, Row
 from petrecords.store.counts import period_count_inserts
@@ -246,14 +246,17 @@ def _owner_before_fix() -> sa.Update:
     kept (a transfer of a pet, or of a vaccination with it); the loader filed each change as if the owner had not
     changed."""
     previous = changes.alias("previous")
+    # A reminder writes nothing: its owner is the record's before and after, and it is no write's previous change.
     of_previous = (
         (previous.c.resource == changes.c.resource)
         & (previous.c.record_id == changes.c.record_id)
         & (previous.c.version == changes.c.version - 1)
+        & previous.c.action.in_([sa.literal(action, Text) for action in WRITES])
     )
     owner_then = sa.select(previous.c.owner_after).where(of_previous).scalar_subquery()
     differs = sa.exists().where(of_previous, previous.c.owner_after.is_distinct_from(changes.c.owner_before))
-    return sa.update(changes).where(changes.c.action != "created", differs).values(owner_before=owner_then)
+    writes = changes.c.action.in_([sa.literal(action, Text) for action in WRITES if action != "created"])
+    return sa.update(changes).where(writes, differs).values(owner_before=owner_then)
 
 
 OWNER_BEFORE_FIX = _owner_before_fix()

@@ -41,7 +41,9 @@ VERSION = "version"
 """The member of an exported record that holds its revision."""
 STORED = "stored"
 """The member of an exported record that holds the columns no field accounts for."""
-ACTIONS = ("created", "replaced", "deleted")
+WRITES = ("created", "replaced", "deleted")
+ACTIONS = (*WRITES, "due-soon", "overdue")
+"""A change's actions: its record's writes, and the reminders (contract section 15), which write nothing."""
 
 
 class Malformed(ValueError):

@@ -45,9 +45,16 @@ def change_wire(change: Change) -> dict[str, Any]:
     }
 
 
+WRITES = ("created", "replaced", "deleted")
+"""The actions that move a record's version; any other (a reminder, contract section 15) keeps it."""
+
+
 def change_id(change: Change) -> str:
-    """A change's stable id: NATS' `Nats-Msg-Id` and a webhook delivery's `webhook-id`, the same on every sending."""
-    return f"{change.resource}:{change.record_id}:{change.version}"
+    """A change's stable id: NATS' `Nats-Msg-Id` and a webhook delivery's `webhook-id`, the same on every sending. A
+    change that is not a write keeps its record's version: its action tells it apart from the write of that version
+    and from another such change (a new dueAt is a new version)."""
+    written = f"{change.resource}:{change.record_id}:{change.version}"
+    return written if change.action in WRITES else f"{written}:{change.action}"
 
 
 def viewer_of(caller: Caller) -> Viewer | None:

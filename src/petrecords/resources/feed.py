@@ -222,7 +222,9 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
         "Change": {
             "type": "object",
             "description": "A committed write of a record: created, replaced (a replace, an update, or a write that "
-            "follows another record, such as a vaccination following its pet to a new owner) or deleted.",
+            "follows another record, such as a vaccination following its pet to a new owner) or deleted; or a "
+            "reminder that a vaccination is due-soon or overdue, which writes nothing (its version does not move, "
+            "`by` is `system@petrecords.invalid`).",
             "required": ["cursor", "resource", "id", "action", "version", "at", "by", "record"],
             "additionalProperties": False,
             "properties": {
@@ -272,7 +274,8 @@ def change_schemas(resources: ResourceSet, settings: Settings) -> dict[str, Any]
     }
 
 
-ACTIONS = ("created", "replaced", "deleted")
+ACTIONS = ("created", "replaced", "deleted", "due-soon", "overdue")
+"""A change's actions: the writes of a record, then the reminders of a dose (contract section 15)."""
 CURSOR_PATTERN = "^[0-9a-f]{1,16}-[0-9a-f]{1,16}$"
 _EVENT_FORMAT = (
     "Server-Sent Events, sent as the changes commit: `retry: 1000` first, then for each change `id:` its cursor, "

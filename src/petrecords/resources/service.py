@@ -242,6 +242,14 @@ async def _keep(
     )
 
 
+async def keep_notice(*, tx: Transaction, resource: Resource, row: Row, action: str, by: str, at: int) -> None:
+    """Keep a change that tells of a record without writing it (a reminder, contract section 15): the record as it
+    is (`row`, with its embedded records), at its current version, seen by whoever may see the record now. The
+    transaction holds the record (or what it is held through) as a write of it would."""
+    version = row["revision"]
+    await _keep(tx=tx, resource=resource, action=action, row=row, version=version, by=by, at=at, before=row, after=row)
+
+
 async def create_record(
     *,
     tx: Transaction,

@@ -278,6 +278,11 @@ class Transaction(abc.ABC):
     async def delete(self, collection: Collection, row: Row) -> None: ...
 
     @abc.abstractmethod
+    async def set_if(self, collection: Collection, record_id: uuid.UUID, *, expected: Row, values: Row) -> bool:
+        """Set columns of a record (`values`) if others still hold `expected`, a compare-and-set; whether it did. No
+        kept count follows it: for columns that none counts by."""
+
+    @abc.abstractmethod
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
 
     @abc.abstractmethod
@@ -315,6 +320,12 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None: ...
+
+    @abc.abstractmethod
+    async def kept_actions(
+        self, resource: str, record_ids: Sequence[uuid.UUID], actions: tuple[str, ...]
+    ) -> set[tuple[uuid.UUID, str, int]]:
+        """(record id, action, version) of the changes the log keeps of these records with these actions."""
 
     @abc.abstractmethod
     async def changes_after(

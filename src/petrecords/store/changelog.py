@@ -96,7 +96,8 @@ def _history_select(shown: Shown) -> sa.Select[Any]:
     return (
         sa.select(*CHANGE_COLUMNS)
         .where(*where)
-        .order_by(changes.c.version)
+        # A reminder (contract section 15) does not move the version: it follows the write of that version.
+        .order_by(changes.c.version, changes.c.position)
         .limit(sa.bindparam("limit"))
         .offset(sa.bindparam("offset"))
     )
@@ -132,7 +133,33 @@ def count_history_statement(
     return statement, _history_values(resource, record_id, versions)
 
 
-SELECT_LAST_CHANGE = sa.select(*CHANGE_COLUMNS).where(_OF_RECORD).order_by(changes.c.version.desc()).limit(1)
+SELECT_LAST_CHANGE = (
+    sa.select(*CHANGE_COLUMNS).where(_OF_RECORD).order_by(changes.c.version.desc(), changes.c.position.desc()).limit(1)
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_actions_select(records: int, actions: int) -> sa.Select[Any]:
+    return sa.select(changes.c.record_id, changes.c.action, changes.c.version).where(
+        changes.c.resource == sa.bindparam("resource"),
+        changes.c.record_id.in_([sa.bindparam(f"record_{i}", type_=changes.c.record_id.type) for i in range(records)]),
+        changes.c.action.in_([sa.bindparam(f"action_{i}", type_=changes.c.action.type) for i in range(actions)]),
+    )
+
+
+def kept_actions_statement(
+    resource: str, record_ids: Sequence[uuid.UUID], actions: tuple[str, ...]
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """The changes of these records (at least one) with these actions: (record id, action, version). The ids are
+    padded, repeating the last, to a power of two, so that a few statements serve every number of them."""
+    records = 1 << (len(record_ids) - 1).bit_length()
+    padded = [*record_ids, *[record_ids[-1]] * (records - len(record_ids))]
+    values: dict[str, Any] = {"resource": resource}
+    values.update({f"record_{i}": record_id for i, record_id in enumerate(padded)})
+    values.update({f"action_{i}": action for i, action in enumerate(actions)})
+    return _kept_actions_select(records, len(actions)), values
+
+
 _STATE_IS = service_state.c.name == sa.bindparam("name")
 SELECT_STATE_CURSOR = sa.select(service_state.c.xid, service_state.c.position).where(_STATE_IS)
 SELECT_CHANGE_AT = sa.select(sa.literal(1)).where(

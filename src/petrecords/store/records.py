@@ -104,6 +104,22 @@ def update_statement(collection: Collection) -> sa.Update:
 
 
 @functools.lru_cache(maxsize=64)
+def set_if_statement(collection: Collection, expected: tuple[str, ...], values: tuple[str, ...]) -> sa.Update:
+    """Set the `values` columns of a record whose `expected` columns hold the parameters `expected_{name}`; the id
+    of the record set, if it was."""
+    table = collection.table
+    return (
+        sa.update(table)
+        .where(
+            table.c.id == sa.bindparam("record_id", type_=table.c.id.type),
+            *(table.c[name] == sa.bindparam(f"expected_{name}", type_=table.c[name].type) for name in expected),
+        )
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in values})
+        .returning(table.c.id)
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def delete_statement(collection: Collection) -> sa.Delete:
     table = collection.table
     return sa.delete(table).where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))

@@ -60,6 +60,7 @@ from petrecords.store.changelog import (
     count_history_statement,
     head_select,
     history_statement,
+    kept_actions_statement,
     oldest_changes_select,
 )
 from petrecords.store.counts import PERIOD_KEY, PeriodKey, count_changes, period_changes
@@ -104,6 +105,7 @@ from petrecords.store.records import (
     record_values,
     referrers_statement,
     select_by_id,
+    set_if_statement,
     stored_uuid,
     table_reader,
     update_statement,
@@ -317,6 +319,12 @@ class SqlTransaction(Transaction):
     async def delete(self, collection: Collection, row: Row) -> None:
         await self.execute(delete_statement(collection), {"record_id": row["id"]})
         await self._count(collection, [row], ())
+
+    async def set_if(self, collection: Collection, record_id: uuid.UUID, *, expected: Row, values: Row) -> bool:
+        statement = set_if_statement(collection, tuple(expected), tuple(values))
+        parameters = {f"expected_{name}": value for name, value in expected.items()}
+        parameters.update(values, record_id=record_id)
+        return bool(await self.fetch((statement, parameters)))
 
     async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
         rows = await self.fetch((referrers_statement(collection, column, exists=False), {"record_id": record_id}))
@@ -676,6 +684,14 @@ class SqlTransaction(Transaction):
     async def last_change(self, resource: str, record_id: uuid.UUID) -> Change | None:
         rows = await self.fetch((SELECT_LAST_CHANGE, {"resource": resource, "record_id": record_id}))
         return change_of(rows[0]) if rows else None
+
+    async def kept_actions(
+        self, resource: str, record_ids: Sequence[uuid.UUID], actions: tuple[str, ...]
+    ) -> set[tuple[uuid.UUID, str, int]]:
+        if not record_ids:
+            return set()
+        rows = await self.fetch(kept_actions_statement(resource, record_ids, actions))
+        return {(stored_uuid(row[0]), row[1], row[2]) for row in rows}
 
     async def changes_after(
         self, cursor: Cursor, *, limit: int, reader: Viewer | None, resources: tuple[str, ...] | None

@@ -1,7 +1,6 @@
 """What is due: each living pet's latest completed dose of each group (contract section 14), kept in `due_doses`
 (see petrecords.due), filled from the doses stored so far, and counted as the vaccinations are: for every owner, each
-owner and each grantee of a share, by the hour of dueAt and the periods above it (see tables.period_counts). Each row
-starts with no reminder written (`reminded` is ''), which reminders (contract section 15) will set.
+owner and each grantee of a share, by the hour of dueAt and the periods above it (see tables.period_counts).
 
 A group is its vaccines' `group`, case ignored (their group_key), or a vaccine alone when it has none; its latest
 dose is the one applied last, then of the greater id.
@@ -50,7 +49,6 @@ def _columns() -> list[sa.Column[Any]]:
         sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
         sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
         sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
-        sa.Column("reminded", Text, nullable=False, comment="the last reminder of this dose and dueAt, or ''"),
     ]
 
 
@@ -68,7 +66,6 @@ def upgrade() -> None:
         "due_doses",
         ["owner_id", "due_at", "pet_id", "label_key", "id"],
     )
-    op.create_index(op.f("ix_due_doses_reminded_due_at_id"), "due_doses", ["reminded", "due_at", "id"])
     if op.get_bind().dialect.name == "postgresql":
         op.create_index("ix_due_doses_due_at_hour", "due_doses", [sa.text(_HOUR)])
     _fill()
@@ -81,8 +78,8 @@ def _fill() -> None:
     serves, so no write is missed here."""
     op.execute(
         "INSERT INTO due_doses (id, pet_id, owner_id, group_key, label_key, vaccine_id, applied_at, due_at, pet_type, "
-        "pet_name_key, pet_name, group_label, vaccine_name, reminded) SELECT id, pet_id, owner_id, group_key, "
-        "label_key, vaccine_id, applied_at, due_at, pet_type, pet_name_key, pet_name, group_label, vaccine_name, '' "
+        "pet_name_key, pet_name, group_label, vaccine_name) SELECT id, pet_id, owner_id, group_key, "
+        "label_key, vaccine_id, applied_at, due_at, pet_type, pet_name_key, pet_name, group_label, vaccine_name "
         "FROM (SELECT d.id, d.pet_id, p.owner_id, v.group_key, coalesce(v.group_key, v.name_key) AS "
         "label_key, d.vaccine_id, d.applied_at, d.due_at, p.pet_type, p.name_key AS pet_name_key, p.name AS pet_name, "
         "coalesce(v.group_name, v.name) AS group_label, v.name AS vaccine_name, row_number() OVER "

@@ -1,0 +1,149 @@
+"""Reminders in the change feed (contract section 15): when a dose's moment comes, a change that says so, `due-soon`
+at its dueAt minus PETRECORDS_DUE_SOON_DAYS days, `overdue` at its dueAt.
+
+The doses that may be reminded are the due rows (petrecords.due): each living pet's latest completed dose of each
+group, kept in the transaction of every write that moves it, so that a reminder is only written while it is true (a
+booster, a dose entered in error or deleted, a death remove the row). Each row remembers the last reminder written for
+its dueAt in `reminded`, which the keeper sets back to `none` when dueAt moves; so a pass reads two ranges of the index
+(reminded, due_at, id), the rows not reminded whose due-soon moment has come and those reminded due-soon whose dueAt
+has come, and never the rows that wait or are done.
+
+Every instance runs the duty. A batch is written in one short transaction that holds the batch's pets, as a write of
+their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set before it keeps the change:
+of two instances, or of a pass that crashed and the next, each reminder is written once. Holding the pets also puts
+the reminder in the change log's order after the write that made it true, and before any write that ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from petrecords.config import Settings
+from petrecords.due import DUE_DOSES
+from petrecords.pets import PETS
+from petrecords.registry import RESOURCES
+from petrecords.resources.service import keep_notice
+from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.values import now_ms
+
+BY = "system@petrecords.invalid"
+"""Who a reminder is by: no one who can sign in."""
+NOT_YET, DUE_SOON, OVERDUE = "none", "due-soon", "overdue"
+"""The values of `reminded`: nothing written for the row's dueAt yet, then each reminder as it is written."""
+REMINDER_ACTIONS = (DUE_SOON, OVERDUE)
+"""The actions of the changes that remind: they write nothing."""
+DAY_MS = 86_400_000
+LEAST_LATE_MS = DAY_MS
+"""However few the due-soon days (0: no due-soon reminder), an overdue moment is not skipped for the first day after
+it, so that a dose written just after its dueAt, or an outage of minutes, still brings it."""
+
+StoreLookup = Callable[[], Store | None]
+
+
+def owed(row: Row, *, now: int, soon_ms: int) -> tuple[str, bool] | None:
+    """What a due row is owed at `now`: the value its `reminded` takes, and whether a change says so (False: the
+    moment is more than the due-soon days past, and is skipped); None while no moment has come."""
+    due_at, reminded = row["due_at"], row["reminded"]
+    if reminded == OVERDUE:
+        return None
+    if due_at <= now:
+        # No due-soon once dueAt has passed: its overdue only.
+        return OVERDUE, now - due_at <= max(soon_ms, LEAST_LATE_MS)
+    if reminded == NOT_YET and due_at - soon_ms <= now:
+        return DUE_SOON, True  # its moment is less than the due-soon days past, as dueAt has not come
+    return None
+
+
+def reminder_range(reminded: str, due_until: int, limit: int) -> PageQuery:
+    """The rows of the index's range (reminded, dueAt up to `due_until`), in its order."""
+    conditions = (
+        Condition(("reminded",), Operator.EQUAL, (reminded,)),
+        Condition(("due_at",), Operator.AT_MOST, (due_until,)),
+    )
+    return PageQuery(conditions=conditions, sort=(SortKey("due_at"), SortKey("id")), limit=limit, offset=0)
+
+
+def _by_id(ids: Sequence[uuid.UUID]) -> PageQuery:
+    return PageQuery(
+        conditions=(Condition(("id",), Operator.IN, tuple(ids)),), sort=(SortKey("id"),), limit=len(ids), offset=0
+    )
+
+
+class Reminders:
+    """Writes the reminders whose moment has come, in batches of BATCH doses (each batch its own short transaction);
+    every instance's duties (petrecords.duties) run it every `interval_seconds`."""
+
+    BATCH = 100
+    """Doses a transaction reminds: their pets held, their rows and vaccinations read, a change each."""
+    REST = 1.0
+    """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
+    import's doses all due the same day) leave its process's requests most of the time: 20,000 doses took 18 s
+    unrested, and get by id meanwhile half its rate (bench/results/2026-12-05-reminders.md)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: StoreLookup,
+        *,
+        interval_seconds: float | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._soon_ms = settings.due_soon_days * DAY_MS
+        self._store = store
+        self.interval_seconds = settings.reminders_interval_seconds if interval_seconds is None else interval_seconds
+        """How often a pass runs: PETRECORDS_REMINDERS_INTERVAL_SECONDS (10 by default, well within the 60 seconds
+        the contract gives, with room for a pass that has many to write)."""
+        self._clock = clock
+
+    async def remind(self, *, now: int | None = None) -> int:
+        """Write what has come by `now` (the clock's, by default); how many reminders were written."""
+        store = self._store()
+        if store is None:
+            return 0
+        now = self._clock() if now is None else now
+        written = 0
+        # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
+        # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
+        # starts from the range's beginning.
+        for reminded, due_until in ((NOT_YET, now + self._soon_ms), (DUE_SOON, now)):
+            while True:
+                started = time.monotonic()
+                async with store.transaction(write=False) as tx:
+                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, self.BATCH))
+                if found:
+                    async with store.transaction(write=True) as tx:
+                        written += await self._remind_batch(tx, found, now)
+                if len(found) < self.BATCH:
+                    break
+                await asyncio.sleep(self.REST * (time.monotonic() - started))  # let requests in between batches
+        return written
+
+    async def _remind_batch(self, tx: Transaction, found: Sequence[Row], now: int) -> int:
+        """Remind the doses of these due rows that are still owed, holding their pets; how many were reminded."""
+        ids = [row["id"] for row in found]
+        pets = {row["pet_id"] for row in found}
+        await tx.lock([Lock(RESOURCES.rank(PETS), PETS.name, pet) for pet in pets])
+        # Read again once the pets are held: a write of their doses, or another instance's batch, has committed. A
+        # dose moved to another pet meanwhile waits for the next batch, which holds that pet.
+        rows = [row for row in await tx.list(DUE_DOSES.collection, _by_id(ids)) if row["pet_id"] in pets]
+        owing = [(row, due) for row in rows if (due := owed(row, now=now, soon_ms=self._soon_ms)) is not None]
+        told = [row["id"] for row, (_, tells) in owing if tells]
+        doses = {dose["id"]: dose for dose in await tx.list(PET_VACCINATIONS.collection, _by_id(told))} if told else {}
+        # A row written again as `none` though its dose was reminded for this dueAt (a booster after it entered in
+        # error, say): the change log still has that reminder at the dose's version, which a new dueAt moves.
+        again = [row["id"] for row, _ in owing if row["reminded"] == NOT_YET]
+        kept = await tx.kept_actions(PET_VACCINATIONS.name, again, REMINDER_ACTIONS) if again else set()
+        written = 0
+        for row, (action, tells) in owing:
+            expected = {"reminded": row["reminded"], "due_at": row["due_at"]}
+            if not await tx.set_if(DUE_DOSES.collection, row["id"], expected=expected, values={"reminded": action}):
+                continue
+            dose = doses.get(row["id"])
+            if tells and dose is not None and (dose["id"], action, dose["revision"]) not in kept:
+                await keep_notice(tx=tx, resource=PET_VACCINATIONS, row=dose, action=action, by=BY, at=now)
+                written += 1
+        return written

@@ -1,0 +1,395 @@
+"""Reminders in the change feed (contract v4 section 15): `due-soon` and `overdue` changes of a group's latest dose,
+written by the reminders duty when their moment comes, once, only while true, with the feed's visibility. On both
+databases; the duty's clock is given to each pass, so that a test moves time instead of waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from petrecords.app import open_store
+from petrecords.config import Settings
+from petrecords.duties import message_id
+from petrecords.reminders import BY, Reminders
+from petrecords.store.base import Store
+from petrecords.values import now_ms
+from tests.api.test_changes_feed import read_all, settled
+from tests.api.test_due import DOSES, Client, at, dose
+from tests.api.test_shares import CLINIC, as_vet, share
+from tests.api.test_vaccines import create_vaccine
+from tests.nats_server import NatsServer, nats_server
+from tests.support import ADMIN, ALICE, BOB, auth, create, until
+from tests.test_publisher import STREAM, _jetstream, _message_ids, _publisher
+
+DAY_MS = 86_400_000
+REMINDERS = ("due-soon", "overdue")
+
+
+@pytest.fixture
+async def rex(client: Client) -> dict[str, Any]:
+    pet: dict[str, Any] = (await create(client, ALICE, name="Rex")).json()
+    return pet
+
+
+@pytest.fixture
+async def rabies(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 1-year", group="Rabies")).json()
+    return vaccine
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[NatsServer]:
+    with nats_server(tmp_path / "nats") as started:
+        yield started
+
+
+@pytest.fixture
+async def store(client: Client, settings: Settings) -> AsyncIterator[Store]:
+    """The database as another instance of the service has it (the client's is the first)."""
+    opened = open_store(settings)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def reminders(store: Store, settings: Settings) -> Reminders:
+    """That instance's duty, run a pass at a time."""
+    return Reminders(settings, lambda: store)
+
+
+def later(days: float) -> int:
+    """The duty's clock `days` from now."""
+    return now_ms() + int(days * DAY_MS)
+
+
+async def reminders_of(client: Client, user: str = ADMIN) -> list[tuple[str, str, int]]:
+    """(dose id, action, version) of each reminder the caller sees in the feed, in its order."""
+    feed = await read_all(client, user, limit=1000)
+    return [(change["id"], change["action"], change["version"]) for change in feed if change["action"] in REMINDERS]
+
+
+class TestMoments:
+    async def test_a_dose_inside_its_due_soon_window_is_reminded_in_one_pass(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -355, 10)
+
+        assert await reminders.remind() == 1
+        assert await reminders.remind() == 0
+
+        await settled(client, 4)
+        feed = await read_all(client, limit=1000)
+        reminder = feed[-1]
+        shown = (await client.get(f"{DOSES}/{given['id']}", headers=auth())).json()
+        assert {key: reminder[key] for key in ("resource", "id", "action", "version", "by")} == {
+            "resource": "pet-vaccination",
+            "id": given["id"],
+            "action": "due-soon",
+            "version": 1,
+            "by": BY,
+        }
+        assert reminder["record"] == shown
+        assert shown == given  # a reminder writes nothing
+
+    async def test_due_soon_then_overdue_each_at_its_moment(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 65)
+
+        assert await reminders.remind(now=later(34)) == 0
+        assert await reminders.remind(now=later(35.01)) == 1
+        assert await reminders.remind(now=later(64.9)) == 0
+        assert await reminders.remind(now=later(65.01)) == 1
+        assert await reminders.remind(now=later(200)) == 0
+
+        assert await reminders_of(client) == [(given["id"], "due-soon", 1), (given["id"], "overdue", 1)]
+
+    async def test_once_dueAt_has_passed_only_overdue(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -370, -5)
+
+        assert await reminders.remind() == 1
+
+        assert await reminders_of(client) == [(given["id"], "overdue", 1)]
+
+    async def test_moments_more_than_the_due_soon_days_past_are_skipped(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        lepto = (await create_vaccine(client, name="Lepto")).json()
+        await dose(client, rex, rabies, -400, -31)
+        waiting = await dose(client, rex, lepto, -300, 65)
+
+        assert await reminders.remind() == 0  # the old one is marked, without a change
+        assert await reminders.remind(now=later(96)) == 0  # the other's two moments, both long past
+        assert await reminders.remind(now=later(400)) == 0
+
+        assert await reminders_of(client) == []
+        assert waiting["id"]
+
+    async def test_a_whole_batch_and_more(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        vaccines = [(await create_vaccine(client, name=f"Vaccine {n}")).json() for n in range(7)]
+        given = [await dose(client, rex, vaccine, -300, 5 + n) for n, vaccine in enumerate(vaccines)]
+        reminders = Reminders(settings, lambda: store)
+        reminders.BATCH = 3
+
+        assert await reminders.remind() == 7
+
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+
+class TestOnlyWhileTrue:
+    async def test_a_booster_before_the_moment_takes_its_place(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -300, 40)
+        booster = await dose(client, rex, rabies, -1, 364)
+
+        assert await reminders.remind(now=later(45)) == 0
+        assert await reminders.remind(now=later(340)) == 1
+
+        assert await reminders_of(client) == [(booster["id"], "due-soon", 1)]
+
+    async def test_a_dose_entered_in_error_or_deleted_is_not_reminded(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        lepto = (await create_vaccine(client, name="Lepto")).json()
+        wrong = await dose(client, rex, rabies, -300, 40)
+        gone = await dose(client, rex, lepto, -300, 40)
+        marked = await client.patch(
+            f"{DOSES}/{wrong['id']}", json={"status": "entered-in-error", "statusReason": "Not given."}, headers=auth()
+        )
+        assert marked.status_code == 200, marked.text
+        assert (await client.delete(f"{DOSES}/{gone['id']}", headers=auth())).status_code in (200, 204)
+
+        assert await reminders.remind(now=later(45)) == 0
+
+        assert await reminders_of(client) == []
+
+    async def test_a_dose_back_as_the_latest_is_not_reminded_twice(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        first = await dose(client, rex, rabies, -300, 10)
+        assert await reminders.remind() == 1
+        booster = await dose(client, rex, rabies, -1, 364)
+        marked = await client.patch(
+            f"{DOSES}/{booster['id']}",
+            json={"status": "entered-in-error", "statusReason": "Not given."},
+            headers=auth(),
+        )
+        assert marked.status_code == 200, marked.text
+
+        assert await reminders.remind() == 0
+        assert await reminders.remind(now=later(11)) == 1
+
+        assert await reminders_of(client) == [(first["id"], "due-soon", 1), (first["id"], "overdue", 1)]
+
+    async def test_a_dose_moved_to_another_pet_is_not_reminded_twice(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+        assert await reminders.remind() == 1
+        other = (await create(client, ALICE, name="Max")).json()
+        moved = await client.patch(f"{DOSES}/{given['id']}", json={"petId": other["id"]}, headers=auth())
+        assert moved.status_code == 200, moved.text
+
+        assert await reminders.remind() == 0
+        assert await reminders.remind(now=later(11)) == 1
+
+        assert await reminders_of(client) == [(given["id"], "due-soon", 1), (given["id"], "overdue", 2)]
+
+    async def test_a_pet_that_died_is_reminded_nothing(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -300, 40)
+        died = await client.patch(f"/v1/pets/{rex['id']}", json={"deceasedAt": at(0)[:10]}, headers=auth())
+        assert died.status_code == 200, died.text
+
+        assert await reminders.remind(now=later(45)) == 0
+
+        assert await reminders_of(client) == []
+
+    async def test_a_new_dueAt_is_reminded_again(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+        assert await reminders.remind() == 1
+        moved = await client.patch(f"{DOSES}/{given['id']}", json={"dueAt": at(20)}, headers=auth())
+        assert moved.status_code == 200, moved.text
+        noted = await client.patch(f"{DOSES}/{given['id']}", json={"notes": "Booked."}, headers=auth())
+        assert noted.status_code == 200, noted.text
+
+        assert await reminders.remind() == 1
+        assert await reminders.remind(now=later(21)) == 1
+
+        assert await reminders_of(client) == [
+            (given["id"], "due-soon", 1),
+            (given["id"], "due-soon", 3),
+            (given["id"], "overdue", 3),
+        ]
+
+
+class TestOnce:
+    async def test_two_instances_racing_write_each_reminder_once(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(9)]]
+        vaccines = [rabies, (await create_vaccine(client, name="Lepto")).json()]
+        given = [await dose(client, pet, vaccine, -300, 3) for pet in pets for vaccine in vaccines]
+        other = open_store(settings)  # a third instance's
+        try:
+            duties = [Reminders(settings, lambda: store), Reminders(settings, lambda: other)]
+            for duty in duties:
+                duty.BATCH = 3
+            written = await asyncio.gather(*(duty.remind() for duty in duties), *(duty.remind() for duty in duties))
+        finally:
+            await other.close()
+
+        assert sum(written) == len(given)
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+
+class TestSeenAsChanges:
+    async def test_the_history_shows_the_reminders_after_their_write(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+        await reminders.remind()
+        await reminders.remind(now=later(11))
+        replaced = await client.patch(f"{DOSES}/{given['id']}", json={"notes": "Called."}, headers=auth())
+        assert replaced.status_code == 200, replaced.text
+
+        history = (await client.get(f"{DOSES}/{given['id']}/history", headers=auth())).json()
+
+        assert [(item["action"], item["version"]) for item in history["items"]] == [
+            ("created", 1),
+            ("due-soon", 1),
+            ("overdue", 1),
+            ("replaced", 2),
+        ]
+        assert history["totalCount"] == 4
+        assert [(item["action"], item["by"]) for item in history["items"]][1] == ("due-soon", BY)
+
+    async def test_the_owner_sees_them_and_others_do_not(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+
+        await reminders.remind()
+
+        assert await reminders_of(client, ALICE) == [(given["id"], "due-soon", 1)]
+        assert await reminders_of(client, BOB) == []
+
+    async def test_a_grantee_sees_them_within_the_share_window_only(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        lepto = (await create_vaccine(client, name="Lepto")).json()
+        while_shared = await dose(client, rex, rabies, -300, 10)
+        after_it = await dose(client, rex, lepto, -300, 20)
+        shared = (await share(client, rex, CLINIC)).json()
+        assert await reminders.remind() == 2
+        revoked = await client.delete(f"/v1/pet-shares/{shared['id']}", headers=auth())
+        assert revoked.status_code == 200, revoked.text
+
+        assert await reminders.remind(now=later(11)) == 1
+        assert await reminders.remind(now=later(21)) == 1
+
+        def seen_by_vet(changes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+            return [(change["id"], change["action"]) for change in changes if change["action"] in REMINDERS]
+
+        vet = await client.get("/v1/changes", params={"limit": "1000"}, headers=as_vet())
+        assert vet.status_code == 200, vet.text
+        assert sorted(seen_by_vet(vet.json()["items"])) == sorted(
+            [(while_shared["id"], "due-soon"), (after_it["id"], "due-soon")]
+        )
+        assert len(await reminders_of(client, ALICE)) == 4
+
+    async def test_each_reminder_has_a_nats_message_id_of_its_own(
+        self, client: Client, store: Store, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 10)
+        await reminders.remind()
+        await reminders.remind(now=later(11))
+        await client.patch(f"{DOSES}/{given['id']}", json={"dueAt": at(30)}, headers=auth())
+        await reminders.remind()
+
+        async with store.transaction(write=False) as tx:
+            changes = await tx.changes_after((0, 0), limit=100, reader=None, resources=("pet-vaccination",))
+
+        ids = [message_id(change) for change in changes]
+        assert [change.action for change in changes] == ["created", "due-soon", "overdue", "replaced", "due-soon"]
+        assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("days", [0])
+async def test_no_due_soon_days_still_reminds_overdue(
+    make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings], days: int
+) -> None:
+    settings = make_settings(due_soon_days=days)
+    async with make_client(settings) as client:
+        pet = (await create(client, ALICE, name="Rex")).json()
+        vaccine = (await create_vaccine(client, name="Rabies")).json()
+        given = await dose(client, pet, vaccine, -300, 10)
+        store = open_store(settings)
+        try:
+            reminders = Reminders(settings, lambda: store)
+            assert await reminders.remind() == 0
+            assert await reminders.remind(now=later(10.5)) == 1
+        finally:
+            await store.close()
+
+        assert await reminders_of(client) == [(given["id"], "overdue", 1)]
+
+
+async def test_every_instance_runs_the_duty(
+    make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+) -> None:
+    async with make_client(make_settings(reminders_interval_seconds=0.1)) as client:
+        pet = (await create(client, ALICE, name="Rex")).json()
+        vaccine = (await create_vaccine(client, name="Rabies")).json()
+
+        given = await dose(client, pet, vaccine, -300, 1)
+
+        async def reminded() -> bool:
+            return await reminders_of(client) == [(given["id"], "due-soon", 1)]
+
+        await until(reminded, what="the due-soon reminder")
+
+
+async def test_nats_gets_each_reminder_under_its_subject(
+    client: Client,
+    store: Store,
+    reminders: Reminders,
+    rex: dict[str, Any],
+    rabies: dict[str, Any],
+    broker: NatsServer,
+    make_settings: Callable[..., Settings],
+) -> None:
+    given = await dose(client, rex, rabies, -300, 10)
+    await reminders.remind()
+    await reminders.remind(now=later(11))
+    connection, stream = await _jetstream(broker)
+    try:
+        await stream.add_stream(name=STREAM, subjects=["petrecords.>"])
+        publisher = _publisher(make_settings, broker, store, "only")
+        while await publisher.publish_once(stream):
+            pass
+
+        ids = await _message_ids(stream)
+        last = [await stream.get_msg(STREAM, seq=sequence) for sequence in (len(ids) - 1, len(ids))]
+    finally:
+        await connection.close()
+
+    assert len(ids) == len(set(ids)) == 5  # the pet, the vaccine, the dose and its two reminders
+    assert [message.subject for message in last] == [
+        "petrecords.pet-vaccination.due-soon",
+        "petrecords.pet-vaccination.overdue",
+    ]
+    assert [json.loads(message.data)["id"] for message in last] == [given["id"], given["id"]]
