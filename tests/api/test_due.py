@@ -393,7 +393,7 @@ class TestRoomForReminders:
         assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == "due-soon"
 
         await client.patch(f"{DOSES}/{given['id']}", json={"dueAt": at(20)}, headers=auth())
-        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == "none"
 
     async def test_a_new_latest_dose_starts_unreminded(
         self, client: Client, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
@@ -403,7 +403,7 @@ class TestRoomForReminders:
 
         await dose(client, rex, rabies, -1, 364)
 
-        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == ""
+        assert await scalar_sql(database_url, "SELECT reminded FROM due_doses") == "none"
 
 
 class TestWhoSees:
