@@ -188,6 +188,22 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
                 await tx.update(collection, {**row, "reminded": reminded}, previous=before)
 
 
+async def _follow_pet(tx: Transaction, pet: Row) -> None:
+    """A pet renamed, retyped or given away, alive or dead as before: its rows (the same doses) take its new values,
+    one read of them and a write each, where a pet's death or its return reads its doses again."""
+    collection = DUE_DOSES.collection
+    for before in await of_pet(tx, collection, pet["id"]):
+        row = {
+            **before,
+            "owner_id": pet["owner_id"],
+            "pet_type": pet["pet_type"],
+            "pet_name_key": pet["name_key"],
+            "pet_name": pet["name"],
+        }
+        if row != before:
+            await tx.update(collection, row, previous=before)
+
+
 def fill_statement() -> sa.Insert:
     """The due rows of every stored dose, in one statement, for a table of them that is empty: a load's. The ranks
     of a pet's completed doses of each group (its vaccines' group_key, or the vaccine alone), latest first, as
@@ -241,6 +257,12 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
     pets: set[uuid.UUID] = set()
     if resource is PET_VACCINATIONS and _moved(before, after, _DOSE_COLUMNS):
         pets = {row["pet_id"] for row in (before, after) if row is not None}
+    elif (
+        resource is PETS and before is not None and after is not None and before["deceased_at"] == after["deceased_at"]
+    ):
+        if _moved(before, after, _PET_COLUMNS):
+            await _follow_pet(tx, after)
+        return
     elif resource is PETS and before is not None and _moved(before, after, _PET_COLUMNS):
         pets = {before["id"]}
     elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):

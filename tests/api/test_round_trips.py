@@ -38,7 +38,7 @@ async def test_a_replace_reads_then_writes_once(client: AsyncTestClient[Any], st
     statements.clear()
     response = await client.put(
         created.headers["location"],
-        json={"name": "Max", "petType": "Dog"},
+        json={"name": created.json()["name"], "petType": "Dog", "breed": "Beagle"},
         headers={**auth(), "If-Match": created.headers["etag"]},
     )
     assert response.status_code == 200, response.text
@@ -46,6 +46,26 @@ async def test_a_replace_reads_then_writes_once(client: AsyncTestClient[Any], st
     assert begin.startswith("BEGIN; SELECT pg_advisory_xact_lock(")
     assert read.startswith("SELECT")
     assert write.startswith("WITH ")
+    assert commit == "COMMIT"
+
+
+async def test_a_rename_also_reads_the_pets_due_rows(client: AsyncTestClient[Any], statements: list[str]) -> None:
+    """A pet's name, type and owner are also its due rows' (petrecords.due): a replace that changes one reads them,
+    after the write it waits for, whose counts then go in a statement of their own."""
+    created = await _pet(client)
+    statements.clear()
+    response = await client.put(
+        created.headers["location"],
+        json={"name": "Max", "petType": "Dog"},
+        headers={**auth(), "If-Match": created.headers["etag"]},
+    )
+    assert response.status_code == 200, response.text
+    begin, read, write, due_rows, counts, commit = statements
+    assert begin.startswith("BEGIN; SELECT pg_advisory_xact_lock(")
+    assert read.startswith("SELECT")
+    assert write.startswith("WITH ")
+    assert due_rows.startswith("SELECT due_doses.")
+    assert counts.startswith("WITH ") and "record_counts" in counts
     assert commit == "COMMIT"
 
 
