@@ -91,6 +91,9 @@ class WebhookDeliveries:
     """A deliverer saves what was acknowledged at least this often while it delivers."""
     MOST_AT_ONCE = 1000
     PURGE_SECONDS = 3600.0
+    FIRST_PURGE_SECONDS = 60.0
+    """How long after an instance starts it first purges: not in the moments of its start, when it has more to do,
+    and whatever the clock the event loop counts from."""
     PURGE_BATCH = 1000
     PURGE_LEASE = "webhook-deliveries-retention"
 
@@ -129,6 +132,7 @@ class WebhookDeliveries:
 
     async def run(self) -> None:
         own_sender = self._sender is None
+        self._purged_at = asyncio.get_running_loop().time() - self.PURGE_SECONDS + self.FIRST_PURGE_SECONDS
         if self._sender is None:
             self._sender = Sender(self._settings, resolver=shared_resolver())
         try:
