@@ -152,12 +152,19 @@ def serve(settings: Settings, *, host: str, port: int, workers: int, threads: in
     # Held until the server has stopped (or the process ends): `petrecords restore` refuses while it is.
     held = contextlib.ExitStack()
     held.enter_context(serving(settings))
-    migrate(settings)
     metrics_dir = None
     if workers > 1:
         # Workers share one set of metrics through files in this directory (prometheus_client multiprocess mode).
+        # Set before anything imports prometheus_client (the migrations import the resources, and some of those
+        # the metrics), which chooses how values are kept when it is first imported.
         metrics_dir = tempfile.mkdtemp(prefix="petrecords-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        migrate(settings)
+    except BaseException:
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        raise
     # Where the server says that it is shutting down: a worker waits for its requests to end before it stops,
     # and a live change stream never ends unless told to.
     serve_dir = Path(tempfile.mkdtemp(prefix="petrecords-serve-"))
