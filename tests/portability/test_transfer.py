@@ -172,7 +172,7 @@ class TestRefusals:
             (lambda lines: [*lines, lines[1]], "the database refused the record"),
             (
                 lambda lines: [*lines, lines[-1].replace(b'"ownerId"', b'"owner"')],
-                "record: a pet record has no member owner",
+                "record has no member owner",
             ),
             (
                 lambda _: [b'{"format": "other", "version": 1, "exportedAt": "2026-01-01T00:00:00.000Z"}\n'],
