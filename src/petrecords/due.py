@@ -34,6 +34,7 @@ from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Kept, Resource
 from petrecords.resources.fields import (
     EMAIL_SCHEMA,
+    MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
     UUID_SCHEMA,
     Context,
@@ -639,7 +640,11 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
     filters = (_BEFORE, *FILTERS, OWNER, SCOPE)
     parameters = [document for one in filters for document in one.document(schemas)]
     parameters += [
-        parameter("pageIndex", {"type": "integer", "minimum": 1, "default": 1}, "Page number, 1-based."),
+        parameter(
+            "pageIndex",
+            {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER, "default": 1},
+            "Page number, 1-based.",
+        ),
         parameter(
             "pageSize",
             {"type": "integer", "minimum": 1, "default": settings.default_page_size},
