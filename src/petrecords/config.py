@@ -354,6 +354,12 @@ class Settings(BaseSettings):
         description="addresses and CIDR ranges of the proxies in front of the service, comma-separated: a request "
         "from one of them is counted against the right-most X-Forwarded-For entry that is not one of them",
     )
+    due_soon_days: int = Field(
+        default=30,
+        ge=0,
+        le=3650,
+        description="days before a group's latest dose is due in which it is due-soon rather than current",
+    )
     webhooks_allow_private: bool = Field(
         default=False,
         description="let webhooks deliver over plain http and to hosts that are, or resolve to, loopback, private, "

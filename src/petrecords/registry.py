@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from petrecords.certificates.resource import PET_CERTIFICATES
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
 from petrecords.shares import PET_SHARES
@@ -15,6 +16,7 @@ RESOURCES = ResourceSet(
         VACCINES,
         PET_VACCINATIONS,
         PET_SHARES,
+        PET_CERTIFICATES,
     ]
 )
 

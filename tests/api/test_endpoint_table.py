@@ -16,6 +16,7 @@ from litestar import Litestar
 from litestar.testing import TestClient
 
 from petrecords.app import create_app
+from petrecords.certificates.links import PUBLIC_PREFIX
 from petrecords.config import Settings
 from petrecords.endpoints import EndpointTable
 from petrecords.registry import RESOURCES
@@ -31,6 +32,7 @@ _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _CURSOR = re.compile(r'"(?:cursor|nextCursor)":"[0-9a-f]+-[0-9a-f]+"')
 _ETAG = re.compile(r'"[0-9a-f]{20}"')
 _TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
+_LINK = re.compile(r'"link":"/public/certificates/[A-Za-z0-9_-]+"')
 # A second record of a resource must differ from the first in the values that are unique among its records.
 ANOTHER = {
     "pets": {"microchip": "982000123456780"},
@@ -108,6 +110,8 @@ def _requests(table: EndpointTable, world: World) -> Iterator[tuple[str, Request
         record = world.records[resource.name] if resource is not None else None
         params = dict.fromkeys(endpoint.parameters, record["id"] if record is not None else "docs-init.js")
         path = endpoint.path.format(**params)
+        if endpoint.path.startswith(PUBLIC_PREFIX):  # a public link's token: the one the world's create showed
+            path = next(one["link"] for one in world.records.values() if "link" in one)
         label = f"{endpoint.method} {endpoint.path}"
         missing = endpoint.path.format(**dict.fromkeys(endpoint.parameters, MISSING_ID))
         if endpoint.method == "GET":
@@ -164,7 +168,7 @@ def _shape(response: httpx.Response, world: World) -> tuple[int, dict[str, str],
     # The metrics count the requests of the process so far: the same figures twice only by chance.
     text = "<figures>" if response.request.url.path == "/metrics" else response.text
     text = _UUID.sub(lambda match: names.get(match.group(0), "<id>"), text)
-    text = _TICKET.sub('"ticket":"<ticket>"', text)
+    text = _LINK.sub('"link":"<link>"', _TICKET.sub('"ticket":"<ticket>"', text))
     text = _CURSOR.sub('"cursor":"<cursor>"', _ETAG.sub('"<etag>"', _TIMESTAMP.sub("<time>", text)))
     headers = {
         name: _UUID.sub(lambda match: names.get(match.group(0), "<id>"), _ETAG.sub("<etag>", value))

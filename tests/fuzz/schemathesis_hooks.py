@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import secrets
 import time
 import uuid
@@ -158,6 +159,31 @@ class Api:
     def record_path(self, collection: str) -> dict[str, Any]:
         """The path item of one record of a collection (`/v1/pets` -> `/v1/pets/{petId}`)."""
         return next(item for path, item in self.paths.items() if path.rsplit("/", 1)[0] == collection and "{" in path)
+
+    def _write_schema(self, collection: str) -> dict[str, Any]:
+        if "post" not in self.paths.get(collection, {}):
+            return {"properties": {}}
+        body = self.paths[collection]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        schema: dict[str, Any] = self.document["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+        return schema
+
+    def write_member(self, collection: str, member: str) -> dict[str, Any]:
+        """The schema of a member of a collection's write body ({} when it has none)."""
+        found: dict[str, Any] = self._write_schema(collection)["properties"].get(member, {})
+        return found
+
+    @cache  # noqa: B019 - one Api a run
+    def fixed(self, collection: str) -> tuple[str, ...]:
+        """The members of a collection's records that are set on create and never change, as the write schema's
+        descriptions say ("It cannot change.")."""
+        properties = self._write_schema(collection)["properties"]
+        return tuple(name for name, member in properties.items() if "cannot change" in member.get("description", ""))
+
+    def read_members(self, collection: str) -> set[str]:
+        """The members of a record of the collection as a read shows it."""
+        answer = self.record_path(collection)["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        schema = self.document["components"]["schemas"][answer["$ref"].rsplit("/", 1)[1]]
+        return set(schema["properties"])
 
     def needs_admin(self, operation: dict[str, Any]) -> bool:
         requirements = operation.get("security", self.document.get("security", []))
@@ -364,20 +390,24 @@ def records_of_others_are_missing(
     if "location" not in response.headers:
         return None  # not a record: a stream's ticket
     api = _api_of(case)
-    record = response.json()
     base = _base(response.request.url)
     location = _header(response, "location")
     collection = location.rsplit("/", 1)[0]
+    # The record as a read shows it: a create's answer may show a secret once (a certificate's link).
+    record = {name: value for name, value in response.json().items() if name in api.read_members(collection)}
     url, missing = f"{base}{location}", f"{base}{collection}/{_missing_id()}"
     etag = _header(response, "etag")
     owner = record.get("ownerId")
     record_item = api.record_path(collection)
     admin_writes = api.needs_admin(record_item["put"]) and api.needs_admin(record_item["delete"])
 
+    # Who issued a record that stays between them and its owner (a certificate) is no other either.
+    holders = {owner, record.get("createdBy")} if owner is not None else {None}
     others = [
         identity
         for identity in _non_admins()
-        if identity.email != owner and (owner is None or not _shared_with(api, base, collection, record, identity))
+        if identity.email not in holders
+        and (owner is None or not _shared_with(api, base, collection, record, identity))
     ]
     for other in others:
         body = _body_for(api, base, other, collection, record)
@@ -388,7 +418,7 @@ def records_of_others_are_missing(
             _as_missing(url, missing, other, attempts)
         _lists(api, base, collection, other, record, owner)
 
-    readers = [identity for identity in _identities().values() if owner is None or identity.email == owner]
+    readers = [identity for identity in _identities().values() if owner is None or identity.email in holders]
     for identity in {*readers, _administrator()}:
         after = _send("GET", url, identity)
         if after.status_code != 200 or after.json() != record or after.headers.get("etag") != etag:
@@ -556,6 +586,18 @@ def _a_future_moment(body: dict[str, Any]) -> None:
         body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
 
 
+_AT_MOST_DAYS = re.compile(r"at most (\d+) days after the service's clock")
+
+
+def _not_too_far(api: Api, collection: str, body: dict[str, Any]) -> None:
+    """`expiresAt`, where the write schema bounds it (a certificate's: at most 366 days ahead): within the bound (a
+    day after now, when the one generated is not)."""
+    moment = parse_datetime_ms(body[EXPIRES_AT]) if isinstance(body.get(EXPIRES_AT), str) else None
+    bound = _AT_MOST_DAYS.search(api.write_member(collection, EXPIRES_AT).get("description", ""))
+    if moment is not None and bound is not None and moment > time.time_ns() // 1_000_000 + int(bound[1]) * DAY_MS:
+        body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
+
+
 def _someone_new(api: Api, base: str, collection: str, body: dict[str, Any], *, creating: bool) -> None:
     """A share names someone other than the owner of the record it shares and, when it is new, someone that
     record is not shared with yet (a second share of a pet with the same grantee is 409)."""
@@ -600,13 +642,38 @@ def _an_existing_share(base: str, case: schemathesis.Case) -> None:
         case.path_parameters[name] = listed[0]["id"]
 
 
-def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
-    """A share's pet and grantee cannot change (400): a replace or patch names them as they are."""
+def _an_existing_issued_record(base: str, case: schemathesis.Case) -> None:
+    """A record issued a secret (a certificate: its create's answer shows more than a read) that a replace or a
+    delete meant to succeed names is one of the caller's that exists (made now, of one of their pets, when they
+    have none): in a short run the stateful phase's links from its create reach those only by chance."""
+    api = _api_of(case)
+    collection = case.operation.path.split("/{", 1)[0]
+    created = api.paths[collection]["post"]["responses"]["201"]["content"]["application/json"]["schema"]["$ref"]
+    if not created.endswith("Created"):
+        return
+    name = next(iter(case.path_parameters))
+    caller = _caller()
+    if _record(f"{base}{collection}/{case.path_parameters[name]}", caller) is not None:
+        return
+    listed = _send("GET", f"{base}{collection}", caller, params={"pageSize": "1"}).json().get("items", [])
+    if not listed:
+        member, target = next(iter(api.references(collection).items()))
+        pets = _send("GET", f"{base}{target}", caller, params={"ownerId": caller.email, "pageSize": "1"}).json()
+        if not pets.get("items"):
+            return
+        made = _send("POST", f"{base}{collection}", caller, json={member: pets["items"][0]["id"]})
+        listed = [made.json()] if made.status_code == 201 else []
+    if listed:
+        case.path_parameters[name] = listed[0]["id"]
+
+
+def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case, fixed: tuple[str, ...]) -> None:
+    """What cannot change (400: a share's pet and grantee, a certificate's pet) a replace or patch names as it is."""
     record_id = next(iter(case.path_parameters.values()))
     stored = _record(f"{base}{collection}/{record_id}", _administrator())
     if stored is None:
         return
-    for member in (*api.references(collection), GRANTEE):
+    for member in fixed:
         if case.method.upper() == "PUT" or member in case.body:
             case.body[member] = stored[member]
 
@@ -643,6 +710,8 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         _a_cursor_handed_out(base, case.headers, LAST_EVENT_ID)
     if method == "DELETE" and case.path_parameters:
         _an_existing_share(base, case)
+    if method in ("PUT", "DELETE") and case.path_parameters:
+        _an_existing_issued_record(base, case)
     if method not in ("POST", "PUT", "PATCH") or not isinstance(case.body, dict):
         return
     api = _api_of(case)
@@ -652,13 +721,14 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     _a_past_day(case.body)
     _a_day_of_death(case.body)
     _a_future_moment(case.body)
+    _not_too_far(api, collection, case.body)
     _values_no_record_has(case.body)
     _completed(case.body)
-    if collection == api.shares:
-        if method != "POST" and case.path_parameters:
-            _as_it_was(api, base, collection, case)
-        if isinstance(case.body.get(GRANTEE), str):
-            _someone_new(api, base, collection, case.body, creating=method == "POST")
+    fixed = (*api.fixed(collection), *((GRANTEE,) if collection == api.shares else ()))
+    if method != "POST" and case.path_parameters and fixed:
+        _as_it_was(api, base, collection, case, fixed)
+    if collection == api.shares and isinstance(case.body.get(GRANTEE), str):
+        _someone_new(api, base, collection, case.body, creating=method == "POST")
     if "appliedAt" in case.body:
         if method == "PATCH" and case.body.get("dueAt") is None:
             case.body["dueAt"] = None

@@ -49,6 +49,9 @@ def quick_permission(caller: Caller, resource: Resource, row: Row | None) -> Per
         return Permission.READ if resource.ownership.writers is Writers.ADMIN else Permission.WRITE
     if row is not None and row[column] == caller.email:
         return Permission.WRITE
+    issuer = resource.ownership.issuer
+    if issuer is not None:
+        return Permission.WRITE if row is not None and row[issuer] == caller.email else Permission.NONE
     grants = resource.grants
     if grants is not None:
         return Permission.READ if row is not None and row[grants.grantee_column] in caller.grantees else Permission.NONE
@@ -163,6 +166,10 @@ async def list_scope(
     if grants is not None:
         visible = Condition((column, grants.grantee_column), Operator.OWNED_OR_NAMED, (caller.email, *caller.grantees))
         return [*named_owner, visible]
+    issuer = resource.ownership.issuer
+    if issuer is not None:
+        # Theirs, or issued by them (another owner's pet they may read, or could when they issued it).
+        return [*named_owner, Condition((column, issuer), Operator.OWNED_OR_NAMED, (caller.email, caller.email))]
     if sharing is None:
         if owner is not None and owner != caller.email:
             return None

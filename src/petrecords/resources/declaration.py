@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from petrecords.config import ConfigurationError
 from petrecords.resources.fields import Kind
 from petrecords.resources.filters import Filter
-from petrecords.store.base import Collection, Condition, Granting, Join, SharedBy
+from petrecords.store.base import Collection, Condition, Granting, Join, SharedBy, Transaction
 from petrecords.tables import HOUR_INDEXED, SEARCHABLE
 
 Values = dict[str, Any]
@@ -43,6 +43,9 @@ class Field:
     default: Any = None
     """The stored value a new record takes when its create does not give the field (or gives null), for a field that
     cannot be null; an import of a record written before the field existed takes it too."""
+    default_ahead_ms: int | None = None
+    """For a moment: a new record whose create does not give the field (or gives null) takes the moment this many
+    milliseconds after its creation."""
 
     @property
     def key_column(self) -> str | None:
@@ -132,6 +135,27 @@ class Ownership:
     through: str | None = None
     """The reference whose target's owner this record's owner always is (it follows that record)."""
     writers: Writers = Writers.OWNER
+    issuer: str | None = None
+    """The column naming the user who issued the record (`created_by`): besides its owner and an administrator, they
+    alone may read and write it, and see its changes. Such a record is between the two of them: no share of the
+    record it follows shows it to anyone else, and a transfer of that record deletes it (its new owner issued
+    nothing)."""
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A secret the service makes for each new record (a certificate's link): shown once, as `member` of the answer
+    to the create (and of that answer's idempotent replay), and never again; the record keeps only what `make`
+    gives it to store (a digest of it)."""
+
+    member: str
+    make: Callable[[], tuple[Values, str]]
+    """A new secret: (the columns the record stores of it, the value the create's answer shows)."""
+    schema: Mapping[str, Any]
+    """Its JSON Schema in the create's answer."""
+    revoke: Callable[[Transaction, Values], Awaitable[None]] | None = None
+    """What a deletion of a record (however it goes: its own, or with what it follows) does, in its transaction,
+    so that its secret is known as revoked rather than unknown."""
 
 
 Check = Callable[[Values], Errors]
@@ -175,6 +199,10 @@ class Resource:
     complete: Complete | None = None
     review: Review | None = None
     examples: Mapping[str, Any] = field(default_factory=dict)
+    issued: Issued | None = None
+    """A secret made for each new record and shown only in the create's answer."""
+    most_per_reference: tuple[str, int] | None = None
+    """(a reference, n): at most n records refer to one record through it (400 naming the reference)."""
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""
     sharing: Sharing | None = field(default=None, init=False, repr=False)
@@ -334,7 +362,10 @@ class ResourceSet:
 
     def _sharing_of(self, resource: Resource) -> Sharing | None:
         """Through which shares others see the resource's records: the target of the shares' reference is shared
-        by its own id, and the records that follow its owner by their reference to it."""
+        by its own id, and the records that follow its owner by their reference to it (but those of an issuer,
+        which no one else sees)."""
+        if resource.ownership.issuer is not None:
+            return None
         for shares in self.resources:
             if shares.grants is None or shares is resource:
                 continue
@@ -380,7 +411,8 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     if len(set(names)) != len(names) or set(names) & set(AUDIT_FIELDS):
         return "its fields' names must be distinct, and none may be an audit field's"
     for declared in resource.fields:
-        if declared.default is not None and (declared.nullable or declared.required or declared.read_only):
+        defaulted = declared.default is not None or declared.default_ahead_ms is not None
+        if defaulted and (declared.nullable or declared.required or declared.read_only):
             return f"field {declared.name!r} has a default, which only an optional field that cannot be null takes"
         if declared.kind.embeds is not None:
             if declared.kind.embeds not in {reference.field for reference in resource.references}:
@@ -412,6 +444,11 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     ownership = resource.ownership
     if ownership.column is not None and ownership.column not in columns:
         return f"its owner column {ownership.column!r} is not a column of its table"
+    if ownership.issuer is not None and ownership.issuer not in columns:
+        return f"its issuer column {ownership.issuer!r} is not a column of its table"
+    bounded = resource.most_per_reference
+    if bounded is not None and bounded[0] not in {reference.field for reference in resource.references}:
+        return f"it bounds the records per {bounded[0]!r}, which is not one of its references"
     if ownership.through is not None and ownership.through not in {
         reference.field for reference in resource.references
     }:

@@ -11,7 +11,7 @@ from petrecords.auth import Caller
 from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused
 from petrecords.resources import documents, service
-from petrecords.resources.declaration import Resource
+from petrecords.resources.declaration import Resource, Values
 from petrecords.resources.history import history_page
 from petrecords.resources.listing import parse_list_query, parse_paging, query_pairs
 from petrecords.resources.requests import (
@@ -36,6 +36,11 @@ _UPDATE_ATTEMPTS = 5
 
 def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
     return Answer(status, msgspec.json.encode(show(resource, row)), {"ETag": etag_of(resource, row)})
+
+
+def with_members(record: bytes, members: dict[str, str]) -> bytes:
+    """A record's JSON object with more members at its end."""
+    return record[:-1] + b"," + msgspec.json.encode(members)[1:]
 
 
 def _entity_tags(call: Call, header: bytes, name: str) -> EntityTags | None:
@@ -116,16 +121,23 @@ class ResourceOperations:
                 )
                 return Answer(stored.status, stored.body, headers)
 
+        issued: Values = {}
+        answered = None
+        if resource.issued is not None:
+            issued, shown_secret = resource.issued.make()
+            answered = {resource.issued.member: shown_secret}
         row, record = await service.create_record(
-            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body
+            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body, issued=issued
         )
         location = f"{resource.path}/{row['id']}"
         etag = etag_of(resource, row)
-        answer = Answer(201, record, {"ETag": etag, "Location": location})
+        # The secret is shown here and in the replay of this answer alone: the change log keeps `record` without it.
+        body_sent = record if answered is None else with_members(record, answered)
+        answer = Answer(201, body_sent, {"ETag": etag, "Location": location})
         if key is None or request_hash is None or now is None:
             return answer
         kept = StoredResponse(
-            resource=resource.name, request_hash=request_hash, status=201, body=record, location=location, etag=etag
+            resource=resource.name, request_hash=request_hash, status=201, body=body_sent, location=location, etag=etag
         )
         expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
         await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)

@@ -106,7 +106,31 @@ def resource_schemas(resource: Resource, context: SchemaContext, settings: Setti
             "properties": read_properties,
         },
         f"{name}Page": page_schema(name, settings),
+        **_created_schema(resource, read_properties),
     }
+
+
+def _created_schema(resource: Resource, read_properties: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a create of a record that is issued a secret: the record and the secret, shown only there."""
+    issued = resource.issued
+    if issued is None:
+        return {}
+    properties = {**read_properties, issued.member: dict(issued.schema)}
+    return {
+        f"{resource.schema_name}Created": {
+            "type": "object",
+            "description": f"The {resource.title} record as created, with `{issued.member}`: in this answer (and its "
+            "idempotent replay) alone.",
+            "required": list(properties),
+            "additionalProperties": False,
+            "properties": properties,
+        }
+    }
+
+
+def created_schema_name(resource: Resource) -> str:
+    """The schema of the answer to a create."""
+    return f"{resource.schema_name}Created" if resource.issued is not None else resource.schema_name
 
 
 def page_schema(item_schema: str, settings: Settings) -> dict[str, Any]:
