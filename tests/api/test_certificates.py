@@ -245,6 +245,20 @@ class TestPublic:
             (newer["id"], "current"),
         ]
 
+    async def test_at_most_the_first_doses_are_read(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        doses = [
+            await vaccinate(client, rex, rabies, appliedAt=format_timestamp(now_ms() - days * DAY_MS))
+            for days in (30, 20, 10)
+        ]
+        created = await issue(client, rex)
+        monkeypatch.setattr("petrecords.certificates.public.MOST_DOSES", 2)
+
+        body = (await client.get(created["link"])).json()
+
+        assert [dose["id"] for dose in body["vaccinations"]] == [dose["id"] for dose in doses[:2]]
+
     async def test_the_jws_verifies_against_the_jwks(self, client: Client, rex: dict[str, Any]) -> None:
         created = await issue(client, rex)
 
