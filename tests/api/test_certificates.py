@@ -5,6 +5,8 @@ rate limit; certificates going with the pet's deletion or transfer; the feed. On
 from __future__ import annotations
 
 import io
+import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,7 @@ from pypdf import PdfReader
 
 from petrecords.certificates.links import digest_of
 from petrecords.config import Settings
+from petrecords.logs import JsonFormatter
 from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
 from tests.api.test_vaccines import create_vaccine
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, scalar_sql
@@ -355,6 +358,29 @@ class TestFeed:
             assert actions == (["created", "deleted"] if seen else []), user
         history = await client.get(f"{CERTIFICATES}/{created['id']}/history", headers=auth(BOB))
         assert history.status_code == 200
+
+
+class TestLogs:
+    async def test_no_link_token_reaches_the_log(
+        self,
+        make_client: Callable[[Settings], Client],
+        make_settings: Callable[..., Settings],
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        caplog.set_level(logging.DEBUG)
+        async with make_client(make_settings(access_log=True)) as logged:
+            pet = (await create(logged, ALICE)).json()
+            created = await issue(logged, pet)
+            token = created["link"].rsplit("/", 1)[1]
+            for path in (created["link"], created["link"].upper(), f"/public//certificates/{token}"):
+                await logged.get(path, headers={"Accept": "application/pdf"})
+            await logged.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())
+            await logged.get(created["link"])
+
+        lines = [JsonFormatter().format(record) for record in caplog.records if record.name != "httpx"]
+        access = [json.loads(line) for line in lines if '"petrecords.access"' in line]
+        assert len([line for line in access if "/certificates/" in line["path"].lower()]) == 4
+        assert not [line for line in lines if token in line or token.upper() in line]
 
 
 class TestRateLimit:
