@@ -90,3 +90,20 @@ def test_a_phone_shows_the_served_page_and_the_pdf_reads_back(tmp_path: Path) ->
     text = reader.pages[0].extract_text()
     for expected in ("Zoë Ñandú", "982000123456789", "Nobivac Rabies", "RB-2291", "Lyon"):
         assert expected in text, expected
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_budget(tmp_path: Path) -> None:
+    settings = {"PETRECORDS_PUBLIC_RATE_LIMIT": "2", "PETRECORDS_TRUSTED_PROXIES": "127.0.0.0/8"}
+    with running_server(tmp_path / "data", settings=settings) as server:
+        jwks = f"{server.url}/.well-known/jwks.json"
+
+        def status(forwarded: str) -> int:
+            return httpx.get(jwks, headers={"X-Forwarded-For": forwarded}).status_code
+
+        # The right-most entry that is no trusted proxy is the client; what it says of itself counts for nothing.
+        assert [status("192.0.2.1"), status("198.51.100.7, 192.0.2.1"), status("192.0.2.1")] == [200, 200, 429]
+        assert [status("192.0.2.2"), status("192.0.2.2, 127.0.0.9")] == [200, 200]
+        limited = httpx.get(jwks, headers={"X-Forwarded-For": "192.0.2.2"})
+        assert limited.status_code == 429
+        assert limited.headers["retry-after"]
+        assert limited.headers["cache-control"] == "no-store"
