@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 
+from petrecords.app import create_app
 from petrecords.certificates import document
 from petrecords.certificates.facts import CertificateFacts
 from petrecords.certificates.public import HTML, JOSE, JSON, PDF, PrintedCertificates, chosen_form
+from petrecords.config import ConfigurationError, Settings
 from petrecords.values import format_timestamp
 from tests.certificates.support import NOW_MS, facts_of, many_doses, pet_row
+from tests.support import SECRET
 
 
 @pytest.mark.parametrize(
@@ -54,3 +59,16 @@ async def test_a_pdf_is_made_again_only_when_what_it_prints_changes(monkeypatch:
     # At most `entries` kept: the oldest went.
     await printed.document(as_of(minute))
     assert len(made) == 4
+
+
+def test_a_signing_key_that_cannot_be_used_stops_the_start_up(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, auth_secret=SECRET, signing_key="-----BEGIN PRIVATE KEY-----\nnot a key")
+
+    with pytest.raises(ConfigurationError, match="PETRECORDS_SIGNING_KEY"):
+        create_app(settings)
+
+
+def test_the_signing_key_is_made_with_the_application(tmp_path: Path) -> None:
+    create_app(Settings(data_dir=tmp_path, auth_secret=SECRET))
+
+    assert (tmp_path / "signing-key.pem").stat().st_mode & 0o777 == 0o600

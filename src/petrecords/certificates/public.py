@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import hashlib
 from typing import Any
 
@@ -25,12 +24,13 @@ from petrecords.certificates.facts import CertificateFacts, build_facts, encode_
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
 from petrecords.certificates.resource import PET_CERTIFICATES, REVOKED_LINKS, Groups
-from petrecords.certificates.signing import Signer, load_signer
+from petrecords.certificates.signing import load_signer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
 from petrecords.http import error_answer
 from petrecords.openapi import DocumentContext, error_response, parameter
 from petrecords.pets import PETS
+from petrecords.responses import answer_failure
 from petrecords.services import Services
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
 from petrecords.vaccinations import PET_VACCINATIONS
@@ -82,11 +82,9 @@ class PublicCertificates:
         self._proxies = TrustedProxies(settings.trusted_proxies)
         self._limiter = create_public_rate_limit(per_minute=settings.public_rate_limit, redis_url=settings.redis_url)
         self._pdfs = PrintedCertificates()
-
-    @functools.cached_property
-    def signer(self) -> Signer:
-        """Loaded (or made, on first start) when first needed: building the document makes no key."""
-        return load_signer(self.services.settings)
+        # Loaded (or made, on first start) with the application, as the token secret is: a key that cannot be used
+        # stops the start-up with one line naming its setting, instead of answering 500.
+        self.signer = load_signer(settings)
 
     async def _within_rate(self, call: Call) -> None:
         if self._limiter is None:
@@ -102,8 +100,8 @@ class PublicCertificates:
             await self._within_rate(call)
             facts = await self._facts(call.params["token"])
             answer = await self._form(facts, chosen_form(call.header(b"accept")))
-        except ServiceError as error:
-            answer = error_answer(error)
+        except Exception as exc:  # answered here, as everywhere else, but with the public headers
+            answer = error_answer(answer_failure(exc, call.state))
         answer.headers = {**answer.headers, **PUBLIC_HEADERS}
         return answer
 
@@ -162,8 +160,8 @@ class PublicCertificates:
         try:
             await self._within_rate(call)
             answer = Answer(200, self.signer.jwks_document, media_type="application/jwk-set+json")
-        except ServiceError as error:
-            answer = error_answer(error)
+        except Exception as exc:
+            answer = error_answer(answer_failure(exc, call.state))
         answer.headers = {**answer.headers, **PUBLIC_HEADERS}
         return answer
 
