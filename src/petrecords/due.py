@@ -330,6 +330,7 @@ class GroupLabel:
 
 
 DUE_SORT = {"dueat": ("dueAt", "due_at"), "petname": ("petName", "pet_name_key"), "group": ("group", "label_key")}
+_SORT_NAMES = tuple(name for name, _ in DUE_SORT.values())
 TIE_BREAKERS = ("pet_id", "label_key", "id")
 _BEFORE = time_bound("before", "due_at", Operator.BELOW, "")
 FILTERS = (
@@ -642,9 +643,23 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
         ),
         parameter(
             "sort",
-            {"type": "string", "default": "dueAt"},
+            {
+                "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
+                "items": {"type": "string", "enum": [prefix + field for field in _SORT_NAMES for prefix in ("", "-")]},
+                # Each field at most once, in one direction.
+                "not": {
+                    "anyOf": [
+                        {"allOf": [{"contains": {"const": field}}, {"contains": {"const": "-" + field}}]}
+                        for field in _SORT_NAMES
+                    ]
+                },
+                "default": ["dueAt"],
+            },
             "Comma-separated fields of dueAt, petName, group (case ignored), each optionally prefixed with - "
-            "(descending). Ties are broken by petId, then group (case ignored), ascending.",
+            "(descending), each at most once. Ties are broken by petId, then group (case ignored), ascending.",
+            several=True,
         ),
         parameter("order", {"type": "string", "enum": ["asc", "desc"], "default": "asc"}, "Direction without -."),
     ]
