@@ -13,6 +13,7 @@ from typing import NamedTuple, cast
 from litestar import Litestar
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
+from petrecords.certificates.public import public_endpoints
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
@@ -112,6 +113,7 @@ def endpoint_table(parts: Parts, document: Callable[[], bytes]) -> EndpointTable
             ),
             *due_endpoints(services),
             *feed_endpoints(services, parts.hub, parts.slots),
+            *public_endpoints(services),
             *ops_endpoints(services, document),
         ]
     )

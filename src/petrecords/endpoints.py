@@ -54,6 +54,8 @@ class Call:
     headers: Sequence[tuple[bytes, bytes]]
     body: bytes
     state: dict[str, Any]
+    peer: str | None = None
+    """The address of the client's end of the connection, as the server gives it."""
 
     def header(self, name: bytes) -> str | None:
         """The first value of a request header (`name` in lower case)."""

@@ -137,6 +137,12 @@ class CursorExpired(ServiceError):
     meaning = "A change-feed cursor older than the changes still kept."
 
 
+class LinkGone(ServiceError):
+    status, code = 410, 981
+    default_message = "The certificate link was revoked or has expired."
+    meaning = "A certificate link that was revoked or has expired."
+
+
 class PreconditionFailed(ServiceError):
     status, code = 412, 992
     default_message = "The record has changed: If-Match does not match its current ETag."
@@ -205,6 +211,7 @@ ANSWERED: tuple[type[ServiceError], ...] = (
     ReferencedRecord,
     Duplicate,
     CursorExpired,
+    LinkGone,
     PreconditionFailed,
     PayloadTooLarge,
     UnsupportedMediaType,

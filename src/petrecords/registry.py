@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from petrecords.certificates.resource import PET_CERTIFICATES
 from petrecords.due import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
@@ -17,6 +18,7 @@ RESOURCES = ResourceSet(
         VACCINES,
         PET_VACCINATIONS,
         PET_SHARES,
+        PET_CERTIFICATES,
         WEBHOOKS,
     ],
     kept=[DUE_DOSES],

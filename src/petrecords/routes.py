@@ -54,6 +54,7 @@ async def enter(endpoint: Endpoint, scope: Scope, receive: Receive, params: dict
         headers=scope["headers"],
         body=body,
         state=scope.setdefault("state", {}),
+        peer=client[0] if (client := scope.get("client")) else None,
     )
 
 

@@ -16,6 +16,7 @@ from litestar import Litestar
 from litestar.testing import TestClient
 
 from petrecords.app import create_app
+from petrecords.certificates.links import PUBLIC_PREFIX
 from petrecords.config import Settings
 from petrecords.endpoints import EndpointTable
 from petrecords.registry import RESOURCES
@@ -32,6 +33,7 @@ _CURSOR = re.compile(r'"(?:cursor|nextCursor)":"[0-9a-f]+-[0-9a-f]+"')
 _ETAG = re.compile(r'"[0-9a-f]{20}"')
 _TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
 _SECRET = re.compile(r'"secret":"whsec_[^"]*"')
+_LINK = re.compile(r'"link":"/public/certificates/[A-Za-z0-9_-]+"')
 # A second record of a resource must differ from the first in the values that are unique among its records.
 ANOTHER = {
     "pets": {"microchip": "982000123456780"},
@@ -109,6 +111,8 @@ def _requests(table: EndpointTable, world: World) -> Iterator[tuple[str, Request
         record = world.records[resource.name] if resource is not None else None
         params = dict.fromkeys(endpoint.parameters, record["id"] if record is not None else "docs-init.js")
         path = endpoint.path.format(**params)
+        if endpoint.path.startswith(PUBLIC_PREFIX):  # a public link's token: the one the world's create showed
+            path = next(one["link"] for one in world.records.values() if "link" in one)
         label = f"{endpoint.method} {endpoint.path}"
         missing = endpoint.path.format(**dict.fromkeys(endpoint.parameters, MISSING_ID))
         if endpoint.method == "GET":
@@ -166,6 +170,7 @@ def _shape(response: httpx.Response, world: World) -> tuple[int, dict[str, str],
     text = "<figures>" if response.request.url.path == "/metrics" else response.text
     text = _UUID.sub(lambda match: names.get(match.group(0), "<id>"), text)
     text = _SECRET.sub('"secret":"<secret>"', _TICKET.sub('"ticket":"<ticket>"', text))
+    text = _LINK.sub('"link":"<link>"', text)
     text = _CURSOR.sub('"cursor":"<cursor>"', _ETAG.sub('"<etag>"', _TIMESTAMP.sub("<time>", text)))
     headers = {
         name: _UUID.sub(lambda match: names.get(match.group(0), "<id>"), _ETAG.sub("<etag>", value))

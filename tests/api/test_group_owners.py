@@ -1,7 +1,7 @@
 """Records a group owns (contract v4 section 5): `ownerId` may be `group:NAME`, and every member of the group (a
 token that lists it) has the owner's rights over the group's pets and what follows them: reading, writing, sharing,
-giving away, deleting; their vaccinations, shares, history and changes. A clinic's front desk registers a client's
-pet as the clinic's; whoever is not a member sees nothing of it. On both databases."""
+giving away, deleting; their vaccinations, shares, certificates, history and changes. A clinic's front desk
+registers a client's pet as the clinic's; whoever is not a member sees nothing of it. On both databases."""
 
 from __future__ import annotations
 
@@ -167,6 +167,30 @@ class TestAMembersRights:
         assert [one["id"] for one in shares.json()["items"]] == [shared["id"]]
         assert (await client.delete(f"/v1/pet-shares/{shared['id']}", headers=NURSES)).status_code == 200
         assert_error(await client.get(f"/v1/pets/{bella['id']}", headers=auth(ALICE)), 404, 995)
+
+    @pytest.mark.parametrize("issuer", [pytest.param(VET, id="by a member"), pytest.param(ALICE, id="by a grantee")])
+    async def test_another_member_reads_lists_and_revokes_a_certificate(
+        self, client: Client, bella: dict[str, Any], issuer: str
+    ) -> None:
+        share = {"petId": bella["id"], "grantee": ALICE, "access": "read"}
+        assert (await client.post("/v1/pet-shares", json=share, headers=VETS)).status_code == 201
+        issuing = VETS if issuer == VET else auth(ALICE)
+        response = await client.post("/v1/pet-certificates", json={"petId": bella["id"]}, headers=issuing)
+        assert response.status_code == 201, response.text
+        certificate = response.json()
+        path = f"/v1/pet-certificates/{certificate['id']}"
+        assert certificate["ownerId"] == CLINIC
+
+        read = await client.get(path, headers=NURSES)
+        assert read.status_code == 200, read.text
+        assert "link" not in read.json()
+        for listed in ("/v1/pet-certificates", f"/v1/pet-certificates?ownerId={CLINIC}"):
+            items = (await client.get(listed, headers=NURSES)).json()["items"]
+            assert [item["id"] for item in items] == [certificate["id"]], listed
+        assert_error(await client.get(path, headers=ELSEWHERE), 404, 995)
+        assert (await client.get("/v1/pet-certificates", headers=ELSEWHERE)).json()["totalCount"] == 0
+        assert (await client.delete(path, headers=NURSES)).status_code == 200
+        assert_error(await client.get(certificate["link"]), 410, 981)
 
     async def test_the_group_is_not_its_own_grantee(self, client: Client, bella: dict[str, Any]) -> None:
         response = await client.post(

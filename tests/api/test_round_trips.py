@@ -65,7 +65,8 @@ async def test_a_rename_also_reads_the_pets_due_rows(client: AsyncTestClient[Any
     assert read.startswith("SELECT")
     assert write.startswith("WITH ")
     assert due_rows.startswith("SELECT due_doses.")
-    assert counts.startswith("WITH ") and "record_counts" in counts
+    assert counts.startswith("WITH ")
+    assert "record_counts" in counts
     assert commit == "COMMIT"
 
 

@@ -30,6 +30,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import secrets
 import time
 import uuid
@@ -75,8 +76,6 @@ WEBHOOKS = "/v1/webhooks"
 WEBHOOK_URL = "https://93.184.215.14/petrecords-webhooks"
 MOST_WEBHOOKS = 20
 """A public address that needs no look-up: the webhooks the hooks make are disabled, so nothing is sent there."""
-SHOWN_ONCE = ("secret",)
-"""Members of a create's answer that no other answer shows (the document's `{Name}Created` schemas)."""
 LAST_EVENT_ID = "Last-Event-ID"
 UNIQUE_MEMBERS: dict[str, Callable[[], str]] = {
     "microchip": lambda: f"{secrets.randbelow(10**15):015d}",
@@ -169,6 +168,39 @@ class Api:
     def record_path(self, collection: str) -> dict[str, Any]:
         """The path item of one record of a collection (`/v1/pets` -> `/v1/pets/{petId}`)."""
         return next(item for path, item in self.paths.items() if path.rsplit("/", 1)[0] == collection and "{" in path)
+
+    def _write_schema(self, collection: str) -> dict[str, Any]:
+        if "post" not in self.paths.get(collection, {}):
+            return {"properties": {}}
+        body = self.paths[collection]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        schema: dict[str, Any] = self.document["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+        return schema
+
+    def write_member(self, collection: str, member: str) -> dict[str, Any]:
+        """The schema of a member of a collection's write body ({} when it has none)."""
+        found: dict[str, Any] = self._write_schema(collection)["properties"].get(member, {})
+        return found
+
+    @cache  # noqa: B019 - one Api a run
+    def fixed(self, collection: str) -> tuple[str, ...]:
+        """The members of a collection's records that are set on create and never change, as the write schema's
+        descriptions say ("It cannot change.")."""
+        properties = self._write_schema(collection)["properties"]
+        return tuple(name for name, member in properties.items() if "cannot change" in member.get("description", ""))
+
+    def read_members(self, collection: str) -> set[str]:
+        """The members of a record of the collection as a read shows it."""
+        answer = self.record_path(collection)["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        schema = self.document["components"]["schemas"][answer["$ref"].rsplit("/", 1)[1]]
+        return set(schema["properties"])
+
+    def shown_once(self, collection: str) -> bool:
+        """Whether the answer to a create of the collection's records shows more than a read (`{Name}Created`)."""
+        create = self.paths.get(collection, {}).get("post")
+        if create is None:
+            return False
+        created = create["responses"]["201"]["content"]["application/json"]["schema"].get("$ref", "")
+        return bool(created.endswith("Created"))
 
     def needs_admin(self, operation: dict[str, Any]) -> bool:
         requirements = operation.get("security", self.document.get("security", []))
@@ -375,21 +407,25 @@ def records_of_others_are_missing(
     if "location" not in response.headers:
         return None  # not a record: a stream's ticket
     api = _api_of(case)
-    # What the create's answer alone shows (a webhook's secret) is in no other answer.
-    record = {name: value for name, value in response.json().items() if name not in SHOWN_ONCE}
     base = _base(response.request.url)
     location = _header(response, "location")
     collection = location.rsplit("/", 1)[0]
+    # The record as a read shows it: a create's answer may show a secret once (a webhook's secret, a certificate's
+    # link: the document's `{Name}Created` schemas).
+    record = {name: value for name, value in response.json().items() if name in api.read_members(collection)}
     url, missing = f"{base}{location}", f"{base}{collection}/{_missing_id()}"
     etag = _header(response, "etag")
     owner = record.get("ownerId")
     record_item = api.record_path(collection)
     admin_writes = api.needs_admin(record_item["put"]) and api.needs_admin(record_item["delete"])
 
+    # Who issued a record that stays between them and its owner (a certificate) is no other either.
+    holders = {owner, record.get("createdBy")} if owner is not None else {None}
     others = [
         identity
         for identity in _non_admins()
-        if identity.email != owner and (owner is None or not _shared_with(api, base, collection, record, identity))
+        if identity.email not in holders
+        and (owner is None or not _shared_with(api, base, collection, record, identity))
     ]
     for other in others:
         body = _body_for(api, base, other, collection, record)
@@ -400,7 +436,7 @@ def records_of_others_are_missing(
             _as_missing(url, missing, other, attempts)
         _lists(api, base, collection, other, record, owner)
 
-    readers = [identity for identity in _identities().values() if owner is None or identity.email == owner]
+    readers = [identity for identity in _identities().values() if owner is None or identity.email in holders]
     for identity in {*readers, _administrator()}:
         after = _send("GET", url, identity)
         if after.status_code != 200 or after.json() != record or after.headers.get("etag") != etag:
@@ -568,6 +604,18 @@ def _a_future_moment(body: dict[str, Any]) -> None:
         body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
 
 
+_AT_MOST_DAYS = re.compile(r"at most (\d+) days after the service's clock")
+
+
+def _not_too_far(api: Api, collection: str, body: dict[str, Any]) -> None:
+    """`expiresAt`, where the write schema bounds it (a certificate's: at most 366 days ahead): within the bound (a
+    day after now, when the one generated is not)."""
+    moment = parse_datetime_ms(body[EXPIRES_AT]) if isinstance(body.get(EXPIRES_AT), str) else None
+    bound = _AT_MOST_DAYS.search(api.write_member(collection, EXPIRES_AT).get("description", ""))
+    if moment is not None and bound is not None and moment > time.time_ns() // 1_000_000 + int(bound[1]) * DAY_MS:
+        body[EXPIRES_AT] = format_timestamp(time.time_ns() // 1_000_000 + DAY_MS)
+
+
 def _someone_new(api: Api, base: str, collection: str, body: dict[str, Any], *, creating: bool) -> None:
     """A share names someone other than the owner of the record it shares and, when it is new, someone that
     record is not shared with yet (a second share of a pet with the same grantee is 409)."""
@@ -634,31 +682,39 @@ def _room_for_a_webhook(base: str) -> None:
         _send("DELETE", f"{base}{WEBHOOKS}/{page['items'][0]['id']}", caller)
 
 
-def _an_existing_webhook(base: str, case: schemathesis.Case) -> None:
-    """A webhook that a case meant to succeed names is one of the caller's that exists (made now, disabled, when
-    they have none): few links lead from a create to its rotation or replace, and a short run reaches them through
-    those only by chance."""
-    if not case.operation.path.startswith(f"{WEBHOOKS}/{{") or not case.path_parameters:
+def _an_existing_record_shown_once(base: str, case: schemathesis.Case) -> None:
+    """A record whose create's answer shows more than a read (a webhook's secret, a certificate's link) that a case
+    meant to succeed names is one of the caller's that exists (made now from the documented example, naming records
+    of theirs, when they have none): few links lead from its create to the operations on it (the webhook's rotation,
+    a replace, a delete), and a short run reaches them through those only by chance."""
+    if "/{" not in case.operation.path or not case.path_parameters:
+        return
+    api = _api_of(case)
+    collection = case.operation.path.split("/{", 1)[0]
+    if not api.shown_once(collection):
         return
     name = next(iter(case.path_parameters))
     caller = _caller()
-    if _record(f"{base}{WEBHOOKS}/{case.path_parameters[name]}", caller) is not None:
+    if _record(f"{base}{collection}/{case.path_parameters[name]}", caller) is not None:
         return
-    listed = _send("GET", f"{base}{WEBHOOKS}", caller, params={"pageSize": "1"}).json().get("items", [])
+    listed = _send("GET", f"{base}{collection}", caller, params={"pageSize": "1"}).json().get("items", [])
     if not listed:
-        made = _send("POST", f"{base}{WEBHOOKS}", caller, json={"url": WEBHOOK_URL, "enabled": False})
+        body = api.example(collection)
+        if api.references(collection):
+            _name_real_records(api, base, collection, body, caller)
+        made = _send("POST", f"{base}{collection}", caller, json=body)
         listed = [made.json()] if made.status_code == 201 else []
     if listed:
         case.path_parameters[name] = listed[0]["id"]
 
 
-def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case) -> None:
-    """A share's pet and grantee cannot change (400): a replace or patch names them as they are."""
+def _as_it_was(api: Api, base: str, collection: str, case: schemathesis.Case, fixed: tuple[str, ...]) -> None:
+    """What cannot change (400: a share's pet and grantee, a certificate's pet) a replace or patch names as it is."""
     record_id = next(iter(case.path_parameters.values()))
     stored = _record(f"{base}{collection}/{record_id}", _administrator())
     if stored is None:
         return
-    for member in (*api.references(collection), GRANTEE):
+    for member in fixed:
         if case.method.upper() == "PUT" or member in case.body:
             case.body[member] = stored[member]
 
@@ -689,13 +745,14 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     base = _base(case.operation.schema.get_base_url())
     if method == "GET" and case.query:
         _one_order_for_each_sort_field(case.query)
-        if isinstance(case.query.get(AFTER), str):
+        if case.operation.path == FEED and isinstance(case.query.get(AFTER), str):
+            # The feed's `after` is a cursor (the due list's is a moment, which the schema states).
             _a_cursor_handed_out(base, case.query, AFTER)
     if method == "GET" and case.headers and isinstance(case.headers.get(LAST_EVENT_ID), str):
         _a_cursor_handed_out(base, case.headers, LAST_EVENT_ID)
     if method == "DELETE" and case.path_parameters:
         _an_existing_share(base, case)
-    _an_existing_webhook(base, case)
+    _an_existing_record_shown_once(base, case)
     if method not in ("POST", "PUT", "PATCH") or not isinstance(case.body, dict):
         return
     api = _api_of(case)
@@ -705,6 +762,7 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     _a_past_day(case.body)
     _a_day_of_death(case.body)
     _a_future_moment(case.body)
+    _not_too_far(api, collection, case.body)
     _values_no_record_has(case.body)
     _completed(case.body)
     if collection == WEBHOOKS:
@@ -713,11 +771,11 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         _a_url_that_may_be_delivered_to(case.body)
         if isinstance(case.body.get(POSITION), str):
             _a_cursor_handed_out(base, case.body, POSITION)
-    if collection == api.shares:
-        if method != "POST" and case.path_parameters:
-            _as_it_was(api, base, collection, case)
-        if isinstance(case.body.get(GRANTEE), str):
-            _someone_new(api, base, collection, case.body, creating=method == "POST")
+    fixed = (*api.fixed(collection), *((GRANTEE,) if collection == api.shares else ()))
+    if method != "POST" and case.path_parameters and fixed:
+        _as_it_was(api, base, collection, case, fixed)
+    if collection == api.shares and isinstance(case.body.get(GRANTEE), str):
+        _someone_new(api, base, collection, case.body, creating=method == "POST")
     if "appliedAt" in case.body:
         if method == "PATCH" and case.body.get("dueAt") is None:
             case.body["dueAt"] = None

@@ -1,7 +1,8 @@
 """Delivery (webhooks.deliverer), on both databases, by a real app's duty to a real receiver on 127.0.0.1: every
 change the owner's feed holds, in commit order, signed, once acknowledged; only those `events` selects; the retries,
 the deliveries log, disabling after failures and after falling behind the kept changes, replays by moving
-`position` back, a rotation's two signatures, and a hanging receiver that slows no other webhook."""
+`position` back, a rotation's two signatures, a hanging receiver that slows no other webhook, and a certificate's
+changes, which reach its issuer and its pet's owner without its link."""
 
 from __future__ import annotations
 
@@ -367,6 +368,27 @@ class TestIsolation:
             # Bob's five arrive while Alice's first change hangs, for 20 s, on its one connection.
             await until(lambda: len(receiver.requests_marked(quick)) == 5, what="the quick deliveries", seconds=15)
             assert len(receiver.requests_marked(hanging)) == 1
+
+    async def test_a_certificates_changes_reach_its_issuer_and_the_pets_owner_without_its_link(
+        self, client: Client, receiver: Receiver
+    ) -> None:
+        marks = {ALICE: _mark(), BOB: _mark()}
+        for user, mark in marks.items():
+            await _hook(client, receiver, "/ok", mark, user, events=["pet-certificates.*"])
+        rex = (await create(client, name="Rex")).json()
+        share = {"petId": rex["id"], "grantee": BOB, "access": "read"}
+        assert (await client.post("/v1/pet-shares", json=share, headers=auth())).status_code == 201
+        issued = await client.post("/v1/pet-certificates", json={"petId": rex["id"]}, headers=auth(BOB))
+        assert issued.status_code == 201, issued.text
+        certificate = issued.json()
+        assert (await client.delete(f"/v1/pet-certificates/{certificate['id']}", headers=auth(BOB))).status_code == 200
+
+        token = certificate["link"].rsplit("/", 1)[1]
+        for user, mark in marks.items():
+            await until(lambda mark=mark: len(receiver.requests_marked(mark)) >= 2, what=f"{user}'s deliveries")
+            got = receiver.requests_marked(mark)
+            assert [body["type"] for body in _bodies(got)] == ["pet-certificates.created", "pet-certificates.deleted"]
+            assert all(token not in request.body.decode() for request in got), user
 
 
 async def _position_is(client: Client, path: str, cursor: str) -> bool:

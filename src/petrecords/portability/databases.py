@@ -241,10 +241,11 @@ def insert_columns(table: sa.Table) -> list[str]:
     return [column.name for column in table.c if not (column.primary_key and column.autoincrement is True)]
 
 
-def _owner_before_fix() -> sa.Update:
+def owner_before_fix(issued: tuple[str, ...] = ()) -> sa.Update:
     """Whose a record was before each write: whose it was after the record's previous change, where that change is
     kept (a transfer of a pet, or of a vaccination with it); the loader filed each change as if the owner had not
-    changed."""
+    changed. Not for the resources named in `issued`, whose changes are filed under their issuer as the owner
+    before (see Ownership.issuer), as the loader files them too."""
     previous = changes.alias("previous")
     # A reminder writes nothing: its owner is the record's before and after, and it is no write's previous change.
     of_previous = (
@@ -256,10 +257,9 @@ def _owner_before_fix() -> sa.Update:
     owner_then = sa.select(previous.c.owner_after).where(of_previous).scalar_subquery()
     differs = sa.exists().where(of_previous, previous.c.owner_after.is_distinct_from(changes.c.owner_before))
     writes = changes.c.action.in_([sa.literal(action, Text) for action in WRITES if action != "created"])
-    return sa.update(changes).where(writes, differs).values(owner_before=owner_then)
-
-
-OWNER_BEFORE_FIX = _owner_before_fix()
+    where = [writes, differs]
+    where.extend(changes.c.resource != name for name in issued)
+    return sa.update(changes).where(*where).values(owner_before=owner_then)
 
 
 def count_inserts(collection: Collection) -> list[sa.Insert]:
@@ -374,10 +374,12 @@ class Target(abc.ABC):
         return found
 
     async def finish(self, resources: Sequence[Resource], *, published_state: str, kept: Sequence[Kept] = ()) -> None:
-        """What the store keeps besides the rows: whose each record was before each change, the records derived
-        from them (see Kept) and the kept counts, the windows in which shares granted access, and the publisher's
-        cursor past the loaded changes (they were published, or are history, where they come from); then commit."""
-        await self.execute(OWNER_BEFORE_FIX)
+        """What the store keeps besides the rows: whose each record was before each change (but an issued record's,
+        see owner_before_fix), the records derived from them (see Kept) and the kept counts, the windows in which
+        shares granted access, and the publisher's cursor past the loaded changes (they were published, or are
+        history, where they come from); then commit."""
+        issued = tuple(resource.name for resource in resources if resource.ownership.issuer is not None)
+        await self.execute(owner_before_fix(issued))
         for derived in kept:
             # Before the shares' grants are counted, which count the derived records too.
             await self.execute(derived.fill())

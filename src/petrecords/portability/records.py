@@ -370,6 +370,13 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
         raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
     shared = resource.ownership.column is None
     shared_key, grantee = shared_through(resource, record)
+    owner_before = owner if shared or change.action != "created" else None
+    owner_after = owner if shared or change.action != "deleted" else None
+    if resource.ownership.issuer is not None:
+        # Filed under its issuer and its owner, as the service files it (see Ownership.issuer).
+        issuer = wire_name(resource, resource.ownership.issuer)
+        owner_before = user(f"record.{issuer}", record.get(issuer))
+        owner_after = owner
     return {
         "resource": resource.name,
         "record_id": record_id("id", change.id),
@@ -377,8 +384,8 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
         "version": version,
         "at": timestamp_ms("at", change.at),
         "by": by,
-        "owner_before": owner if shared or change.action != "created" else None,
-        "owner_after": owner if shared or change.action != "deleted" else None,
+        "owner_before": owner_before,
+        "owner_after": owner_after,
         "record": bytes(change.record),
         "shared_key": shared_key,
         "grantee": grantee,

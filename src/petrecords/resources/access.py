@@ -65,6 +65,9 @@ def quick_permission(caller: Caller, resource: Resource, row: Row | None) -> Per
         return Permission.READ if resource.ownership.writers is Writers.ADMIN else Permission.WRITE
     if row is not None and is_owner(caller, row[column]):
         return Permission.WRITE
+    issuer = resource.ownership.issuer
+    if issuer is not None:
+        return Permission.WRITE if row is not None and row[issuer] == caller.email else Permission.NONE
     grants = resource.grants
     if grants is not None:
         return Permission.READ if row is not None and row[grants.grantee_column] in caller.grantees else Permission.NONE
@@ -184,6 +187,11 @@ async def list_scope(
         # Theirs (as an owner of the pet), or naming them (as the grantee): owners and grantees are named alike.
         visible = Condition((column, grants.grantee_column), Operator.OWNED_OR_NAMED, keys)
         return [*named_owner, visible]
+    issuer = resource.ownership.issuer
+    if issuer is not None:
+        # Theirs (as an owner of what it follows), or issued by them (another owner's pet they may read, or could
+        # when they issued it): owners and issuers are named alike.
+        return [*named_owner, Condition((column, issuer), Operator.OWNED_OR_NAMED, keys)]
     if sharing is None or scope == "owned":
         # Another owner's records are never theirs; with no sharing, never seen either.
         return None if owner is not None else [mine]

@@ -48,6 +48,9 @@ class Field:
     default: Any = None
     """The stored value a new record takes when its create does not give the field (or gives null), for a field that
     cannot be null; an import of a record written before the field existed takes it too."""
+    default_ahead_ms: int | None = None
+    """For a moment: a new record whose create does not give the field (or gives null) takes the moment this many
+    milliseconds after its creation."""
 
     @property
     def key_column(self) -> str | None:
@@ -141,6 +144,11 @@ class Ownership:
     through: str | None = None
     """The reference whose target's owner this record's owner always is (it follows that record)."""
     writers: Writers = Writers.OWNER
+    issuer: str | None = None
+    """The column naming the user who issued the record (`created_by`): besides its owner and an administrator, they
+    alone may read and write it, and see its changes. Such a record is between the two of them: no share of the
+    record it follows shows it to anyone else, and a transfer of that record deletes it (its new owner issued
+    nothing)."""
 
 
 Check = Callable[[Values], Errors]
@@ -176,13 +184,18 @@ ValidationFailed for a write that breaks a rule."""
 
 @dataclass(frozen=True)
 class Revealed:
-    """What the answer to a create shows beside the record, and nothing else ever shows (a secret): not a GET, a list,
-    the history, the change feed, NATS nor a log. An idempotent replay of the create answers it again."""
+    """A secret the service makes for each new record (a webhook's signing key, a certificate's link): shown beside
+    the record in the answer to its create, and nothing else ever shows it: not a GET, a list, the history, the
+    change feed, NATS nor a log. An idempotent replay of the create answers it again (the kept answer holds it)."""
 
-    values: Callable[[Row], Mapping[str, Any]]
-    """The members shown, from the record as stored."""
+    make: Callable[[], tuple[Values, Mapping[str, Any]]]
+    """A new secret: (the columns the record stores of it, before Resource.prepare runs: the secret itself, or a
+    digest of it; the members the create's answer shows)."""
     schemas: Mapping[str, Mapping[str, Any]]
     """Each member's JSON Schema: the document's `{schema_name}Created` is the record's with these."""
+    revoke: Callable[[Transaction, Row], Awaitable[None]] | None = None
+    """What a deletion of a record (however it goes: its own, or with what it follows) does, in its transaction,
+    so that its secret is known as revoked rather than unknown."""
 
 
 MoreEndpoints = Callable[["Resource", "Services"], Sequence[Endpoint]]
@@ -231,6 +244,8 @@ class Resource:
     most_per_owner: int | None = None
     """How many records one owner may have (a create beyond it is 400 naming ownerId)."""
     examples: Mapping[str, Any] = field(default_factory=dict)
+    most_per_reference: tuple[str, int] | None = None
+    """(a reference, n): at most n records refer to one record through it (400 naming the reference)."""
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""
     sharing: Sharing | None = field(default=None, init=False, repr=False)
@@ -433,7 +448,10 @@ class ResourceSet:
 
     def _sharing_of(self, resource: Resource) -> Sharing | None:
         """Through which shares others see the resource's records: the target of the shares' reference is shared
-        by its own id, and the records that follow its owner by their reference to it."""
+        by its own id, and the records that follow its owner by their reference to it (but those of an issuer,
+        which no one else sees)."""
+        if resource.ownership.issuer is not None:
+            return None
         for shares in self.resources:
             if shares.grants is None or shares is resource:
                 continue
@@ -479,7 +497,8 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     if len(set(names)) != len(names) or set(names) & set(AUDIT_FIELDS):
         return "its fields' names must be distinct, and none may be an audit field's"
     for declared in resource.fields:
-        if declared.default is not None and (declared.nullable or declared.required or declared.read_only):
+        defaulted = declared.default is not None or declared.default_ahead_ms is not None
+        if defaulted and (declared.nullable or declared.required or declared.read_only):
             return f"field {declared.name!r} has a default, which only an optional field that cannot be null takes"
         if declared.kind.embeds is not None:
             if declared.kind.embeds not in {reference.field for reference in resource.references}:
@@ -511,6 +530,11 @@ def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | Non
     ownership = resource.ownership
     if ownership.column is not None and ownership.column not in columns:
         return f"its owner column {ownership.column!r} is not a column of its table"
+    if ownership.issuer is not None and ownership.issuer not in columns:
+        return f"its issuer column {ownership.issuer!r} is not a column of its table"
+    bounded = resource.most_per_reference
+    if bounded is not None and bounded[0] not in {reference.field for reference in resource.references}:
+        return f"it bounds the records per {bounded[0]!r}, which is not one of its references"
     if ownership.through is not None and ownership.through not in {
         reference.field for reference in resource.references
     }:

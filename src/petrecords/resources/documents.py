@@ -23,6 +23,7 @@ from petrecords.resources.fields import MAX_SAFE_INTEGER, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL
 from petrecords.resources.listing import list_filters, list_parameters, sort_field_names
 from petrecords.resources.requests import ENTITY_TAG_LIST, IDEMPOTENCY_KEY_MAX_LENGTH
+from petrecords.resources.schemas import created_schema_name
 
 Document = Callable[[DocumentContext], dict[str, Any]]
 OperationDocument = Callable[[Resource, ResourceSet, DocumentContext], dict[str, Any]]
@@ -295,7 +296,7 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
         "responses": {
             "201": json_response(
                 "Created (or replayed).",
-                resource.schema_name if resource.revealed is None else f"{resource.schema_name}Created",
+                created_schema_name(resource),
                 "Location",
                 "Idempotent-Replayed",
                 *_RECORD_HEADERS,

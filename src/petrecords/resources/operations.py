@@ -7,6 +7,7 @@ comparisons are fields.Operation, and the health and metrics endpoints are petre
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -15,7 +16,7 @@ from petrecords.auth import Caller
 from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused, ValidationFailed
 from petrecords.resources import documents, service
-from petrecords.resources.declaration import Resource
+from petrecords.resources.declaration import Resource, Values
 from petrecords.resources.history import history_page
 from petrecords.resources.listing import parse_list_query, parse_paging, query_pairs
 from petrecords.resources.requests import (
@@ -41,6 +42,11 @@ meanwhile."""
 
 def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
     return Answer(status, msgspec.json.encode(show(resource, row)), {"ETag": etag_of(resource, row)})
+
+
+def with_members(record: bytes, members: Mapping[str, Any]) -> bytes:
+    """A record's JSON object with more members at its end."""
+    return record[:-1] + b"," + msgspec.json.encode(members)[1:]
 
 
 def _entity_tags(call: Call, header: bytes, name: str) -> EntityTags | None:
@@ -130,19 +136,28 @@ class ResourceOperations:
                 )
                 return Answer(stored.status, stored.body, headers)
 
+        revealed: Values = {}
+        shown: Mapping[str, Any] = {}
+        if resource.revealed is not None:
+            revealed, shown = resource.revealed.make()
         row, record = await service.create_record(
-            tx=tx, caller=caller, resource=resource, resources=self.services.resources, body=body, settings=settings
+            tx=tx,
+            caller=caller,
+            resource=resource,
+            resources=self.services.resources,
+            body=body,
+            settings=settings,
+            revealed=revealed,
         )
         location = f"{resource.path}/{row['id']}"
         etag = etag_of(resource, row)
-        if resource.revealed is not None:
-            # Shown once, here and in a replay of this answer: the change log keeps the record without it.
-            record = msgspec.json.encode({**show(resource, row), **resource.revealed.values(row)})
-        answer = Answer(201, record, {"ETag": etag, "Location": location})
+        # The secret is shown here and in a replay of this answer alone: the change log keeps `record` without it.
+        body_sent = with_members(record, shown) if shown else record
+        answer = Answer(201, body_sent, {"ETag": etag, "Location": location})
         if key is None or request_hash is None or now is None:
             return answer
         kept = StoredResponse(
-            resource=resource.name, request_hash=request_hash, status=201, body=record, location=location, etag=etag
+            resource=resource.name, request_hash=request_hash, status=201, body=body_sent, location=location, etag=etag
         )
         expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
         await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)

@@ -80,19 +80,8 @@ def resource_schemas(resource: Resource, context: SchemaContext, settings: Setti
         if kept
         else ""
     )
-    schemas: dict[str, Any] = {}
-    revealed = resource.revealed
-    if revealed is not None:
-        schemas[f"{name}Created"] = {
-            "type": "object",
-            "description": f"{resource.description} As the answer to its create shows it, once: with "
-            f"{', '.join(f'`{member}`' for member in revealed.schemas)}, which no other answer shows.",
-            "required": [*read_properties, *revealed.schemas],
-            "additionalProperties": False,
-            "properties": {**read_properties, **revealed.schemas},
-        }
     return {
-        **schemas,
+        **_created_schema(resource, read_properties),
         f"{name}Write": {
             "type": "object",
             "description": f"The body of create and replace. {ignored}{omitted}",
@@ -119,6 +108,31 @@ def resource_schemas(resource: Resource, context: SchemaContext, settings: Setti
         },
         f"{name}Page": page_schema(name, settings),
     }
+
+
+def _created_schema(resource: Resource, read_properties: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a create of a record that is made a secret (Resource.revealed): the record and the secret,
+    shown only there."""
+    revealed = resource.revealed
+    if revealed is None:
+        return {}
+    properties = {**read_properties, **{member: dict(schema) for member, schema in revealed.schemas.items()}}
+    return {
+        f"{resource.schema_name}Created": {
+            "type": "object",
+            "description": f"{resource.description} As the answer to its create shows it, once: with "
+            f"{', '.join(f'`{member}`' for member in revealed.schemas)}, which no other answer shows (but this "
+            "answer's idempotent replay).",
+            "required": list(properties),
+            "additionalProperties": False,
+            "properties": properties,
+        }
+    }
+
+
+def created_schema_name(resource: Resource) -> str:
+    """The schema of the answer to a create."""
+    return f"{resource.schema_name}Created" if resource.revealed is not None else resource.schema_name
 
 
 def page_schema(item_schema: str, settings: Settings) -> dict[str, Any]:

@@ -168,11 +168,12 @@ def _keys(resource: Resource, values: Values) -> dict[str, Any]:
     return keys
 
 
-def _writable_values(resource: Resource, body: Body, *, creating: bool) -> Values:
-    """What a body sets, without the owner (which `_owner_of` decides). A new record's fields that may be null
-    and were not sent are null; a replace keeps them as they are."""
+def _writable_values(resource: Resource, body: Body, *, creating_at: int | None) -> Values:
+    """What a body sets, without the owner (which `_owner_of` decides). A new record's (`creating_at`: its
+    creation's moment) fields that may be null and were not sent are null, or take their defaults; a replace keeps
+    them as they are."""
     values = {column: value for column, value in body.values.items() if column != resource.ownership.column}
-    if creating:
+    if creating_at is not None:
         for declared in resource.fields:
             if declared.read_only or declared.column in values:
                 continue
@@ -180,6 +181,8 @@ def _writable_values(resource: Resource, body: Body, *, creating: bool) -> Value
                 values[declared.column] = None
             elif declared.default is not None:
                 values[declared.column] = declared.default
+            elif declared.default_ahead_ms is not None:
+                values[declared.column] = creating_at + declared.default_ahead_ms
     return values
 
 
@@ -224,6 +227,12 @@ async def _keep(
             expires_at=None if after is None else after[grants.expires_column],
             opens=after is not None,
         )
+    owner_before, owner_after = _owner(resource, before), _owner(resource, after)
+    issuer = resource.ownership.issuer
+    if stored is not None and issuer is not None:
+        # An issued record's owner never changes (its transfer deletes it): the log files it under its issuer as
+        # the owner before each write and its owner after, so that the feed shows its changes to both.
+        owner_before, owner_after = stored[issuer], _owner(resource, stored)
     await tx.record_change(
         NewChange(
             resource=resource.name,
@@ -232,8 +241,8 @@ async def _keep(
             version=version,
             at=at,
             by=by,
-            owner_before=SHARED if shared else _owner(resource, before),
-            owner_after=SHARED if shared else _owner(resource, after),
+            owner_before=SHARED if shared else owner_before,
+            owner_after=SHARED if shared else owner_after,
             record=msgspec.json.encode(show(resource, row)) if record is None else record,
             shared_key=shared_key,
             grantee=grantee,
@@ -258,9 +267,11 @@ async def create_record(
     resources: ResourceSet,
     body: Body,
     settings: Settings | None = None,
+    revealed: Values | None = None,
 ) -> tuple[Row, bytes]:
     """The record created, with its embedded records, and its wire form (JSON): the answer's body, and what the
-    change log keeps."""
+    change log keeps. `revealed`: what it stores of the secret made for it (see Resource.revealed)."""
+    revealed = revealed or {}
     # A record the caller must own (a share's pet) is looked at before anything is held, and again once held: one
     # of someone else's is refused holding none of it, nor what is shared through it, with the work done for a
     # record that does not exist.
@@ -272,9 +283,9 @@ async def create_record(
     )
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
     await _hold_shared_through(tx=tx, resources=resources, shares=resource, target=_target_of(resource, body.values))
-    values = _writable_values(resource, body, creating=True)
-    _review(resource, None, values)
     timestamp = now_ms()
+    values = _writable_values(resource, body, creating_at=timestamp)
+    _review(resource, None, values)
     row: Row = {
         "id": new_record_id(),
         "created_at": timestamp,
@@ -285,6 +296,7 @@ async def create_record(
         **values,
         **_owner_of(resource, caller, body, referenced, current=None),
         **_keys(resource, values),
+        **revealed,
     }
     permit_write(resource, caller, await permission(tx, caller, resource, row))
     await _check_most_per_owner(tx=tx, resources=resources, resource=resource, row=row)
@@ -438,7 +450,7 @@ async def _replace_held(
     and read."""
     current = held.row
     _check_fixed(resource, body, current)
-    values = _writable_values(resource, body, creating=False)
+    values = _writable_values(resource, body, creating_at=None)
     _review(resource, current, {**current, **values})
     await _check_referrers(tx=tx, resources=resources, resource=resource, row={**current, **values})
     permit_write(resource, caller, held.permission)
@@ -465,8 +477,9 @@ async def _replace_held(
     followers: list[tuple[Resource, Row]] = []
     if owner_column is not None and replaced[owner_column] != current[owner_column]:
         followers = await _hold_followers(tx=tx, resources=resources, resource=resource, record_id=current["id"])
-        # A new owner shares nothing yet: the shares of the record go with its transfer.
-        followers = await _delete_shares(tx=tx, resources=resources, followers=followers, by=caller.email)
+        # A new owner shares nothing yet, and issued nothing: the shares of the record, and what was issued for it
+        # (certificates), go with its transfer.
+        followers = await _delete_lapsing(tx=tx, resources=resources, followers=followers, by=caller.email)
     await tx.update(resource.collection, _stored(resource, replaced), previous=current)
     await _keep_derived(tx=tx, resources=resources, resource=resource, before=current, after=replaced)
     shown = _with_embeds(resource=resource, row=replaced, referenced=referenced)
@@ -599,6 +612,7 @@ async def delete_record(
     for doomed_resource, row in doomed:
         if doomed_resource.grants is None:
             await tx.delete(doomed_resource.collection, _stored(doomed_resource, row))
+            await _revoke(tx, doomed_resource, row)
         await _keep_derived(tx=tx, resources=resources, resource=doomed_resource, before=row, after=None)
         await _keep(
             tx=tx,
@@ -665,17 +679,20 @@ async def _hold_dependents(
     return [*doomed, (resource, row), *shares]
 
 
-async def _delete_shares(
+async def _delete_lapsing(
     *, tx: Transaction, resources: ResourceSet, followers: list[tuple[Resource, Row]], by: str
 ) -> list[tuple[Resource, Row]]:
-    """Delete the shares among a transferred record's followers (each deletion a change); the other followers."""
+    """Delete the shares and the issued records among a transferred record's followers (each deletion a change);
+    the other followers."""
     kept: list[tuple[Resource, Row]] = []
     at = now_ms()
     for resource, row in followers:
-        if resource.grants is None:
+        if resource.grants is None and resource.ownership.issuer is None:
             kept.append((resource, row))
             continue
         await tx.delete(resource.collection, _stored(resource, row))
+        await _revoke(tx, resource, row)
+        await _keep_derived(tx=tx, resources=resources, resource=resource, before=row, after=None)
         await _keep(
             tx=tx,
             resource=resource,
@@ -688,6 +705,13 @@ async def _delete_shares(
             after=None,
         )
     return kept
+
+
+async def _revoke(tx: Transaction, resource: Resource, row: Row) -> None:
+    """What the deletion of a record that was made a secret leaves of it (see Revealed.revoke)."""
+    revealed = resource.revealed
+    if revealed is not None and revealed.revoke is not None:
+        await revealed.revoke(tx, row)
 
 
 # --- what must stay unique, and bounded --------------------------------------------------------------
@@ -733,6 +757,11 @@ def _value_locks(resources: ResourceSet, resource: Resource, values: Values) -> 
         # The shared record itself, exclusively: its shares' writes wait for each other (their number is bounded),
         # and for the writes of the records shared through it, whose grants they count (see store/grants.py).
         locks.append(_own_lock(resources, resource.reference_of(grants.reference).target, target))
+    elif resource.most_per_reference is not None:
+        # The record referred to, exclusively: two creates that would each make its last room wait for each other.
+        reference = resource.reference_of(resource.most_per_reference[0])
+        if (bounded := values.get(resource.field_named(reference.field).column)) is not None:
+            locks.append(_own_lock(resources, reference.target, bounded))
     return locks
 
 
@@ -840,17 +869,25 @@ async def _check_referrers(*, tx: Transaction, resources: ResourceSet, resource:
         raise ValidationFailed(errors, what="request body")
 
 
-async def _check_room(*, tx: Transaction, resource: Resource, row: Row) -> None:
-    """400 naming the reference when the record it shares already has as many shares as it may."""
+def _room(resource: Resource) -> tuple[str, int] | None:
+    """The reference whose records may each have at most so many of this resource's referring to them, and how
+    many: a share's target, or what the declaration bounds (Resource.most_per_reference)."""
     grants = resource.grants
-    if grants is None:
+    if grants is not None:
+        return grants.reference, grants.most_per_target
+    return resource.most_per_reference
+
+
+async def _check_room(*, tx: Transaction, resource: Resource, row: Row) -> None:
+    """400 naming the reference when the record it refers to already has as many of these records as it may."""
+    room = _room(resource)
+    if room is None:
         return
-    column = resource.field_named(grants.reference).column
+    reference, most = room
+    column = resource.field_named(reference).column
     held = await tx.count(resource.collection, (Condition((column,), Operator.EQUAL, (row[column],)),))
-    if held >= grants.most_per_target:
-        raise ValidationFailed.single(
-            grants.reference, f"already has {grants.most_per_target} {resource.title} records, the most it may have."
-        )
+    if held >= most:
+        raise ValidationFailed.single(reference, f"already has {most} {resource.title} records, the most it may have.")
 
 
 def _check_fixed(resource: Resource, body: Body, current: Row) -> None:

@@ -23,7 +23,6 @@ from petrecords.resources.declaration import Errors, Field, Ownership, Preparing
 from petrecords.resources.feed import CURSOR_PATTERN, start_of
 from petrecords.resources.fields import Context, Email, Flag, PlainKind, Problem, SchemaContext
 from petrecords.resources.filters import Owner
-from petrecords.store.base import Row
 from petrecords.tables import Text, audit_columns, metadata
 from petrecords.values import now_ms
 from petrecords.webhooks.endpoints import ROTATION_OVERLAP_HOURS, SECRET_SCHEMA, webhook_endpoints
@@ -194,9 +193,8 @@ async def prepare(writing: Preparing) -> Values:
     tx, caller, stored, written = writing.tx, writing.caller, writing.stored, writing.written
     extra: Values = {}
     if stored is None:
-        extra.update(
-            secret=new_secret(), previous_secret=None, previous_secret_until=None, disabled_reason=None, **fresh_state()
-        )
+        # The secret itself is made before (see _new_secret), for the create's answer to show.
+        extra.update(previous_secret=None, previous_secret_until=None, disabled_reason=None, **fresh_state())
     position = written["position"]
     if position is not None and (stored is None or position != stored["position"]):
         try:
@@ -222,8 +220,10 @@ async def prepare(writing: Preparing) -> Values:
     return extra
 
 
-def _revealed(row: Row) -> dict[str, Any]:
-    return {"secret": row["secret"]}
+def _new_secret() -> tuple[Values, dict[str, Any]]:
+    """A new webhook's secret, kept as it is (a delivery signs with it) and shown in the create's answer."""
+    secret = new_secret()
+    return {"secret": secret}, {"secret": secret}
 
 
 WEBHOOKS = Resource(
@@ -260,7 +260,7 @@ WEBHOOKS = Resource(
     sort_fields=("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy"),
     screen=screen_url,
     prepare=prepare,
-    revealed=Revealed(_revealed, {"secret": SECRET_SCHEMA}),
+    revealed=Revealed(make=_new_secret, schemas={"secret": SECRET_SCHEMA}),
     more_endpoints=webhook_endpoints,
     record_operations=(f"rotate{SCHEMA_NAME}Secret", f"list{SCHEMA_NAME}Deliveries"),
     most_per_owner=MOST_PER_OWNER,

@@ -6,7 +6,7 @@ The rows held so far start at `none`: the first pass marks those whose moments a
 reminds the others, as it would a dose just written.
 
 Revision ID: f0a2c4e6b8d3
-Revises: 7dc6b29de50a
+Revises: e1a3c5b7d9f2
 Create Date: 2026-12-05
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "f0a2c4e6b8d3"
-down_revision: str | None = "7dc6b29de50a"
+down_revision: str | None = "e1a3c5b7d9f2"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

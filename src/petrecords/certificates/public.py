@@ -1,0 +1,328 @@
+"""The public answers of certificates, open to anyone without a token: `GET /public/certificates/{token}` in four
+forms, chosen by `Accept` (JSON by default, PDF, the HTML page, the JWS), and `GET /.well-known/jwks.json`, the keys
+that verify the JWS.
+
+What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database
+read); a token that this service could not have made is 404 with none either; any other costs one lookup of its
+digest in the unique index of the certificates, and, when no certificate has it, one in that of the revoked links
+(404 unknown, 410 revoked); an expired certificate is 410. Only a live one reads the pet and its doses. Every answer,
+a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand its
+address (the token) to no one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+from typing import Any
+
+import msgspec
+
+from petrecords.certificates.addresses import TrustedProxies, create_public_rate_limit
+from petrecords.certificates.facts import CertificateFacts, build_facts, encode_facts
+from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
+from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
+from petrecords.certificates.resource import PET_CERTIFICATES, REVOKED_LINKS, Groups
+from petrecords.certificates.signing import load_signer
+from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
+from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
+from petrecords.http import error_answer
+from petrecords.openapi import DocumentContext, error_response, parameter
+from petrecords.pets import PETS
+from petrecords.responses import answer_failure
+from petrecords.services import Services
+from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.values import now_ms
+
+PDF = "application/pdf"
+HTML = "text/html"
+JOSE = "application/jose"
+FORMS = (JSON, PDF, HTML, JOSE)
+MOST_DOSES = 1000
+"""The doses of a pet one certificate reads, oldest first: far more than a pet is given in its life."""
+COMPACT_JWS_PATTERN = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"
+PDF_CACHE_ENTRIES = 32
+"""PDFs each worker keeps (each some tens of KiB): see PrintedCertificates."""
+PRINTED_INSTANT = len("2026-11-21T16:06")
+"""How much of `asOf` a PDF prints: to the minute (labels.instant)."""
+PUBLIC_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+TAG = PET_CERTIFICATES.name
+
+
+def chosen_form(accept: str | None) -> str:
+    """The form an `Accept` header asks for: the first of PDF, HTML and JWS it names with a quality above zero, in
+    its order of preference; JSON otherwise (any other `Accept`, or none)."""
+    if not accept:
+        return JSON
+    ranked: list[tuple[float, int, str]] = []
+    for position, item in enumerate(accept.split(",")[:32]):
+        media, _, parameters = item.partition(";")
+        media = media.strip().lower()
+        quality = 1.0
+        for named in parameters.split(";"):
+            name, _, value = named.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value.strip())
+                except ValueError:
+                    quality = 0.0
+        if media in FORMS and quality > 0:
+            ranked.append((-quality, position, media))
+    return min(ranked)[2] if ranked else JSON
+
+
+class PublicCertificates:
+    """The handlers of the public paths, for one application."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        settings = services.settings
+        self._proxies = TrustedProxies(settings.trusted_proxies)
+        self._limiter = create_public_rate_limit(per_minute=settings.public_rate_limit, redis_url=settings.redis_url)
+        self._pdfs = PrintedCertificates()
+        # Loaded (or made, on first start) with the application, as the token secret is: a key that cannot be used
+        # stops the start-up with one line naming its setting, instead of answering 500.
+        self.signer = load_signer(settings)
+
+    async def _within_rate(self, call: Call) -> None:
+        if self._limiter is None:
+            return
+        peer = call.peer
+        forwarded = [bytes(value).decode("latin-1") for key, value in call.headers if key == b"x-forwarded-for"]
+        retry_after = await self._limiter.hit(self._proxies.client_of(peer, forwarded))
+        if retry_after is not None:
+            raise RateLimited(retry_after)
+
+    async def certificate(self, call: Call) -> Answer:
+        try:
+            await self._within_rate(call)
+            facts = await self._facts(call.params["token"])
+            answer = await self._form(facts, chosen_form(call.header(b"accept")))
+        except Exception as exc:  # answered here, as everywhere else, but with the public headers
+            answer = error_answer(answer_failure(exc, call.state))
+        answer.headers = {**answer.headers, **PUBLIC_HEADERS}
+        return answer
+
+    async def _facts(self, token: str) -> CertificateFacts:
+        if not well_formed(token):
+            raise NotFound()
+        digest = digest_of(token)
+        settings = self.services.settings
+        async with self.services.store.transaction(write=False) as tx:
+            certificate = await _by_digest(tx, PET_CERTIFICATES.collection, digest)
+            if certificate is None or not matches(token, certificate["token_digest"]):
+                revoked = await _by_digest(tx, REVOKED_LINKS, digest)
+                if revoked is None or not matches(token, revoked["token_digest"]):
+                    raise NotFound()
+                raise LinkGone()
+            now = now_ms()
+            if certificate["expires_at"] <= now:
+                raise LinkGone()
+            pet = await tx.get(PETS.collection, certificate["pet_id"])
+            if pet is None:  # the certificate goes with its pet, in the same transaction
+                raise NotFound()
+            doses = await tx.list(
+                PET_VACCINATIONS.collection,
+                PageQuery(
+                    conditions=(Condition(("pet_id",), Operator.EQUAL, (certificate["pet_id"],)),),
+                    sort=(SortKey("applied_at"), SortKey("id")),
+                    limit=MOST_DOSES,
+                    offset=0,
+                ),
+            )
+        groups = None if certificate["groups"] is None else Groups().show(certificate["groups"])
+        return build_facts(
+            certificate_id=certificate["id"],
+            issued_at_ms=certificate["created_at"],
+            expires_at_ms=certificate["expires_at"],
+            groups=groups,
+            pet=pet,
+            doses=[(dose, dose["vaccine"]) for dose in doses],
+            now_ms=now,
+            due_soon_days=settings.due_soon_days,
+        )
+
+    async def _form(self, facts: CertificateFacts, form: str) -> Answer:
+        if form == PDF:
+            return Answer(200, await self._pdfs.document(facts), media_type=PDF)
+        if form == HTML:
+            page = render_page(facts).encode()
+            headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY}
+            return Answer(200, page, headers, media_type="text/html; charset=utf-8")
+        payload = encode_facts(facts)
+        if form == JOSE:
+            return Answer(200, self.signer.sign(payload).encode("ascii"), media_type=JOSE)
+        return Answer(200, payload)
+
+    async def jwks(self, call: Call) -> Answer:
+        try:
+            await self._within_rate(call)
+            answer = Answer(200, self.signer.jwks_document, media_type="application/jwk-set+json")
+        except Exception as exc:
+            answer = error_answer(answer_failure(exc, call.state))
+        answer.headers = {**answer.headers, **PUBLIC_HEADERS}
+        return answer
+
+
+class PrintedCertificates:
+    """The PDFs made last, by what they print: a PDF shows the facts with `asOf` to the minute, so two answers of
+    one minute whose facts agree (nothing written in between, no state changed) are the same document, and the
+    second costs a lookup instead of a render (about 12 ms of processor). Any write that changes what a
+    certificate shows changes its facts, and so their key: nothing stale is ever served."""
+
+    def __init__(self, entries: int = PDF_CACHE_ENTRIES) -> None:
+        self._entries = entries
+        self._made: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()
+
+    async def document(self, facts: CertificateFacts) -> bytes:
+        printed = msgspec.structs.replace(facts, as_of=facts.as_of[:PRINTED_INSTANT])
+        key = hashlib.sha256(encode_facts(printed)).digest()
+        made = self._made.get(key)
+        if made is not None:
+            self._made.move_to_end(key)
+            return made
+        # Imported here: fpdf2 and the fonts load only where a PDF is made (see the package's note).
+        from petrecords.certificates.document import render_pdf
+
+        # A document takes milliseconds of processor: out of the event loop, which other requests share.
+        made = await asyncio.to_thread(render_pdf, facts)
+        self._made[key] = made
+        if len(self._made) > self._entries:
+            self._made.popitem(last=False)
+        return made
+
+
+async def _by_digest(tx: Transaction, collection: Collection, digest: str) -> Row | None:
+    query = PageQuery(
+        conditions=(Condition(("token_digest",), Operator.EQUAL, (digest,)),), sort=(SortKey("id"),), limit=1, offset=0
+    )
+    found = await tx.list(collection, query)
+    return found[0] if found else None
+
+
+def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
+    """A JSON Schema with each `$ref` to one of `definitions` replaced by the definition itself."""
+    if isinstance(schema, dict):
+        reference = schema.get("$ref")
+        if isinstance(reference, str):
+            return _inlined(definitions[reference.rsplit("/", 1)[-1]], definitions)
+        return {name: _inlined(value, definitions) for name, value in schema.items()}
+    if isinstance(schema, list):
+        return [_inlined(value, definitions) for value in schema]
+    return schema
+
+
+def _facts_schema() -> dict[str, Any]:
+    (root,), definitions = msgspec.json.schema_components([CertificateFacts])
+    schema: dict[str, Any] = _inlined(root, definitions)
+    schema["description"] = (
+        "Exactly what a certificate shows: the pet, and every completed dose of the groups it names, oldest first, "
+        "each with its group's state (the latest dose's: overdue, due-soon, current or deceased; superseded for an "
+        "earlier one). `issuedAt` is the certificate's createdAt; `asOf` the time of the answer."
+    )
+    return schema
+
+
+FACTS_SCHEMA = _facts_schema()
+_PUBLIC_RESPONSE_HEADERS = {
+    "Cache-Control": {"description": "`no-store`.", "schema": {"type": "string", "const": "no-store"}},
+    "Referrer-Policy": {"description": "`no-referrer`.", "schema": {"type": "string", "const": "no-referrer"}},
+}
+
+
+def _failures(*failures: type[ServiceError]) -> dict[str, Any]:
+    answers: dict[str, Any] = {}
+    for failure in failures:
+        answer = error_response(failure, private=False)
+        answer["headers"] = {**answer["headers"], **_PUBLIC_RESPONSE_HEADERS}
+        answers[str(failure.status)] = answer
+    return answers
+
+
+def _certificate_document(context: DocumentContext) -> dict[str, Any]:
+    settings = context.settings
+    return {
+        "security": [],
+        "description": "A certificate as its link shows it, from the records as they are now, to anyone who holds "
+        "the link (no token). `Accept` chooses the form: `application/json` (the default, and the answer to any "
+        "other Accept), `application/pdf`, `text/html` (a page a phone shows well, with no script and nothing "
+        "loaded from another origin: its Content-Security-Policy says so), or `application/jose` (the JSON as a "
+        "compact JWS, EdDSA or ES256 with `kid`, verifiable with the keys at `/.well-known/jwks.json`). "
+        f"Rate-limited per client address ({settings.public_rate_limit} a minute; the address is the peer's, or, "
+        "behind a trusted proxy, the right-most X-Forwarded-For entry that is not one), before anything else. "
+        "An unknown token is 404, a revoked or expired one 410. The JSON holds no e-mail address, no notes.",
+        "parameters": [
+            parameter(
+                "token",
+                {"type": "string", "pattern": f"^[A-Za-z0-9_-]{{{TOKEN_LENGTH}}}$"},
+                "The link's token: 256 random bits, never logged.",
+                where="path",
+                required=True,
+            ),
+            parameter(
+                "Accept",
+                {"type": "string"},
+                "application/json (default), application/pdf, text/html or application/jose.",
+                where="header",
+            ),
+        ],
+        "responses": {
+            "200": {
+                "description": "The certificate.",
+                "headers": {**_PUBLIC_RESPONSE_HEADERS},
+                "content": {
+                    JSON: {"schema": FACTS_SCHEMA},
+                    PDF: {"schema": {"type": "string", "format": "binary"}},
+                    HTML: {"schema": {"type": "string"}},
+                    JOSE: {"schema": {"type": "string", "pattern": COMPACT_JWS_PATTERN}},
+                },
+            },
+            **_failures(NotFound, LinkGone, RateLimited, DatabaseUnavailable),
+        },
+    }
+
+
+def _jwks_document(context: DocumentContext) -> dict[str, Any]:
+    return {
+        "security": [],
+        "description": "The public keys that verify certificates' JWS (RFC 7517): the current key first, then the "
+        "previous ones (PETRECORDS_SIGNING_PREVIOUS_KEYS) until the certificates they signed have expired. "
+        "Rate-limited per client address, as the certificates are.",
+        "responses": {
+            "200": {
+                "description": "The key set.",
+                "headers": {**_PUBLIC_RESPONSE_HEADERS},
+                "content": {"application/jwk-set+json": {"schema": {"type": "object", "required": ["keys"]}}},
+            },
+            **_failures(RateLimited),
+        },
+    }
+
+
+def public_endpoints(services: Services) -> list[Endpoint]:
+    """`GET /public/certificates/{token}` and `GET /.well-known/jwks.json`: no token."""
+    public = PublicCertificates(services)
+    return [
+        Endpoint(
+            "GET",
+            "/public/certificates/{token}",
+            "getPublicCertificate",
+            TAG,
+            "A certificate, as its link shows it to anyone (JSON, PDF, HTML page or JWS)",
+            public.certificate,
+            _certificate_document,
+            access=Access.OPEN,
+        ),
+        Endpoint(
+            "GET",
+            "/.well-known/jwks.json",
+            "getCertificateKeys",
+            TAG,
+            "The keys that verify certificates' JWS",
+            public.jwks,
+            _jwks_document,
+            access=Access.OPEN,
+        ),
+    ]

@@ -1,0 +1,415 @@
+"""Certificates (contract v4 section 16): who issues, reads, changes and revokes one; the link shown once; the
+public answer in its four forms, 404 for an unknown token and 410 for a revoked or expired one; the per-address
+rate limit; certificates going with the pet's deletion or transfer; the feed. On both databases."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from litestar.testing import AsyncTestClient
+from pypdf import PdfReader
+
+from petrecords.certificates.links import digest_of
+from petrecords.config import Settings
+from petrecords.logs import JsonFormatter
+from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
+from tests.api.test_vaccines import create_vaccine
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, scalar_sql
+
+Client = AsyncTestClient[Any]
+CERTIFICATES = "/v1/pet-certificates"
+CAROL = "carol@example.com"
+DAY_MS = 86_400_000
+FIELDS = {"id", "createdAt", "createdBy", "modifiedAt", "modifiedBy", "ownerId", "petId", "groups", "expiresAt"}
+PUBLIC_JSON = {"certificateId", "issuedAt", "expiresAt", "asOf", "pet", "vaccinations"}
+DOSE_MEMBERS = {
+    "id",
+    "version",
+    "group",
+    "vaccineName",
+    "manufacturer",
+    "lotNumber",
+    "lotExpiresOn",
+    "appliedAt",
+    "dueAt",
+    "doseType",
+    "veterinarian",
+    "veterinarianLicence",
+    "clinic",
+    "rabiesTag",
+    "state",
+}
+
+
+async def issue(client: Client, pet: dict[str, Any], user: str = ALICE, **extra: Any) -> dict[str, Any]:
+    response = await client.post(CERTIFICATES, json={"petId": pet["id"], **extra}, headers=auth(user))
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def vaccinate(client: Client, pet: dict[str, Any], vaccine: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": format_timestamp(now_ms() - DAY_MS), **extra}
+    response = await client.post("/v1/pet-vaccination", json=body, headers=auth(ALICE))
+    assert response.status_code == 201, response.text
+    dose: dict[str, Any] = response.json()
+    return dose
+
+
+@pytest.fixture
+async def rex(client: Client) -> dict[str, Any]:
+    pet: dict[str, Any] = (
+        await create(client, ALICE, name="Rex", pet_type="Dog", microchip="982000123456789", color="tan")
+    ).json()
+    return pet
+
+
+@pytest.fixture
+async def rabies(client: Client) -> dict[str, Any]:
+    vaccine: dict[str, Any] = (
+        await create_vaccine(client, name="Nobivac Rabies", pet_type="Dog", duration=365, group="Rabies")
+    ).json()
+    return vaccine
+
+
+async def share_with(client: Client, pet: dict[str, Any], grantee: str) -> None:
+    body = {"petId": pet["id"], "grantee": grantee, "access": "read"}
+    response = await client.post("/v1/pet-shares", json=body, headers=auth(ALICE))
+    assert response.status_code == 201, response.text
+
+
+class TestIssue:
+    async def test_the_link_is_shown_once(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+
+        assert set(created) == FIELDS | {"link"}
+        assert created["link"].startswith("/public/certificates/")
+        assert len(created["link"].removeprefix("/public/certificates/")) == 43
+        assert created["ownerId"] == ALICE
+        assert created["groups"] is None
+        got = await client.get(f"{CERTIFICATES}/{created['id']}", headers=auth())
+        assert set(got.json()) == FIELDS
+        listed = await client.get(CERTIFICATES, headers=auth())
+        assert all("link" not in item for item in listed.json()["items"])
+        history = await client.get(f"{CERTIFICATES}/{created['id']}/history", headers=auth())
+        assert "link" not in history.text
+        assert created["link"].rsplit("/", 1)[1] not in history.text
+        feed = await client.get("/v1/changes", headers=auth(admin=True))
+        assert created["link"].rsplit("/", 1)[1] not in feed.text
+
+    async def test_only_a_digest_of_the_token_is_kept(
+        self, client: Client, rex: dict[str, Any], database_url: str
+    ) -> None:
+        created = await issue(client, rex)
+        token = created["link"].rsplit("/", 1)[1]
+
+        kept = await scalar_sql(database_url, "SELECT token_digest FROM pet_certificates")
+        assert kept == digest_of(token)
+        assert token not in str(kept)
+
+    async def test_it_expires_thirty_days_after_creation_by_default(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+
+        created_ms = _ms(created["createdAt"])
+        assert _ms(created["expiresAt"]) == created_ms + 30 * DAY_MS
+
+    async def test_expiry_is_in_the_future_and_at_most_366_days_ahead(
+        self, client: Client, rex: dict[str, Any]
+    ) -> None:
+        for expires in (now_ms() - 1000, now_ms() + 367 * DAY_MS):
+            response = await client.post(
+                CERTIFICATES, json={"petId": rex["id"], "expiresAt": format_timestamp(expires)}, headers=auth()
+            )
+            assert set(assert_error(response, 400, 994)["errors"]) == {"expiresAt"}
+        kept = await issue(client, rex, expiresAt=format_timestamp(now_ms() + 365 * DAY_MS))
+        assert kept["expiresAt"]
+
+    async def test_groups_are_names_or_null(self, client: Client, rex: dict[str, Any]) -> None:
+        for groups in ([], ["x" * 101], "Rabies", [1], ["a"] * 21):
+            response = await client.post(CERTIFICATES, json={"petId": rex["id"], "groups": groups}, headers=auth())
+            assert set(assert_error(response, 400, 994)["errors"]) == {"groups"}, groups
+        created = await issue(client, rex, groups=[" Rabies ", "rabies", "DHPP"])
+        assert created["groups"] == ["Rabies", "DHPP"]
+
+    async def test_a_pet_the_caller_may_not_read_is_400_naming_pet_id(
+        self, client: Client, rex: dict[str, Any]
+    ) -> None:
+        for pet_id in (rex["id"], MISSING_ID):
+            response = await client.post(CERTIFICATES, json={"petId": pet_id}, headers=auth(BOB))
+            assert set(assert_error(response, 400, 994)["errors"]) == {"petId"}
+
+    async def test_whoever_may_read_the_pet_may_issue_one(self, client: Client, rex: dict[str, Any]) -> None:
+        await share_with(client, rex, BOB)
+
+        created = await issue(client, rex, BOB)
+
+        assert created["createdBy"] == BOB
+        assert created["ownerId"] == ALICE
+
+    async def test_at_most_100_for_a_pet(self, client: Client, rex: dict[str, Any]) -> None:
+        for _ in range(100):
+            await issue(client, rex)
+
+        response = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=auth())
+
+        assert set(assert_error(response, 400, 994)["errors"]) == {"petId"}
+
+    async def test_an_idempotent_replay_shows_the_same_link(self, client: Client, rex: dict[str, Any]) -> None:
+        headers = {**auth(), "Idempotency-Key": "cert-1"}
+        first = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
+        again = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
+
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.json() == first.json()
+        assert "link" in again.json()
+
+
+class TestWhoMay:
+    async def test_issuer_owner_and_admin_read_others_get_404(self, client: Client, rex: dict[str, Any]) -> None:
+        await share_with(client, rex, BOB)
+        await share_with(client, rex, CAROL)
+        created = await issue(client, rex, BOB)
+        path = f"{CERTIFICATES}/{created['id']}"
+
+        for user, admin in ((ALICE, False), (BOB, False), (ADMIN, True)):
+            response = await client.get(path, headers=auth(user, admin=admin))
+            assert response.status_code == 200, user
+        assert_error(await client.get(path, headers=auth(CAROL)), 404, 995)
+        assert_error(await client.delete(path, headers=auth(CAROL)), 404, 995)
+        listed = await client.get(CERTIFICATES, headers=auth(CAROL))
+        assert listed.json()["totalCount"] == 0
+        for user in (ALICE, BOB):
+            listed = await client.get(CERTIFICATES, headers=auth(user))
+            assert [item["id"] for item in listed.json()["items"]] == [created["id"]]
+
+    async def test_only_expiry_and_groups_change(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+        path = f"{CERTIFICATES}/{created['id']}"
+        other = (await create(client, ALICE, name="Fido")).json()
+
+        moved = await client.patch(path, json={"petId": other["id"]}, headers=auth())
+        assert set(assert_error(moved, 400, 994)["errors"]) == {"petId"}
+        patched = await client.patch(path, json={"groups": ["Rabies"]}, headers=auth())
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["groups"] == ["Rabies"]
+        assert patched.json()["expiresAt"] == created["expiresAt"]
+        assert "link" not in patched.json()
+        later = format_timestamp(now_ms() + 100 * DAY_MS)
+        replaced = await client.put(path, json={"petId": rex["id"], "expiresAt": later}, headers=auth())
+        assert replaced.status_code == 200, replaced.text
+        assert replaced.json()["expiresAt"] == later
+        assert replaced.json()["groups"] == ["Rabies"]
+
+
+class TestPublic:
+    async def test_the_json_shows_exactly_the_facts(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        first = await vaccinate(client, rex, rabies, notes="secret note", lotNumber="A1", rabiesTag="RT-1")
+        created = await issue(client, rex)
+
+        response = await client.get(created["link"])
+
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        assert response.headers["cache-control"] == "no-store"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        body = response.json()
+        assert set(body) == PUBLIC_JSON
+        assert body["certificateId"] == created["id"]
+        assert body["issuedAt"] == created["createdAt"]
+        assert body["pet"]["microchip"] == "982000123456789"
+        assert [dose["id"] for dose in body["vaccinations"]] == [first["id"]]
+        assert set(body["vaccinations"][0]) == DOSE_MEMBERS
+        assert body["vaccinations"][0]["state"] == "current"
+        assert "@" not in response.text
+        assert "secret note" not in response.text
+
+    async def test_only_the_named_groups_and_the_latest_dose_counts(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        dhpp = (await create_vaccine(client, name="Nobivac DHPPi", pet_type="Dog", duration=365, group="DHPP")).json()
+        older = await vaccinate(client, rex, rabies, appliedAt=format_timestamp(now_ms() - 400 * DAY_MS))
+        newer = await vaccinate(client, rex, rabies)
+        await vaccinate(client, rex, dhpp)
+        created = await issue(client, rex, groups=["rabies"])
+
+        body = (await client.get(created["link"])).json()
+
+        assert [(dose["id"], dose["state"]) for dose in body["vaccinations"]] == [
+            (older["id"], "superseded"),
+            (newer["id"], "current"),
+        ]
+
+    async def test_at_most_the_first_doses_are_read(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        doses = [
+            await vaccinate(client, rex, rabies, appliedAt=format_timestamp(now_ms() - days * DAY_MS))
+            for days in (30, 20, 10)
+        ]
+        created = await issue(client, rex)
+        monkeypatch.setattr("petrecords.certificates.public.MOST_DOSES", 2)
+
+        body = (await client.get(created["link"])).json()
+
+        assert [dose["id"] for dose in body["vaccinations"]] == [dose["id"] for dose in doses[:2]]
+
+    async def test_the_jws_verifies_against_the_jwks(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+
+        signed = await client.get(created["link"], headers={"Accept": "application/jose"})
+        keys = await client.get("/.well-known/jwks.json")
+
+        assert signed.status_code == 200
+        assert signed.headers["content-type"].startswith("application/jose")
+        assert keys.headers["cache-control"] == "no-store"
+        header = jwt.get_unverified_header(signed.text)
+        key_set = jwt.PyJWKSet.from_dict(keys.json())
+        key = next(key for key in key_set.keys if key.key_id == header["kid"])
+        payload = jwt.api_jws.decode(signed.text, key.key, algorithms=["EdDSA", "ES256"])
+        assert httpx.Response(200, content=payload).json()["certificateId"] == created["id"]
+
+    async def test_the_pdf_reads_back(self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]) -> None:
+        await vaccinate(client, rex, rabies, lotNumber="LOT-77", veterinarian="Dr Ana Ñúñez")
+        created = await issue(client, rex)
+
+        response = await client.get(created["link"], headers={"Accept": "application/pdf"})
+
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/pdf"
+        text = "".join(page.extract_text() for page in PdfReader(io.BytesIO(response.content)).pages)
+        for expected in ("Rex", "982000123456789", "LOT-77", "Ñúñez", created["id"]):
+            assert expected in text
+
+    async def test_the_page_is_html_with_its_policy(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+
+        response = await client.get(created["link"], headers={"Accept": "text/html,application/xhtml+xml"})
+
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/html")
+        assert response.headers["content-security-policy"].startswith("default-src 'none'")
+        assert "<script" not in response.text
+
+    async def test_any_other_accept_gets_json(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+
+        response = await client.get(created["link"], headers={"Accept": "image/png"})
+
+        assert response.headers["content-type"].startswith("application/json")
+
+    async def test_unknown_is_404_revoked_and_expired_are_410(self, client: Client, rex: dict[str, Any]) -> None:
+        created = await issue(client, rex)
+        for unknown in ("/public/certificates/" + "A" * 43, "/public/certificates/short"):
+            response = await client.get(unknown)
+            assert_error(response, 404, 995)
+            assert response.headers["cache-control"] == "no-store"
+            assert response.headers["referrer-policy"] == "no-referrer"
+
+        deleted = await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())
+        assert deleted.status_code == 200
+        gone = await client.get(created["link"])
+        assert_error(gone, 410, 981)
+        assert gone.headers["cache-control"] == "no-store"
+
+    async def test_an_expired_link_is_410(
+        self, client: Client, rex: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        created = await issue(client, rex, expiresAt=format_timestamp(now_ms() + 60_000))
+        later = now_ms() + 120_000
+        monkeypatch.setattr("petrecords.certificates.public.now_ms", lambda: later)
+
+        assert_error(await client.get(created["link"]), 410, 981)
+
+    async def test_the_pets_deletion_and_transfer_revoke_its_certificates(self, client: Client) -> None:
+        kept = (await create(client, ALICE, name="Kept")).json()
+        given = (await create(client, ALICE, name="Given")).json()
+        gone = await issue(client, kept)
+        moved = await issue(client, given)
+
+        deleted = await client.delete(f"/v1/pets/{kept['id']}", headers=auth())
+        transferred = await client.patch(f"/v1/pets/{given['id']}", json={"ownerId": BOB}, headers=auth(admin=True))
+
+        assert deleted.status_code == 200, deleted.text
+        assert transferred.status_code == 200, transferred.text
+        for certificate in (gone, moved):
+            assert_error(await client.get(f"{CERTIFICATES}/{certificate['id']}", headers=auth(admin=True)), 404, 995)
+            assert_error(await client.get(certificate["link"]), 410, 981)
+
+
+class TestFeed:
+    async def test_the_issuer_and_the_owner_see_the_changes(self, client: Client, rex: dict[str, Any]) -> None:
+        await share_with(client, rex, BOB)
+        await share_with(client, rex, CAROL)
+        created = await issue(client, rex, BOB)
+        await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth(BOB))
+
+        for user, seen in ((ALICE, True), (BOB, True), (CAROL, False)):
+            feed = (await client.get("/v1/changes?resource=pet-certificates", headers=auth(user))).json()
+            actions = [change["action"] for change in feed["items"]]
+            assert actions == (["created", "deleted"] if seen else []), user
+        history = await client.get(f"{CERTIFICATES}/{created['id']}/history", headers=auth(BOB))
+        assert history.status_code == 200
+
+
+class TestLogs:
+    async def test_no_link_token_reaches_the_log(
+        self,
+        make_client: Callable[[Settings], Client],
+        make_settings: Callable[..., Settings],
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        caplog.set_level(logging.DEBUG)
+        async with make_client(make_settings(access_log=True)) as logged:
+            pet = (await create(logged, ALICE)).json()
+            created = await issue(logged, pet)
+            token = created["link"].rsplit("/", 1)[1]
+            for path in (created["link"], created["link"].upper(), f"/public//certificates/{token}"):
+                await logged.get(path, headers={"Accept": "application/pdf"})
+            await logged.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())
+            await logged.get(created["link"])
+
+        lines = [JsonFormatter().format(record) for record in caplog.records if record.name != "httpx"]
+        access = [json.loads(line) for line in lines if '"petrecords.access"' in line]
+        assert len([line for line in access if "/certificates/" in line["path"].lower()]) == 4
+        assert not [line for line in lines if token in line or token.upper() in line]
+
+
+class TestRateLimit:
+    async def test_a_flooded_address_gets_429_without_a_database_read(
+        self,
+        make_client: Callable[[Settings], Client],
+        make_settings: Callable[..., Settings],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        async with make_client(make_settings(public_rate_limit=2)) as limited:
+            for _ in range(2):
+                assert (await limited.get("/public/certificates/" + "A" * 43)).status_code == 404
+            reads: list[object] = []
+            monkeypatch.setattr(
+                "petrecords.certificates.public._by_digest", lambda *args: reads.append(args) or _never()
+            )
+            response = await limited.get("/public/certificates/" + "A" * 43)
+            assert_error(response, 429, 987)
+            assert response.headers["retry-after"]
+            assert response.headers["cache-control"] == "no-store"
+            assert reads == []
+            assert_error(await limited.get("/.well-known/jwks.json"), 429, 987)
+
+
+async def _never() -> None:
+    raise AssertionError("the database was read")
+
+
+def _ms(timestamp: str) -> int:
+    parsed = parse_datetime_ms(timestamp)
+    assert parsed is not None
+    return int(parsed)
