@@ -32,10 +32,11 @@ from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Kept, Resource
+from petrecords.resources.documents import TOO_LONG_TARGET
 from petrecords.resources.fields import (
-    EMAIL_SCHEMA,
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
+    USER_OR_GROUP_SCHEMA,
     UUID_SCHEMA,
     Context,
     RecordId,
@@ -619,7 +620,7 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
             "petId": {**UUID_SCHEMA, "description": "The pet."},
             "petName": _string("The pet's name."),
             "petType": _string("The pet's type."),
-            "ownerId": {**EMAIL_SCHEMA, "description": "The pet's owner."},
+            "ownerId": {**USER_OR_GROUP_SCHEMA, "description": "The pet's owner: a user, or a group (`group:NAME`)."},
             "group": _GROUP,
             **_COMMON_ITEM,
         }
@@ -696,6 +697,7 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
                 "headers": headers("Cache-Control"),
                 "content": {"application/json": {"schema": page}},
             },
+            **TOO_LONG_TARGET,
             **api_errors(),
         },
     }

@@ -34,7 +34,7 @@ _ENTITY_TAGS_PATTERN = rf"^(?:[ \t]*\*[ \t]*|{ENTITY_TAG_LIST})$"
 _ENTITY_TAGS = {"type": "string", "pattern": _ENTITY_TAGS_PATTERN, "examples": ['"0f1e2d3c4b5a69788796"', "*"]}
 _RECORD_HEADERS = ("ETag", *PRIVATE)
 _NOT_MODIFIED = "Not modified: If-None-Match matches the current ETag."
-_TOO_LONG_TARGET = {
+TOO_LONG_TARGET = {
     "414": {
         "description": "The request target is 65,535 bytes or longer (say, thousands of ids). The HTTP server "
         "refuses it before the service sees it, so this answer has no body and none of the usual headers."
@@ -241,7 +241,7 @@ def list_operation(resource: Resource, resources: ResourceSet, context: Document
         "responses": {
             "200": json_response("A page of records.", f"{resource.schema_name}Page", *PRIVATE),
             **api_errors(),
-            **_TOO_LONG_TARGET,
+            **TOO_LONG_TARGET,
         },
     }
 
