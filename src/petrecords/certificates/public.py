@@ -24,7 +24,7 @@ from petrecords.certificates.facts import CertificateFacts, build_facts, encode_
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
 from petrecords.certificates.resource import LINKS, PET_CERTIFICATES, Groups
-from petrecords.certificates.signing import load_signer
+from petrecords.certificates.signing import Signer, load_signer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
 from petrecords.http import error_answer
@@ -76,15 +76,20 @@ def chosen_form(accept: str | None) -> str:
 class PublicCertificates:
     """The handlers of the public paths, for one application."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, signer: Signer | None) -> None:
         self.services = services
         settings = services.settings
         self._proxies = TrustedProxies(settings.trusted_proxies)
         self._limiter = create_public_rate_limit(per_minute=settings.public_rate_limit, redis_url=settings.redis_url)
         self._pdfs = PrintedCertificates()
-        # Loaded (or made, on first start) with the application, as the token secret is: a key that cannot be used
-        # stops the start-up with one line naming its setting, instead of answering 500.
-        self.signer = load_signer(settings)
+        self._signer = signer
+
+    @property
+    def signer(self) -> Signer:
+        """The application's (see public_endpoints); loaded on first use where none was given."""
+        if self._signer is None:
+            self._signer = load_signer(self.services.settings)
+        return self._signer
 
     async def _within_rate(self, call: Call) -> None:
         if self._limiter is None:
@@ -303,9 +308,10 @@ def _jwks_document(context: DocumentContext) -> dict[str, Any]:
     }
 
 
-def public_endpoints(services: Services) -> list[Endpoint]:
-    """`GET /public/certificates/{token}` and `GET /.well-known/jwks.json`: no token."""
-    public = PublicCertificates(services)
+def public_endpoints(services: Services, signer: Signer | None = None) -> list[Endpoint]:
+    """`GET /public/certificates/{token}` and `GET /.well-known/jwks.json`: no token. An application passes its
+    `signer`, loaded (or made, on first start) as it starts; the document alone needs none, and makes no key."""
+    public = PublicCertificates(services, signer)
     return [
         Endpoint(
             "GET",
