@@ -32,7 +32,14 @@ from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Kept, Resource
-from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA, Context, RecordId, pet_type
+from petrecords.resources.fields import (
+    TIMESTAMP_SCHEMA,
+    USER_OR_GROUP_SCHEMA,
+    UUID_SCHEMA,
+    Context,
+    RecordId,
+    pet_type,
+)
 from petrecords.resources.filters import SEVERAL, AnyOf, Errors, Owner, Scope, Values, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.service import read_visible
@@ -595,7 +602,7 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
             "petId": {**UUID_SCHEMA, "description": "The pet."},
             "petName": _string("The pet's name."),
             "petType": _string("The pet's type."),
-            "ownerId": {**EMAIL_SCHEMA, "description": "The pet's owner."},
+            "ownerId": {**USER_OR_GROUP_SCHEMA, "description": "The pet's owner (a user, or group:NAME)."},
             "group": _GROUP,
             **_COMMON_ITEM,
         }
@@ -623,7 +630,11 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
             f"Only pets of these types (case-insensitive). {SEVERAL}",
             several=True,
         ),
-        parameter("ownerId", EMAIL_SCHEMA, "Only this owner's pets (within what the caller may see)."),
+        parameter(
+            "ownerId",
+            USER_OR_GROUP_SCHEMA,
+            "Only this owner's pets, a user or group:NAME (within what the caller may see).",
+        ),
         parameter(
             "group",
             {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100}},
