@@ -14,6 +14,7 @@ from litestar import Litestar
 
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.certificates.public import public_endpoints
+from petrecords.certificates.signing import Signer, load_signer
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
@@ -101,8 +102,9 @@ def _parts(settings: Settings, *, stopping_file: Path | None, ready_file: Path |
     return Parts(services, hub, slots)
 
 
-def endpoint_table(parts: Parts, document: Callable[[], bytes]) -> EndpointTable:
-    """Every endpoint the service answers: each resource's, the change feed's and the operational ones."""
+def endpoint_table(parts: Parts, document: Callable[[], bytes], *, signer: Signer | None = None) -> EndpointTable:
+    """Every endpoint the service answers: each resource's, the change feed's, the certificates' public ones (signing
+    with `signer`) and the operational ones."""
     services = parts.services
     return EndpointTable(
         [
@@ -113,7 +115,7 @@ def endpoint_table(parts: Parts, document: Callable[[], bytes]) -> EndpointTable
             ),
             *due_endpoints(services),
             *feed_endpoints(services, parts.hub, parts.slots),
-            *public_endpoints(services),
+            *public_endpoints(services, signer),
             *ops_endpoints(services, document),
         ]
     )
@@ -131,7 +133,9 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
     services, hub = parts.services, parts.hub
     rate_limiter = services.limiter
     document = b""
-    table = endpoint_table(parts, lambda: document)
+    # Loaded (or made, on first start) with the application, as the token secret is: a certificate signing key that
+    # cannot be used stops the start-up with one line naming its setting, instead of answering 500.
+    table = endpoint_table(parts, lambda: document, signer=load_signer(settings))
     document = build_openapi(settings, RESOURCES, table)
 
     @asynccontextmanager

@@ -20,6 +20,7 @@ from petrecords.certificates.links import digest_of
 from petrecords.config import Settings
 from petrecords.logs import JsonFormatter
 from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
+from tests.api.test_shares import WorkDone
 from tests.api.test_vaccines import create_vaccine
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, scalar_sql
 
@@ -319,6 +320,21 @@ class TestPublic:
         gone = await client.get(created["link"])
         assert_error(gone, 410, 981)
         assert gone.headers["cache-control"] == "no-store"
+
+    async def test_a_random_token_costs_one_lookup_and_a_malformed_one_none(
+        self, client: Client, rex: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await issue(client, rex)
+        work = WorkDone(monkeypatch)
+
+        unknown, steps = await work.of(client.get("/public/certificates/" + "q" * 43))
+        malformed, none = await work.of(client.get("/public/certificates/" + "q" * 42 + "!"))
+
+        assert unknown.status_code == 404
+        assert malformed.status_code == 404
+        assert [step[0] for step in steps] == ["read"]
+        assert "certificate_links" in steps[0][1]
+        assert none == []
 
     async def test_an_expired_link_is_410(
         self, client: Client, rex: dict[str, Any], monkeypatch: pytest.MonkeyPatch

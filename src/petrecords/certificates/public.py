@@ -4,8 +4,8 @@ that verify the JWS.
 
 What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database
 read); a token that this service could not have made is 404 with none either; any other costs one lookup of its
-digest in the unique index of the certificates, and, when no certificate has it, one in that of the revoked links
-(404 unknown, 410 revoked); an expired certificate is 410. Only a live one reads the pet and its doses. Every answer,
+digest among the links, live and revoked (one statement over a view of both tables, each probed by its unique
+index): 404 unknown, 410 revoked or expired. Only a live one reads the certificate, the pet and its doses. Every answer,
 a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand its
 address (the token) to no one.
 """
@@ -23,8 +23,8 @@ from petrecords.certificates.addresses import TrustedProxies, create_public_rate
 from petrecords.certificates.facts import CertificateFacts, build_facts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
-from petrecords.certificates.resource import PET_CERTIFICATES, REVOKED_LINKS, Groups
-from petrecords.certificates.signing import load_signer
+from petrecords.certificates.resource import LINKS, PET_CERTIFICATES, Groups
+from petrecords.certificates.signing import Signer, load_signer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
 from petrecords.http import error_answer
@@ -32,7 +32,7 @@ from petrecords.openapi import DocumentContext, error_response, parameter
 from petrecords.pets import PETS
 from petrecords.responses import answer_failure
 from petrecords.services import Services
-from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 
@@ -76,15 +76,20 @@ def chosen_form(accept: str | None) -> str:
 class PublicCertificates:
     """The handlers of the public paths, for one application."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, signer: Signer | None) -> None:
         self.services = services
         settings = services.settings
         self._proxies = TrustedProxies(settings.trusted_proxies)
         self._limiter = create_public_rate_limit(per_minute=settings.public_rate_limit, redis_url=settings.redis_url)
         self._pdfs = PrintedCertificates()
-        # Loaded (or made, on first start) with the application, as the token secret is: a key that cannot be used
-        # stops the start-up with one line naming its setting, instead of answering 500.
-        self.signer = load_signer(settings)
+        self._signer = signer
+
+    @property
+    def signer(self) -> Signer:
+        """The application's (see public_endpoints); loaded on first use where none was given."""
+        if self._signer is None:
+            self._signer = load_signer(self.services.settings)
+        return self._signer
 
     async def _within_rate(self, call: Call) -> None:
         if self._limiter is None:
@@ -111,16 +116,16 @@ class PublicCertificates:
         digest = digest_of(token)
         settings = self.services.settings
         async with self.services.store.transaction(write=False) as tx:
-            certificate = await _by_digest(tx, PET_CERTIFICATES.collection, digest)
-            if certificate is None or not matches(token, certificate["token_digest"]):
-                revoked = await _by_digest(tx, REVOKED_LINKS, digest)
-                if revoked is None or not matches(token, revoked["token_digest"]):
-                    raise NotFound()
-                raise LinkGone()
+            link = await _by_digest(tx, digest)
+            if link is None or not matches(token, link["token_digest"]):
+                raise NotFound()
             now = now_ms()
-            if certificate["expires_at"] <= now:
+            if link["revoked"] or link["expires_at"] <= now:
                 raise LinkGone()
-            pet = await tx.get(PETS.collection, certificate["pet_id"])
+            certificate = await tx.get(PET_CERTIFICATES.collection, link["id"])
+            pet = None if certificate is None else await tx.get(PETS.collection, certificate["pet_id"])
+            if certificate is None or pet is None:  # deleted since (the statements of a read see their own moment)
+                raise LinkGone()
             if pet is None:  # the certificate goes with its pet, in the same transaction
                 raise NotFound()
             doses = await tx.list(
@@ -194,11 +199,13 @@ class PrintedCertificates:
         return made
 
 
-async def _by_digest(tx: Transaction, collection: Collection, digest: str) -> Row | None:
-    query = PageQuery(
-        conditions=(Condition(("token_digest",), Operator.EQUAL, (digest,)),), sort=(SortKey("id"),), limit=1, offset=0
-    )
-    found = await tx.list(collection, query)
+_BY_DIGEST = PageQuery(conditions=(), sort=(SortKey("id"),), limit=1, offset=0)
+
+
+async def _by_digest(tx: Transaction, digest: str) -> Row | None:
+    """The link, live or revoked, whose token has this digest: one statement, a probe of each table's unique index."""
+    condition = Condition(("token_digest",), Operator.EQUAL, (digest,))
+    found = await tx.list(LINKS, msgspec.structs.replace(_BY_DIGEST, conditions=(condition,)))
     return found[0] if found else None
 
 
@@ -301,9 +308,10 @@ def _jwks_document(context: DocumentContext) -> dict[str, Any]:
     }
 
 
-def public_endpoints(services: Services) -> list[Endpoint]:
-    """`GET /public/certificates/{token}` and `GET /.well-known/jwks.json`: no token."""
-    public = PublicCertificates(services)
+def public_endpoints(services: Services, signer: Signer | None = None) -> list[Endpoint]:
+    """`GET /public/certificates/{token}` and `GET /.well-known/jwks.json`: no token. An application passes its
+    `signer`, loaded (or made, on first start) as it starts; the document alone needs none, and makes no key."""
+    public = PublicCertificates(services, signer)
     return [
         Endpoint(
             "GET",

@@ -1,5 +1,5 @@
-"""Issue certificates: a pet's certificates, each with the digest of its link's token, and the links of deleted
-certificates, which answer 410 until they would have expired.
+"""Issue certificates: a pet's certificates, each with the digest of its link's token, the links of deleted
+certificates, which answer 410 until they would have expired, and a view of both by digest.
 
 Revision ID: e1a3c5b7d9f2
 Revises: 7dc6b29de50a
@@ -56,9 +56,16 @@ def upgrade() -> None:
     op.create_index(
         op.f("ix_revoked_certificate_links_token_digest"), "revoked_certificate_links", ["token_digest"], unique=True
     )
+    # Every link, live or revoked, by its digest: a token is looked up in one statement.
+    op.execute(
+        "CREATE VIEW certificate_links AS "
+        "SELECT id, token_digest, expires_at, 0 AS revoked FROM pet_certificates "
+        "UNION ALL SELECT id, token_digest, expires_at, 1 AS revoked FROM revoked_certificate_links"
+    )
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW certificate_links")
     op.drop_index(op.f("ix_revoked_certificate_links_token_digest"), table_name="revoked_certificate_links")
     op.drop_table("revoked_certificate_links")
     for columns in reversed(CERTIFICATE_INDEXES):
