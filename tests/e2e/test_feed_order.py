@@ -67,6 +67,8 @@ SETTINGS = {"PETRECORDS_RATE_LIMIT": "0", "PETRECORDS_REMINDERS_INTERVAL_SECONDS
 after APPLIED on: within the due-soon days, or past)."""
 APPLIED = "2026-11-20T10:00:00.000Z"
 REMINDERS = ("due-soon", "overdue")
+REMINDERS_SETTLE_SECONDS = 4.0
+"""Four of the reminders' passes (PETRECORDS_REMINDERS_INTERVAL_SECONDS above): the last doses' reminders written."""
 RESOURCES = ("pets", "vaccines", "pet-vaccination", "pet-shares")
 PATHS = {
     "pets": "/v1/pets",
@@ -637,6 +639,9 @@ async def _exercise(servers: list[Server], rng: random.Random, write_seconds: fl
         await asyncio.gather(
             *(_writer(writes, clients, rng.randrange(2**32), until) for _ in range(WRITERS)),
         )
+        # The doses given last are reminded at the duty's next pass, after the writers: the readers finish once those
+        # are written too, or the log read below would end in reminders they never saw.
+        await asyncio.sleep(REMINDERS_SETTLE_SECONDS)
         writers_done.set()
         await asyncio.wait_for(asyncio.gather(*readers), CATCH_UP_SECONDS)
         assert not writes.unexpected, writes.unexpected[:5]

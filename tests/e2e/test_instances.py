@@ -100,7 +100,7 @@ class TestSimultaneousStart:
         tables = _query(
             cluster.database_url,
             "SELECT table_schema, table_name FROM information_schema.tables"
-            " WHERE table_schema NOT IN ('pg_catalog', 'information_schema')",
+            " WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'",
         )
         expected = sorted(("public", name) for name in [*SCHEMA.tables, "alembic_version"])
         assert sorted((row["table_schema"], row["table_name"]) for row in tables) == expected
