@@ -8,6 +8,7 @@ the service's own rules directly, with the validator schemathesis uses.
 from __future__ import annotations
 
 import functools
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ RESOURCES_BY_PATH = {resource.path: resource for resource in RESOURCES.resources
 
 @functools.cache
 def _document() -> dict[str, Any]:
-    raw = openapi_document(Settings(data_dir=Path("unused"), auth_secret="x" * 40))
+    # The application made for the document writes its keys in the data directory: a directory of its own.
+    raw = openapi_document(
+        Settings(data_dir=Path(tempfile.mkdtemp(prefix="petrecords-document-")), auth_secret="x" * 40)
+    )
     decoded: dict[str, Any] = msgspec.json.decode(raw)
     return decoded
 
