@@ -15,6 +15,9 @@ from litestar import Litestar
 from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCache, load_or_create_secret
 from petrecords.certificates.public import public_endpoints
 from petrecords.certificates.signing import Signer, load_signer
+from petrecords.changes.feed import feed_endpoints
+from petrecords.changes.live import ChangeHub, new_instance_id
+from petrecords.changes.streams import StreamSlots
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
@@ -28,10 +31,7 @@ from petrecords.metrics import Metrics
 from petrecords.ops import ops_endpoints
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.registry import RESOURCES
-from petrecords.resources.feed import feed_endpoints
-from petrecords.resources.live import ChangeHub, new_instance_id
 from petrecords.resources.operations import resource_endpoints
-from petrecords.resources.streams import StreamSlots
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
 from petrecords.services import Services
 from petrecords.store.postgres import PostgresStore

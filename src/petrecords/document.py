@@ -11,12 +11,12 @@ from typing import Any
 
 import msgspec
 
+from petrecords.changes.feed import CHANGES_TAG, change_schemas
 from petrecords.config import Settings, configured_lists
 from petrecords.endpoints import EndpointTable
 from petrecords.openapi import HEADERS, SERVICE_ERROR, DocumentContext
 from petrecords.ops import HEALTH_SCHEMA, OPS_TAG
 from petrecords.resources.declaration import ResourceSet
-from petrecords.resources.feed import CHANGES_TAG, change_schemas
 from petrecords.resources.fields import SchemaContext
 from petrecords.resources.schemas import resource_schemas
 

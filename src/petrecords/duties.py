@@ -20,12 +20,12 @@ import nats
 import nats.errors
 import nats.js.errors
 
+from petrecords.changes.change import change_id, change_wire
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
 from petrecords.reminders import Reminders
-from petrecords.resources.changes import change_id, change_wire
 from petrecords.resources.service import expire_grants
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS

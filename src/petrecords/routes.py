@@ -15,10 +15,10 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
 from petrecords.auth import Caller
+from petrecords.changes.feed import wants_event_stream
 from petrecords.endpoints import Access, Answer, Call, Endpoint, EndpointTable
 from petrecords.errors import MethodNotAllowed, RateLimited, Unauthenticated
 from petrecords.http import ASGIApp, Receive, Scope, Send, admit, error_answer, read_request_body, send_answer
-from petrecords.resources.feed import wants_event_stream
 from petrecords.responses import answer_failure
 from petrecords.services import Services
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from petrecords.auth import RefusalLog, TokenVerifier
+from petrecords.changes.streams import Tickets
 from petrecords.config import Settings, configured_lists
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import Context, SchemaContext
-from petrecords.resources.streams import Tickets
 from petrecords.store.base import Store
 from petrecords.values import now_ms
 

@@ -12,10 +12,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
+from petrecords.changes import live
+from petrecords.changes.change import sees
+from petrecords.changes.live import ChangeHub
 from petrecords.config import Settings
-from petrecords.resources import live
-from petrecords.resources.changes import sees
-from petrecords.resources.live import ChangeHub
 from petrecords.store.base import Viewer
 from tests.api.test_changes_feed import settled
 from tests.api.test_vaccines import admin, create_vaccine

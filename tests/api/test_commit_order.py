@@ -23,7 +23,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords.resources import feed
+from petrecords.changes import feed
 from petrecords.store.postgres import PostgresTransaction, lock_key
 from tests.api.test_changes_feed import read_all, read_feed, summary
 from tests.api.test_vaccines import admin, create_vaccine

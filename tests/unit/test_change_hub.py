@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from petrecords.resources import live as feed
-from petrecords.resources.changes import sees
-from petrecords.resources.live import ChangeHub, event_stream_frame
+from petrecords.changes import live as feed
+from petrecords.changes.change import sees
+from petrecords.changes.live import ChangeHub, event_stream_frame
 from petrecords.store.base import Change, Cursor, Viewer
 from petrecords.tables import SHARED
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from petrecords.changes.streams import Slot, StreamSlots
 from petrecords.errors import RateLimited
-from petrecords.resources.streams import Slot, StreamSlots
 
 CALLER = "ann@example.com"
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from petrecords.changes.change import change_wire
 from petrecords.config import Settings
-from petrecords.resources.changes import change_wire
 from petrecords.store.base import Change
 from petrecords.webhooks.delivery import MAX_ANSWER_BYTES, Attempt, Sender, delivery_body
 from petrecords.webhooks.signing import new_secret, verify

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from petrecords.auth import Caller
+from petrecords.changes.change import change_wire, sees, viewer_of
 from petrecords.errors import NotFound
 from petrecords.resources.access import Permission, list_scope, moves_between, owner_keys, permission
-from petrecords.resources.changes import change_wire, sees, viewer_of
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Change, Condition, Operator, PageQuery, Row, SortKey, Transaction, Versions
 from petrecords.values import parse_record_id

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from petrecords.auth import Caller
+from petrecords.changes.change import change_id, decode_cursor, encode_cursor, viewer_of
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
-from petrecords.resources.changes import change_id, decode_cursor, encode_cursor, viewer_of
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.requests import Body
 from petrecords.resources.service import replace_record

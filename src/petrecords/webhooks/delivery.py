@@ -27,8 +27,8 @@ import httpcore
 import httpx
 import msgspec
 
+from petrecords.changes.change import change_wire
 from petrecords.config import Settings
-from petrecords.resources.changes import change_wire
 from petrecords.store.base import Change
 from petrecords.webhooks.signing import signed_headers
 from petrecords.webhooks.targets import HostUnresolved, Resolver, TargetProblem, url_problem

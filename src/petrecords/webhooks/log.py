@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from petrecords.resources.changes import encode_cursor
+from petrecords.changes.change import encode_cursor
 from petrecords.store.base import Change, Collection, Condition, Operator, PageQuery, Row, SortKey, Transaction
 from petrecords.tables import Text, metadata
 from petrecords.values import format_timestamp, new_record_id

@@ -16,11 +16,11 @@ import msgspec
 import sqlalchemy as sa
 
 from petrecords.auth import Caller
+from petrecords.changes.change import decode_cursor, encode_cursor
+from petrecords.changes.feed import CURSOR_PATTERN, start_of
 from petrecords.config import Settings
 from petrecords.errors import CursorExpired, ValidationFailed
-from petrecords.resources.changes import decode_cursor, encode_cursor
 from petrecords.resources.declaration import Errors, Field, Ownership, Preparing, Resource, Revealed, Values
-from petrecords.resources.feed import CURSOR_PATTERN, start_of
 from petrecords.resources.fields import Context, Email, Flag, PlainKind, Problem, SchemaContext
 from petrecords.resources.filters import Owner
 from petrecords.tables import Text, audit_columns, metadata

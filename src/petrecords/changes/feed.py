@@ -14,18 +14,18 @@ import msgspec
 
 from petrecords import errors
 from petrecords.auth import Caller
+from petrecords.changes.change import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor, viewer_of
+from petrecords.changes.live import COMMITTED_AT_OPEN, ChangeHub
+from petrecords.changes.streams import TICKET_SECONDS, StreamSlots, stream_deadline
 from petrecords.config import Settings
 from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import CursorExpired, ValidationFailed
 from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, json_response, parameter
-from petrecords.resources.changes import NOT_HANDED_OUT, change_wire, decode_cursor, encode_cursor, viewer_of
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import EMAIL_SCHEMA, TIMESTAMP_SCHEMA, UUID_SCHEMA
 from petrecords.resources.filters import SEVERAL, split_values
 from petrecords.resources.listing import query_pairs
-from petrecords.resources.live import COMMITTED_AT_OPEN, ChangeHub
 from petrecords.resources.schemas import page_schema
-from petrecords.resources.streams import TICKET_SECONDS, StreamSlots, stream_deadline
 from petrecords.services import Services
 from petrecords.store.base import Cursor, Store, Transaction
 from petrecords.values import format_timestamp

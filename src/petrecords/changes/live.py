@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from petrecords.resources.changes import change_wire, encode_cursor, sees
+from petrecords.changes.change import change_wire, encode_cursor, sees
 from petrecords.store.base import Change, Cursor, Store, Viewer
 from petrecords.tables import SHARED
 
