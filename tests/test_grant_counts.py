@@ -30,7 +30,7 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.registry import RESOURCES
 from petrecords.resources.fields import DAY_MS
-from petrecords.resources.service import expire_grants
+from petrecords.resources.sharing import expire_grants
 from petrecords.shares import PET_SHARES
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Store
 from petrecords.store.grants import shared_count_scope

@@ -23,8 +23,7 @@ from petrecords.app import open_store
 from petrecords.auth import Caller
 from petrecords.config import Settings, configured_lists
 from petrecords.resources.fields import DAY_MS, Context
-from petrecords.resources.listing import parse_list_query
-from petrecords.resources.service import list_records
+from petrecords.resources.listing import list_records, parse_list_query
 from petrecords.shares import PET_SHARES
 from petrecords.store import grants
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey, Viewer

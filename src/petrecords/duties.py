@@ -26,7 +26,7 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
 from petrecords.registry import RESOURCES
 from petrecords.reminders import Reminders
-from petrecords.resources.service import expire_grants
+from petrecords.resources.sharing import expire_grants
 from petrecords.store.base import Change, Store
 from petrecords.store.faults import DATABASE_ERRORS
 from petrecords.values import now_ms

@@ -25,7 +25,7 @@ from petrecords.config import Settings
 from petrecords.due import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
-from petrecords.resources.service import keep_notice
+from petrecords.resources.kept import keep_notice
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms

@@ -213,3 +213,10 @@ def _not_owned_by(column: str, keys: tuple[str, ...]) -> Condition:
 
 def _shared(sharing: Sharing, caller: Caller) -> Condition:
     return Condition((sharing.key_column,), Operator.SHARED, (now_ms(), *caller.grantees))
+
+
+def owner_column_of(resource: Resource) -> str:
+    column = resource.ownership.column
+    if column is None:
+        raise TypeError(f"{resource.name} records have no owner")
+    return column

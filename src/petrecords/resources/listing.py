@@ -4,11 +4,15 @@ offending parameter at once."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import parse_qsl
 
+from petrecords.auth import Caller
 from petrecords.errors import MalformedRequest, ValidationFailed
+from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Resource
 from petrecords.resources.fields import MAX_SAFE_INTEGER, Context, Email, Kind, Operation, RecordId
 from petrecords.resources.filters import (
@@ -24,7 +28,8 @@ from petrecords.resources.filters import (
     split_values,
     time_bound,
 )
-from petrecords.store.base import Condition, Operator, SortKey
+from petrecords.resources.wire import Shown, show
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
 
 MAX_QUERY_FIELDS = 200
 PAGING_PARAMETERS = ("pageIndex", "pageSize")
@@ -314,3 +319,43 @@ def _sort(resource: Resource, values: dict[str, list[str]], errors: Errors, cont
     if all(key.column != "id" for key in sort):
         sort.append(SortKey("id"))  # the tie-breaker that makes the order total
     return tuple(sort)
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Shown]
+    page_index: int
+    page_size: int
+    total_pages: int
+    total_count: int
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "pageIndex": self.page_index,
+            "pageSize": self.page_size,
+            "totalPages": self.total_pages,
+            "totalCount": self.total_count,
+            "hasPreviousPage": self.page_index > 1,
+            "hasNextPage": self.page_index < self.total_pages,
+        }
+
+
+async def list_records(*, tx: Transaction, caller: Caller, resource: Resource, request: ListRequest) -> Page:
+    scope = await list_scope(tx, caller, resource, owner=request.owner, scope=request.scope)
+    conditions = [*request.conditions, *(scope or ())]
+    total = await tx.count(resource.collection, tuple(conditions)) if scope is not None else 0
+    rows: Sequence[Row] = []
+    if request.offset < total:
+        query = PageQuery(
+            conditions=tuple(conditions), sort=request.sort, limit=request.page_size, offset=request.offset
+        )
+        rows = await tx.list(resource.collection, query)
+    total_pages = math.ceil(total / request.page_size)
+    return Page(
+        items=[show(resource, row) for row in rows],
+        page_index=request.page_index,
+        page_size=request.page_size,
+        total_pages=total_pages,
+        total_count=total,
+    )

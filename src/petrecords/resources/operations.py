@@ -18,7 +18,7 @@ from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused, Validat
 from petrecords.resources import documents, service
 from petrecords.resources.declaration import Resource, Values
 from petrecords.resources.history import history_page
-from petrecords.resources.listing import parse_list_query, parse_paging, query_pairs
+from petrecords.resources.listing import list_records, parse_list_query, parse_paging, query_pairs
 from petrecords.resources.requests import (
     Body,
     EntityTags,
@@ -81,7 +81,7 @@ class ResourceOperations:
         )
         caller = _caller(call)
         async with self.services.store.transaction(write=False, caller=caller) as tx:
-            page = await service.list_records(tx=tx, caller=caller, resource=self.resource, request=request)
+            page = await list_records(tx=tx, caller=caller, resource=self.resource, request=request)
         return Answer(200, msgspec.json.encode(page.wire()))
 
     async def get_record(self, call: Call) -> Answer:
