@@ -1,4 +1,4 @@
-"""What the change log's horizon waits for is observable (duties.HorizonWatch): on PostgreSQL, how long the oldest
+"""What the change log's horizon waits for is observable (changes.horizon): on PostgreSQL, how long the oldest
 write still in flight in the database has run is in /metrics, and a long wait is said as a warning naming its
 session, once every REPEAT_SECONDS while it lasts, not at every look. On SQLite, whose one writer leaves the log
 no horizon, it is 0 and nothing is said, whatever another process is writing."""
@@ -14,8 +14,8 @@ import pysqlite3.dbapi2 as sqlite3
 import pytest
 
 from petrecords.app import open_store
+from petrecords.changes.horizon import HorizonWatch
 from petrecords.config import Settings
-from petrecords.duties import HorizonWatch
 from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from tests.api.test_database_faults import _postgres_holding

@@ -1,4 +1,4 @@
-"""The NATS publisher's own rules (duties.Publisher), on both databases, against a NATS server of the test's own:
+"""The NATS publisher's own rules (changes.publisher), on both databases, against a NATS server of the test's own:
 a publish that fails moves no cursor, the lease passes to another instance once its holder stops renewing it,
 a publisher that takes over sends nothing twice, even when the stream's duplicate window has long passed, a
 NATS that cannot be reached is said at once and every minute, with the number of changes waiting, and so is a
@@ -20,10 +20,10 @@ import pytest
 import sqlalchemy as sa
 from litestar.testing import AsyncTestClient
 
-from petrecords import duties
 from petrecords.app import open_store
+from petrecords.changes import publisher as publisher_module
+from petrecords.changes.publisher import Publisher
 from petrecords.config import Settings
-from petrecords.duties import Publisher
 from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from tests.nats_server import NatsServer, nats_server
@@ -267,7 +267,7 @@ async def test_a_database_outage_is_said_every_minute_on_one_connection_to_nats(
         connections += 1
         return await connect(*args, **kwargs)
 
-    monkeypatch.setattr(duties.nats, "connect", counted)  # the publisher's connections to NATS, from now on
+    monkeypatch.setattr(publisher_module.nats, "connect", counted)  # the publisher's connections to NATS, from now on
     caplog.set_level(logging.INFO, logger="petrecords.duties")
 
     def said(text: str) -> list[str]:

@@ -1,14 +1,15 @@
-"""The application: create_app(settings) wires settings, storage, auth and routes."""
+"""The application: create_app(settings) wires settings, storage, auth, routes and the duties of an instance."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from litestar import Litestar
 
@@ -16,13 +17,16 @@ from petrecords.auth import LocalTokenVerifier, TokenVerifier, VerifiedTokenCach
 from petrecords.certificates.public import public_endpoints
 from petrecords.certificates.signing import Signer, load_signer
 from petrecords.changes.feed import feed_endpoints
+from petrecords.changes.horizon import HorizonWatch
 from petrecords.changes.live import ChangeHub, new_instance_id
+from petrecords.changes.publisher import Publisher
+from petrecords.changes.retention import Retention
 from petrecords.changes.streams import StreamSlots
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
 from petrecords.document import build_openapi
 from petrecords.due import due_endpoints
-from petrecords.duties import Duties
+from petrecords.duties import Duties, StoreLookup, every
 from petrecords.endpoints import EndpointTable
 from petrecords.http import ASGIApp, CorsPolicy, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
@@ -31,13 +35,37 @@ from petrecords.metrics import Metrics
 from petrecords.ops import ops_endpoints
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.registry import RESOURCES
+from petrecords.reminders import Reminders
+from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.operations import resource_endpoints
+from petrecords.resources.sharing import GrantExpiry
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
 from petrecords.services import Services
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sql import SqlStore
 from petrecords.store.sqlite import SqliteStore
 from petrecords.store.turns import LongReadTurns
+from petrecords.webhooks.deliverer import WebhookDeliveries
+
+
+def instance_duties(
+    settings: Settings, store: StoreLookup, *, resources: ResourceSet, instance: str, metrics: Metrics
+) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+    """What each instance does besides answering requests, by name, for `Duties` to run."""
+    jobs: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+        "retention": Retention(settings, store, instance=instance, metrics=metrics).run,
+        "grant expiry": GrantExpiry(store, resources=resources, metrics=metrics).run,
+        "horizon": HorizonWatch(store, metrics=metrics).run,
+        "webhooks": WebhookDeliveries(settings, store, resources=resources, instance=instance, metrics=metrics).run,
+    }
+    if settings.reminders_interval_seconds > 0:
+        reminders = Reminders(settings, store)
+        jobs["reminders"] = functools.partial(
+            every, reminders.interval_seconds, reminders.remind, metrics, "reminders", "writing reminders"
+        )
+    if settings.nats_url:
+        jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
+    return jobs
 
 
 def open_store(settings: Settings, *, turns_directory: Path | None = None) -> SqlStore:
@@ -142,7 +170,15 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         store = open_store(settings, turns_directory=None if stopping_file is None else stopping_file.parent / "turns")
         services.store_or_none = store
-        duties = Duties(settings, lambda: services.store_or_none, instance=new_instance_id(), metrics=services.metrics)
+        duties = Duties(
+            instance_duties(
+                settings,
+                lambda: services.store_or_none,
+                resources=RESOURCES,
+                instance=new_instance_id(),
+                metrics=services.metrics,
+            )
+        )
         duties.start()
         try:
             yield

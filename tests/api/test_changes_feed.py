@@ -12,8 +12,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
+from petrecords.changes.retention import Retention
 from petrecords.config import Settings
-from petrecords.duties import Retention
 from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from petrecords.values import now_ms

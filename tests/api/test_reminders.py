@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from petrecords.app import open_store
+from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
-from petrecords.duties import message_id
 from petrecords.reminders import BY, Reminders
 from petrecords.store.base import Store
 from petrecords.values import now_ms

@@ -29,7 +29,7 @@ import nats
 import nats.js.api
 import pytest
 
-from petrecords.duties import Publisher
+from petrecords.changes.publisher import Publisher
 from tests.e2e.servers import Server, running_server
 from tests.nats_server import nats_server
 from tests.support import throwaway_postgres

@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import msgspec
 
+from petrecords.changes.publisher import Publisher
 from petrecords.config import Settings, configured_lists
-from petrecords.duties import Publisher
 from petrecords.portability import databases
 from petrecords.portability.databases import Batch, Snapshot, Target
 from petrecords.portability.errors import CommandFailed

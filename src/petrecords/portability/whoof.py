@@ -21,8 +21,8 @@ from typing import Any
 
 import msgspec
 
+from petrecords.changes.publisher import Publisher
 from petrecords.config import Settings, configured_lists
-from petrecords.duties import Publisher
 from petrecords.portability import databases
 from petrecords.portability.databases import Batch
 from petrecords.portability.errors import CommandFailed
