@@ -93,6 +93,11 @@ class WorkDone:
         return locking
 
 
+def _asks_the_shares(statement: str) -> bool:
+    """Whether a statement is access.granted's: the shares of one record that name some of the caller's grantees."""
+    return "FROM pet_shares" in statement and "grantee IN" in statement
+
+
 def as_vet(groups: tuple[str, ...] = ("clinic-42",)) -> dict[str, str]:
     return {"Authorization": f"Bearer {token(VET, groups=list(groups))}"}
 
@@ -253,6 +258,24 @@ class TestWhatASharesGrants:
         assert_error(transferred, 403, 997)
         assert list(assert_error(more_shares, 400, 994)["errors"]) == ["petId"]
         assert deleted.status_code == 200
+
+    async def test_a_vets_create_of_a_vaccination_looks_up_the_pets_shares_once(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The pet's shares decide both whether the vet may name the pet and whether they may write the new
+        vaccination: one lookup answers both (access.granted remembers it for the transaction)."""
+        await share(client, rex, CLINIC, "care")
+        work = WorkDone(monkeypatch)
+
+        given, done = await work.of(vaccinate(client, rex, rabies, as_vet()))
+        lookups = [step for step in done if step[0] == "read" and _asks_the_shares(step[1])]
+        refused, refused_done = await work.of(vaccinate(client, rex, rabies, as_vet(("clinic-43",))))
+        refused_lookups = [step for step in refused_done if step[0] == "read" and _asks_the_shares(step[1])]
+
+        assert given.status_code == 201, given.text
+        assert len(lookups) == 1, done
+        assert list(assert_error(refused, 400, 994)["errors"]) == ["petId"]
+        assert len(refused_lookups) == 1, refused_done
 
     async def test_a_group_share_grants_every_member_and_no_one_else(self, client: Client, rex: dict[str, Any]) -> None:
         await share(client, rex, CLINIC)

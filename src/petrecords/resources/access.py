@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,17 +93,37 @@ async def permission(
     return Permission.WRITE if writing else Permission.READ
 
 
+_GRANTED: weakref.WeakKeyDictionary[Transaction, dict[tuple[str, Any, tuple[str, ...]], list[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""What `granted` found in each transaction, by shares, record and grantees: the same question is asked once."""
+
+
 async def granted(tx: Transaction, sharing: Sharing, key: Any, caller: Caller) -> list[str]:
-    """The accesses that the shares of the record `key` grant the caller now (none: not shared with them)."""
+    """The accesses that the shares of the record `key` grant the caller now (none: not shared with them). Looked
+    up once per record a transaction asks about, until it takes locks or writes a share (`forget_granted`): a
+    vet's create of a vaccination asks of the pet's shares for the pet and again for the new record."""
     grants = sharing.grants
     shares = sharing.shares
+    memo = _GRANTED.setdefault(tx, {})
+    asked = (shares.name, key, caller.grantees)
+    found = memo.get(asked)
+    if found is not None:
+        return found
     conditions = (
         Condition((shares.field_named(grants.reference).column,), Operator.EQUAL, (key,)),
         Condition((grants.grantee_column,), Operator.IN, caller.grantees),
         Condition((grants.expires_column,), Operator.AFTER_OR_NULL, (now_ms(),)),
     )
     query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=len(caller.grantees), offset=0)
-    return [row[grants.access_column] for row in await tx.list(shares.collection, query)]
+    found = memo[asked] = [row[grants.access_column] for row in await tx.list(shares.collection, query)]
+    return found
+
+
+def forget_granted(tx: Transaction) -> None:
+    """Forget what `granted` found in the transaction: once it holds new locks (what it found before them may have
+    changed while it waited), and once it writes a share."""
+    _GRANTED.pop(tx, None)
 
 
 def moves_between(resource: Resource) -> Resource | None:

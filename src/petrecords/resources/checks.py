@@ -13,7 +13,7 @@ from petrecords.resources.access import (
     permission,
 )
 from petrecords.resources.declaration import Resource, ResourceSet, Values
-from petrecords.resources.locks import unique_conditions
+from petrecords.resources.locks import hold, unique_conditions
 from petrecords.resources.requests import Body
 from petrecords.store.base import (
     Condition,
@@ -57,7 +57,7 @@ async def check_most_per_owner(*, tx: Transaction, resources: ResourceSet, resou
         return
     owner_column = owner_column_of(resource)
     owner = row[owner_column]
-    await tx.lock([Lock(resources.rank(resource), f"{resource.name}:owner", uuid.uuid5(_OWNER_ROOM, owner))])
+    await hold(tx, [Lock(resources.rank(resource), f"{resource.name}:owner", uuid.uuid5(_OWNER_ROOM, owner))])
     held = await tx.count(resource.collection, (Condition((owner_column,), Operator.EQUAL, (owner,)),))
     if held >= most:
         raise ValidationFailed.single(

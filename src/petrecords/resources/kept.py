@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from petrecords.resources.access import forget_granted
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.wire import show
 from petrecords.store.base import (
@@ -49,6 +50,8 @@ async def keep_change(
     if stored is not None and grantee_column is not None:
         grantee = stored[grantee_column]
     grants = resource.grants
+    if grants is not None:
+        forget_granted(tx)  # a share's write: what the shares grant is looked up again
     if stored is not None and grants is not None and grantee is not None and shared_key is not None:
         window = ShareWindow(
             share_id=stored["id"],

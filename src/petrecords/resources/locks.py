@@ -6,11 +6,13 @@ that follow, go with or are shared through a record."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from petrecords.errors import ReferencedRecord
+from petrecords.resources.access import forget_granted
 from petrecords.resources.declaration import OnDelete, Resource, ResourceSet, Unique, Values
 from petrecords.store.base import (
     Condition,
@@ -19,6 +21,12 @@ from petrecords.store.base import (
     Row,
     Transaction,
 )
+
+
+async def hold(tx: Transaction, locks: Sequence[Lock]) -> None:
+    """Take the locks (see Transaction.lock); the shares looked up before them are looked up again after."""
+    await tx.lock(locks)
+    forget_granted(tx)
 
 
 def reference_locks(
@@ -45,7 +53,7 @@ async def hold_followers(
         if dependent.resource.ownership.through != dependent.reference.field:
             continue
         found = await tx.referrers(dependent.resource.collection, dependent.column, record_id)
-        await tx.lock([own_lock(resources, dependent.resource, row["id"]) for row in found])
+        await hold(tx, [own_lock(resources, dependent.resource, row["id"]) for row in found])
         for row in found:
             # Looked up again once held: one may have gone, or moved to another record, meanwhile.
             now = await tx.get(dependent.resource.collection, row["id"])
@@ -71,7 +79,7 @@ async def hold_references(
     locks = reference_locks(resources, of, row, restricting_only=restricting_only)
     if not locks:
         return row
-    await tx.lock(locks)
+    await hold(tx, locks)
     again = await tx.get(of.collection, row["id"])
     if again is None:
         raise RuntimeError("a record held by this transaction went")
@@ -111,7 +119,7 @@ async def hold_dependents(
                 )
             continue
         found = await tx.referrers(collection, dependent.column, row["id"])
-        await tx.lock([own_lock(resources, dependent.resource, one["id"]) for one in found])
+        await hold(tx, [own_lock(resources, dependent.resource, one["id"]) for one in found])
         for one in found:
             now = await tx.get(collection, one["id"])
             if now is not None and now[dependent.column] == row["id"]:
@@ -181,4 +189,4 @@ async def hold_shared_through(*, tx: Transaction, resources: ResourceSet, shares
         if granted is shared or granted.sharing is None:
             continue
         found = await tx.referrers(granted.collection, granted.sharing.key_column, target)
-        await tx.lock([own_lock(resources, granted, row["id"]) for row in found])
+        await hold(tx, [own_lock(resources, granted, row["id"]) for row in found])

@@ -39,6 +39,7 @@ from petrecords.resources.kept import keep_change, keep_derived
 from petrecords.resources.locks import (
     exclusive_columns,
     exclusive_locks,
+    hold,
     hold_dependents,
     hold_followers,
     hold_references,
@@ -182,7 +183,7 @@ async def create_record(
     owned = [reference for reference in resource.references if reference.owned]
     if owned:
         await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, only=owned, creating=True)
-    await tx.lock([*reference_locks(resources, resource, body.values), *value_locks(resources, resource, body.values)])
+    await hold(tx, [*reference_locks(resources, resource, body.values), *value_locks(resources, resource, body.values)])
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values, creating=True)
     await hold_shared_through(tx=tx, resources=resources, shares=resource, target=target_of(resource, body.values))
     timestamp = now_ms()
@@ -241,12 +242,13 @@ async def replace_record(
     parsed = parse_record_id(record_id)
     if parsed is None:
         raise NotFound()
-    await tx.lock(
+    await hold(
+        tx,
         [
             *reference_locks(resources, resource, body.values),
             own_lock(resources, resource, parsed),
             *value_locks(resources, resource, body.values),
-        ]
+        ],
     )
     await hold_shared_through(tx=tx, resources=resources, shares=resource, target=target_of(resource, body.values))
     referenced = await _referenced(tx=tx, caller=caller, resource=resource, values=body.values)
@@ -291,12 +293,13 @@ async def update_record(
         raise NotFound()
     first = (await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)).row
     body = _patched(resource, first, patch, context)
-    await tx.lock(
+    await hold(
+        tx,
         [
             *reference_locks(resources, resource, body.values),
             own_lock(resources, resource, parsed),
             *value_locks(resources, resource, body.values),
-        ]
+        ],
     )
     await hold_shared_through(tx=tx, resources=resources, shares=resource, target=target_of(resource, body.values))
     current = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
@@ -449,7 +452,7 @@ async def delete_record(
         # What its referrers' writes hold exclusively (see Reference.exclusive) is held first, as they hold it.
         first = await tx.get(resource.collection, parsed)
         locks.extend(exclusive_locks(resources, resource, first) if first is not None else ())
-    await tx.lock(locks)
+    await hold(tx, locks)
     found = await load_seen(tx=tx, caller=caller, resource=resource, record_id=record_id)
     if first is not None and any(found.row[column] != first[column] for column in exclusive):
         raise ReferencesMoved()

@@ -7,7 +7,7 @@ import asyncio
 from petrecords.duties import StoreLookup, every
 from petrecords.metrics import Metrics
 from petrecords.resources.declaration import ResourceSet
-from petrecords.resources.locks import hold_shared_through, own_lock
+from petrecords.resources.locks import hold, hold_shared_through, own_lock
 from petrecords.store.base import (
     Store,
 )
@@ -25,7 +25,7 @@ async def expire_grants(*, store: Store, resources: ResourceSet, now: int, limit
             continue
         async with store.transaction(write=True) as tx:
             shared = shares.reference_of(shares.grants.reference).target
-            await tx.lock([own_lock(resources, shared, target)])
+            await hold(tx, [own_lock(resources, shared, target)])
             await hold_shared_through(tx=tx, resources=resources, shares=shares, target=target)
             await tx.uncount_expired_grant(shares.collection, share_id, now=now)
     return len(expired)
