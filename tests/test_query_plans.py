@@ -30,7 +30,7 @@ from petrecords.store import grants
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey, Viewer
 from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.counts import period_count_inserts
-from petrecords.store.postgres import (
+from petrecords.store.postgres.transaction import (
     _DIALECT,
     PostgresTransaction,
     _arguments,

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from petrecords.app import create_app
-from petrecords.store import postgres
+from petrecords.store.postgres import transaction as postgres
 from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from petrecords.text import match_key
