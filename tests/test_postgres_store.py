@@ -17,7 +17,8 @@ from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store import queries, records, sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
-from petrecords.store.postgres.transaction import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
+from petrecords.store.postgres import PostgresStore, PostgresTransaction
+from petrecords.store.postgres.statements import _TRY_LOCK, _arguments, _compiled
 from tests.support import PET_RECORDS, of_types, pet_row, record_statements, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
