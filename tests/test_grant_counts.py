@@ -34,7 +34,7 @@ from petrecords.resources.service import expire_grants
 from petrecords.shares import PET_SHARES
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Store
 from petrecords.store.grants import shared_count_scope
-from petrecords.store.sql import LOOKED_UP_EACH
+from petrecords.store.planner import LOOKED_UP_EACH
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.conftest import StoreMachine, run_machine_on_store

@@ -43,6 +43,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Principal, Row
+from petrecords.store.bookkeeping import idempotency_upsert
 from petrecords.store.changelog import (
     SEEN_BY_SEPARATOR,
     change_insert,
@@ -68,7 +69,7 @@ from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
 from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Reader, Statement, reader_of, select_by_id
-from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction, idempotency_upsert
+from petrecords.store.sql import SCHEMA_VERSION, SqlStore, SqlTransaction
 from petrecords.tables import period_counts
 
 # Waits between attempts to take the write lock that another process holds, until busy_timeout. Under load

@@ -13,12 +13,7 @@ import asyncpg
 from petrecords.config import Settings
 from petrecords.db import postgres_connect_args, postgres_dsn, statement_timeout_ms
 from petrecords.store.base import Principal
-from petrecords.store.faults import (
-    DATABASE_ERRORS,
-    PoolTimeout,
-    unavailable,
-    unconfirmed,
-)
+from petrecords.store.faults import DATABASE_ERRORS, PoolTimeout, unavailable, unconfirmed
 from petrecords.store.grants import PlanSizes
 from petrecords.store.pages import PageAnchors
 from petrecords.store.postgres.connections import (

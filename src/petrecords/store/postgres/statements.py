@@ -12,11 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from petrecords.store.changelog import (
-    AFTER_POSITION,
-    AFTER_XID,
-    changes_after_select,
-)
+from petrecords.store.changelog import AFTER_POSITION, AFTER_XID, changes_after_select
 from petrecords.tables import changes
 
 _DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]

@@ -15,6 +15,7 @@ from sqlalchemy.dialects import postgresql
 
 from petrecords.errors import DatabaseUnavailable, IdempotencyInProgress
 from petrecords.store.base import Change, Collection, Condition, Cursor, Lock, Principal, Viewer, WriteInFlight
+from petrecords.store.bookkeeping import idempotency_upsert
 from petrecords.store.changelog import (
     SEEN_BY_SEPARATOR,
     change_insert,
@@ -25,11 +26,7 @@ from petrecords.store.changelog import (
     window_statements,
 )
 from petrecords.store.counts import WRITES_VERSION, count_upsert
-from petrecords.store.faults import (
-    DATABASE_ERRORS,
-    TIMEOUT,
-    raise_translated,
-)
+from petrecords.store.faults import DATABASE_ERRORS, TIMEOUT, raise_translated
 from petrecords.store.postgres import reads
 from petrecords.store.postgres.connections import (
     Session,
@@ -41,12 +38,7 @@ from petrecords.store.postgres.connections import (
     _transaction_outcome,
     _usable,
 )
-from petrecords.store.postgres.reads import (
-    _BlockSlices,
-    _MatchSlices,
-    _PastTheDeadline,
-    _scope_reads_whole_table,
-)
+from petrecords.store.postgres.reads import _BlockSlices, _MatchSlices, _PastTheDeadline, _scope_reads_whole_table
 from petrecords.store.postgres.statements import (
     _HORIZON,
     _OLDEST_WRITE_IN_FLIGHT,
@@ -62,7 +54,7 @@ from petrecords.store.postgres.statements import (
 from petrecords.store.postgres.writes import Batch, _batches
 from petrecords.store.queries import TrigramSearch, matching_rows_statement
 from petrecords.store.records import Statement
-from petrecords.store.sql import SqlTransaction, idempotency_upsert
+from petrecords.store.sql import SqlTransaction
 from petrecords.tables import period_counts
 
 if TYPE_CHECKING:
