@@ -130,6 +130,11 @@ def _driver_values(statement: sa.ClauseElement, values: dict[str, Any]) -> tuple
     return sql, driven
 
 
+def as_sqlite_runs_it(statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """A statement's SQL, compiled once (see `_compiled`), and its named parameters as the driver takes them."""
+    return _driver_values(statement, values or {})
+
+
 @functools.lru_cache(maxsize=64)
 def _lookup_of(collection: Collection) -> tuple[str, Reader]:
     """The SQL of a record's lookup by id, and the reader of its row."""

@@ -131,5 +131,11 @@ def _arguments(compiled: Compiled, values: dict[str, Any]) -> list[Any]:
     return [values[name] for name in names]
 
 
+def as_asyncpg_runs_it(statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> tuple[str, list[Any]]:
+    """A statement's SQL, compiled once (see `_compiled`), and its arguments in the order of its parameters."""
+    compiled = _compiled(statement)
+    return compiled[0], _arguments(compiled, values or {})
+
+
 _TRANSACTION_ID = "pg_current_xact_id()::text::bigint"
 _TRANSACTION_ID_IF_ASSIGNED = "SELECT pg_current_xact_id_if_assigned()::text::bigint"
