@@ -21,7 +21,7 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.store import planner
 from petrecords.store.base import Condition, Operator
 from petrecords.store.sqlite import SqliteStore
-from petrecords.store.sqlite.transaction import _Connection
+from petrecords.store.sqlite.connections import _Connection
 from tests.support import ALICE, PET_RECORDS, pet_row
 
 
