@@ -49,6 +49,12 @@ class SqlTransaction(ListPlanner, KeptCounts, SqlChangeLog, SqlBookkeeping, Tran
     process's connection) while it is still reading and checking its input. The kept counts a transaction
     changes are written last, in one fixed order, so that concurrent writers lock counter rows alike and
     cannot deadlock.
+
+    The dialect hooks, which each store's subclass gives: how statements run (`_begin`, `_end`, `fetch`,
+    `_execute`, `defers_writes`); the dialect's forms of statements (`change_count`, `change_period_count`,
+    `idempotency_insert`, `change_insert`, `window_statements`, `changes_seen_by_statement`, `shared_at_statement`,
+    `state_upserts`, `horizon`, `dialect_name`, `readers_value`); how it searches (`trigram_search`,
+    `probe_search`); and over how many rows each kept count is spread (`counter_slots`).
     """
 
     defers_writes = False
