@@ -235,7 +235,7 @@ class GrantCounts(StoreMachine):
 
 
 def looked_up_each(condition: Condition) -> Condition:
-    """The condition in the form that looks each record up in the shares (as SqlTransaction._shared_plan may
+    """The condition in the form that looks each record up in the shares (as the list planner may
     choose): the page must hold the same records."""
     each = LOOKED_UP_EACH.get(condition.operator)
     return condition if each is None else msgspec.structs.replace(condition, operator=each)

@@ -3,6 +3,7 @@ shares, where a search reads its candidates, whether it is a long read), from th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 from functools import partial
 
@@ -37,7 +38,7 @@ from petrecords.store.runner import Runner
 from petrecords.tables import ALL_OWNERS
 
 LOOKED_UP_EACH = {Operator.SHARED: Operator.SHARED_EACH, Operator.OWNED_OR_SHARED: Operator.OWNED_OR_SHARED_EACH}
-"""The shared-list operators, and the form of each that walks a list's order (see SqlTransaction._shared_plan)."""
+"""The shared-list operators, and the form of each that walks a list's order (see Plan.each)."""
 
 SEARCH_SCOPE_COUNTED_UP_TO = 100_000
 """How far the records a search's other conditions let through are counted when no kept count says how many
@@ -48,6 +49,39 @@ LONG_READ_SCOPE = 10_000
 SEARCH_SCANNED_AT_MOST = 10_000
 """Where a pattern's matches cannot be counted one at a time (PostgreSQL's GIN index gives them all at once), the
 most records a search reads one by one rather than from the trigram index: a few milliseconds' work."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a page of a list reads, each choice a field (PostgREST's `Plan` is the model), made by
+    `ListPlanner.plan` from the kept counts; `read` is the query as the list's statement takes it."""
+
+    query: PageQuery
+    """The list's query, with the caller's own records or those shared with them read as their own alone where the
+    grantees' kept counts hold none of the collection (see ListPlanner._own_unless_shared); from a deep page's
+    anchor, the offset after it."""
+    each: bool = False
+    """Walk the list's order and look each record up in the shares, rather than gather every record shared
+    (see ListPlanner._walks_shared)."""
+    after_key: SortKeyValues | None = None
+    """The sort key of the anchor the page is read after (see store/pages.py), if any."""
+    search: TrigramSearch | None = None
+    """Where a substring search reads its candidates (see ListPlanner._search)."""
+
+    @property
+    def read(self) -> PageQuery:
+        """The query with the plan's choices in it: with `each`, the shared condition in its form that is looked
+        up for each record (LOOKED_UP_EACH), which is how the statement is told."""
+        if not self.each:
+            return self.query
+        condition = next((c for c in self.query.conditions if c.operator in LOOKED_UP_EACH), None)
+        if condition is None:
+            return self.query
+        each = LOOKED_UP_EACH[condition.operator]
+        conditions = tuple(
+            msgspec.structs.replace(c, operator=each) if c is condition else c for c in self.query.conditions
+        )
+        return msgspec.structs.replace(self.query, conditions=conditions)
 
 
 class ListPlanner(Runner):
@@ -168,25 +202,30 @@ class ListPlanner(Runner):
         return int((await self.fetch(statement))[0][0])
 
     async def list(self, collection: Collection, query: PageQuery) -> Sequence[Row]:
-        after_key = None
-        # Planned first: a deep page's anchors read the list as its page does.
+        plan = await self.plan(collection, query)
+        statement = list_statement(collection, plan.read, after_key=plan.after_key, search=plan.search)
+        reader = reader_of(collection)
+        return [reader.row(row) for row in await self.fetch(statement)]
+
+    async def plan(self, collection: Collection, query: PageQuery) -> Plan:
+        """How a page of a list reads: each choice made from the kept counts, in this order (a deep page's anchors
+        read the list as its page does)."""
         conditions, _ = await self._own_unless_shared(collection, query.conditions)
-        query = msgspec.structs.replace(query, conditions=conditions)
-        query = await self._shared_plan(collection, query)
+        plan = Plan(msgspec.structs.replace(query, conditions=conditions))
+        plan = dataclasses.replace(plan, each=await self._walks_shared(collection, plan.query))
+        read = plan.read
         # Anchors are row values, which a null in a sort column would compare as unknown: such a sort steps over.
-        anchored = uniform_direction(sort_directions(collection, query)) and not any(k.nullable for k in query.sort)
-        if query.offset >= BLOCK and anchored:
+        anchored = uniform_direction(sort_directions(collection, read)) and not any(k.nullable for k in read.sort)
+        if read.offset >= BLOCK and anchored:
             version = await self.data_version()
             if version is not None:
-                anchors = self.page_anchors.of(version, (collection.name, query.conditions, query.sort))
+                anchors = self.page_anchors.of(version, (collection.name, read.conditions, read.sort))
                 after_key, remaining = await seek_position(
-                    anchors, query.offset, partial(self._key_at, collection, query)
+                    anchors, read.offset, partial(self._key_at, collection, read)
                 )
-                query = msgspec.structs.replace(query, offset=remaining)
-        reader = reader_of(collection)
-        search = await self._search(collection, query.conditions)
-        statement = list_statement(collection, query, after_key=after_key, search=search)
-        return [reader.row(row) for row in await self.fetch(statement)]
+                query = msgspec.structs.replace(plan.query, offset=remaining)
+                plan = dataclasses.replace(plan, query=query, after_key=after_key)
+        return dataclasses.replace(plan, search=await self._search(collection, plan.read.conditions))
 
     async def _own_unless_shared(
         self, collection: Collection, conditions: tuple[Condition, ...]
@@ -212,26 +251,22 @@ class ListPlanner(Runner):
         own = Condition(condition.columns[:1], Operator.EQUAL if len(owners) == 1 else Operator.IN, owners)
         return (*conditions[:index], own, *conditions[index + 1 :]), sum(sizes.get(name, 0) for name in owners)
 
-    async def _shared_plan(self, collection: Collection, query: PageQuery) -> PageQuery:
-        """How a page of what is shared with a caller (and, without `access`, their own) reads: gathering every
-        record it holds (and sorting them), or walking the list's order and looking each record up in the shares,
-        whichever reads fewer rows by the kept counts. SQLite, left to choose, gathers: 40 ms a page for a clinic
-        with 47,000 patients, 80 ms with the vet's own."""
+    async def _walks_shared(self, collection: Collection, query: PageQuery) -> bool:
+        """Whether a page of what is shared with a caller (and, without `access`, their own) reads by walking the
+        list's order and looking each record up in the shares, rather than gathering every record it holds (and
+        sorting them): whichever reads fewer rows by the kept counts. SQLite, left to choose, gathers: 40 ms a page
+        for a clinic with 47,000 patients, 80 ms with the vet's own."""
         condition = next((c for c in query.conditions if c.operator in LOOKED_UP_EACH), None)
         shared = shared_condition(condition) if condition is not None else None
         if condition is None or shared is None or not shared.grantees:
-            return query
+            return False
         sizes = await self._kept_sizes(collection, shared.grantees, owned=shared.owned)
         held = sum(sizes.get(grantee_scope(name), 0) for name in shared.grantees)
         if shared.owned:
             held += sum(sizes.get(name, 0) for name in shared.grantees)
         every_count = sizes.get(ALL_OWNERS, 0)
         walked = (query.offset + query.limit) * every_count / max(held, 1)
-        if walked > SHARED_GATHERING_COST * held:
-            return query
-        each = LOOKED_UP_EACH[condition.operator]
-        conditions = tuple(msgspec.structs.replace(c, operator=each) if c is condition else c for c in query.conditions)
-        return msgspec.structs.replace(query, conditions=conditions)
+        return walked <= SHARED_GATHERING_COST * held
 
     async def _key_at(
         self, collection: Collection, query: PageQuery, after_key: SortKeyValues | None, skip: int
