@@ -1,7 +1,7 @@
 """The scale-out store: PostgreSQL through asyncpg, with a connection pool per process.
 
-Every statement is compiled once (per statement object: the fixed ones of store/sql.py, and one per list or
-count query shape) from the SQLAlchemy schema by SQLAlchemy's asyncpg dialect, and run on asyncpg
+Every statement is compiled once (per statement object: the fixed ones of the store's modules, and one per
+list or count query shape) from the SQLAlchemy schema by SQLAlchemy's asyncpg dialect, and run on asyncpg
 directly, which prepares it once per connection. SQLAlchemy's per-execution work (greenlet hops, cache
 keys, result wrapping) costs more than a primary-key lookup itself.
 
