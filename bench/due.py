@@ -37,8 +37,8 @@ from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.due import DUE_DOSES, due_doses, fill_statement
-from petrecords.portability.databases import count_inserts
 from petrecords.shares import PET_SHARES
+from petrecords.store.counts import kept_count_inserts as count_inserts
 from petrecords.store.grants import grant_count_inserts
 from petrecords.store.records import stored_uuid
 from petrecords.store.sql import SqlTransaction

@@ -34,7 +34,7 @@ from petrecords.resources.sharing import expire_grants
 from petrecords.shares import PET_SHARES
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Store
 from petrecords.store.grants import shared_count_scope
-from petrecords.store.sql import LOOKED_UP_EACH
+from petrecords.store.planner import LOOKED_UP_EACH
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.conftest import StoreMachine, run_machine_on_store
@@ -235,7 +235,7 @@ class GrantCounts(StoreMachine):
 
 
 def looked_up_each(condition: Condition) -> Condition:
-    """The condition in the form that looks each record up in the shares (as SqlTransaction._shared_plan may
+    """The condition in the form that looks each record up in the shares (as the list planner may
     choose): the page must hold the same records."""
     each = LOOKED_UP_EACH.get(condition.operator)
     return condition if each is None else msgspec.structs.replace(condition, operator=each)

@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from petrecords.config import Settings
 from petrecords.db import create_postgres_engine
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store import queries, records, sql
+from petrecords.store import bookkeeping, queries, records, sql
 from petrecords.store.base import Condition, NewChange, Operator, PageQuery, Row, SortKey
-from petrecords.store.postgres import _TRY_LOCK, PostgresStore, PostgresTransaction, _arguments, _compiled
+from petrecords.store.postgres import PostgresStore, PostgresTransaction
+from petrecords.store.postgres.statements import _TRY_LOCK, _arguments, _compiled
 from tests.support import PET_RECORDS, of_types, pet_row, record_statements, until, wipe
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -81,9 +82,9 @@ async def test_statements_compile_as_sqlalchemy_runs_them(make_settings: Callabl
         records.insert_statement(PET_RECORDS),
         records.update_statement(PET_RECORDS),
         records.delete_statement(PET_RECORDS),
-        sql.SELECT_IDEMPOTENT_RESPONSE,
+        bookkeeping.SELECT_IDEMPOTENT_RESPONSE,
         PostgresTransaction.idempotency_insert,
-        sql.PURGE_EXPIRED_IDEMPOTENCY_KEYS,
+        bookkeeping.PURGE_EXPIRED_IDEMPOTENCY_KEYS,
         sql.SCHEMA_VERSION,
         PostgresTransaction.change_count,
         _TRY_LOCK,

@@ -29,16 +29,9 @@ from petrecords.store import grants
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, SortKey, Viewer
 from petrecords.store.changelog import changes_after_select, changes_values
 from petrecords.store.counts import period_count_inserts
-from petrecords.store.postgres import (
-    _DIALECT,
-    PostgresTransaction,
-    _arguments,
-    _changes_page,
-    _compiled,
-    _counted_in_blocks,
-    _reads_whole_table,
-    _scope_reads_whole_table,
-)
+from petrecords.store.postgres import PostgresTransaction
+from petrecords.store.postgres.reads import _counted_in_blocks, _reads_whole_table, _scope_reads_whole_table
+from petrecords.store.postgres.statements import _DIALECT, _arguments, _changes_page, _compiled
 from petrecords.store.queries import TrigramSearch, count_statement, list_statement, matching_rows_statement
 from petrecords.store.records import Statement
 from petrecords.store.sqlite import SqliteTransaction

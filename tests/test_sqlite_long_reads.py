@@ -18,9 +18,10 @@ from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store import sql
+from petrecords.store import planner
 from petrecords.store.base import Condition, Operator
-from petrecords.store.sqlite import SqliteStore, _Connection
+from petrecords.store.sqlite import SqliteStore
+from petrecords.store.sqlite.connections import _Connection
 from tests.support import ALICE, PET_RECORDS, pet_row
 
 
@@ -95,7 +96,7 @@ async def test_a_request_cancelled_during_a_long_read_gives_its_connection_back_
 async def _a_long_search_of_three_pets(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> tuple[Condition, ...]:
     """The conditions of a one-letter search of ALICE's pets, two of whose three names match: with LONG_READ_SCOPE
     lowered to 3, a long read that takes a turn."""
-    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 3)
+    monkeypatch.setattr(planner, "LONG_READ_SCOPE", 3)
     async with store.transaction(write=True) as tx:
         await tx.insert_many(PET_RECORDS, [pet_row(name) for name in ("Rex", "Max", "Bea")])
     return (Condition(("owner_id",), Operator.EQUAL, (ALICE,)), Condition(("name_key",), Operator.LIKE, ("%e%",)))
@@ -121,7 +122,7 @@ async def test_a_transaction_that_took_a_long_reads_turn_reads_on_a_thread_from_
     assert read_by
     assert threading.get_ident() not in read_by
     read_by.clear()
-    monkeypatch.setattr(sql, "LONG_READ_SCOPE", 4)
+    monkeypatch.setattr(planner, "LONG_READ_SCOPE", 4)
     async with store.transaction(write=False) as tx:
         assert await tx.count(PET_RECORDS, search) == 2
     assert read_by == []

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from petrecords.app import create_app
-from petrecords.store import postgres
+from petrecords.store.postgres import PostgresTransaction, reads
 from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from petrecords.text import match_key
@@ -58,8 +58,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postgres, "LONG_READ_SLICE", SLICE)
-    monkeypatch.setattr(postgres, "LONG_READ_BLOCKS", BLOCKS)
+    monkeypatch.setattr(reads, "LONG_READ_SLICE", SLICE)
+    monkeypatch.setattr(reads, "LONG_READ_BLOCKS", BLOCKS)
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def rests(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         taken.append(seconds)
 
     _small_slices(monkeypatch)
-    monkeypatch.setattr(postgres, "_rest", rest)
+    monkeypatch.setattr(reads, "_rest", rest)
     return taken
 
 
@@ -95,7 +95,7 @@ async def test_a_long_search_counted_in_slices_is_exact(
     """BOB's pets are the whole table, read by ranges of blocks; or, as if an index narrowed them, by slices of
     matching records."""
     if slices == "of matches":
-        monkeypatch.setattr(postgres, "_reads_whole_table", lambda plan, table: False)
+        monkeypatch.setattr(reads, "_reads_whole_table", lambda plan, table: False)
     async with _app(seeded, tmp_path) as client:
         answer = await client.get(f"/v1/pets?search={letter}&pageSize=5", headers=auth(BOB))
     assert answer.status_code == 200, answer.text
@@ -124,13 +124,13 @@ async def test_a_search_over_few_records_is_no_long_read_and_counts_in_one_state
     seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     long_reads: list[bool] = []
-    count_long_read = postgres.PostgresTransaction.count_long_read
+    count_long_read = PostgresTransaction.count_long_read
 
-    async def noted(self: postgres.PostgresTransaction, *args: Any) -> int:
+    async def noted(self: PostgresTransaction, *args: Any) -> int:
         long_reads.append(True)
         return await count_long_read(self, *args)
 
-    monkeypatch.setattr(postgres.PostgresTransaction, "count_long_read", noted)
+    monkeypatch.setattr(PostgresTransaction, "count_long_read", noted)
     async with _app(seeded, tmp_path) as client:
         few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
         assert (few.status_code, few.json()["totalCount"]) == (200, 0)
@@ -153,7 +153,7 @@ async def test_a_count_in_slices_reads_one_snapshot_whatever_commits_between_its
             created.append(answer.json()["id"])
 
     _small_slices(monkeypatch)
-    monkeypatch.setattr(postgres, "_rest", create_during_the_rest)
+    monkeypatch.setattr(reads, "_rest", create_during_the_rest)
     async with _app(seeded, tmp_path) as client:
         try:
             during = await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB))
@@ -191,7 +191,7 @@ async def test_a_search_whose_client_goes_away_during_a_rest_gives_back_a_sound_
         await asyncio.Event().wait()
 
     _small_slices(monkeypatch)
-    monkeypatch.setattr(postgres, "_rest", rest_until_cancelled)
+    monkeypatch.setattr(reads, "_rest", rest_until_cancelled)
     app = create_app(settings_of(seeded, tmp_path, long_reads_at_once=1, db_pool_size=1))
     async with overlapping_client(app) as client:
         search = asyncio.ensure_future(client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB)))

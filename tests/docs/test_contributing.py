@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "petrecords"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 ARCHITECTURE = ROOT / "docs" / "explanation" / "architecture.md"
-_HEADING = re.compile(r"^`src/petrecords/(?:([a-z_]+)/)?`", re.MULTILINE)
+_HEADING = re.compile(r"^`src/petrecords/(?:([a-z_]+(?:/[a-z_]+)*)/)?`", re.MULTILINE)
 _ENTRY = re.compile(r"^- `([a-z_]+\.py)`: \S", re.MULTILINE)
 
 

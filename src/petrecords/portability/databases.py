@@ -30,22 +30,21 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
 from petrecords.config import Settings
 from petrecords.db import is_sqlite, postgres_connect_args, postgres_dsn, sqlite_path
 from petrecords.portability.errors import CommandFailed
 from petrecords.portability.records import WRITES, timestamp_ms, wire_name
 from petrecords.resources.declaration import Kept, Resource
-from petrecords.store.base import Collection, Row
-from petrecords.store.counts import period_count_inserts
+from petrecords.store.base import Row
+from petrecords.store.changelog import share_changes_select, share_windows_of
+from petrecords.store.counts import kept_count_inserts
 from petrecords.store.grants import grant_count_inserts
-from petrecords.tables import ALL_OWNERS, Text, changes, record_counts, service_state, share_windows
+from petrecords.store.postgres.statements import as_asyncpg_runs_it
+from petrecords.store.sqlite import as_sqlite_runs_it
+from petrecords.tables import Text, changes, service_state, share_windows
 from petrecords.values import now_ms
 
-_SQLITE = sqlite_dialect.dialect(paramstyle="named")
-_POSTGRES = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
-_POSTGRES._backslash_escapes = False
 FETCH_ROWS = 2000
 """Rows read from the database at a time: what a command holds in memory, whatever the size of the data."""
 LOAD_CACHE_KIB = 65536
@@ -164,7 +163,7 @@ class SqliteSnapshot(Snapshot):
         self._connection = connection
 
     async def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]:
-        cursor = self._connection.execute(str(statement.compile(dialect=_SQLITE)))
+        cursor = self._connection.execute(*as_sqlite_runs_it(statement))
         try:
             while batch := cursor.fetchmany(FETCH_ROWS):
                 for row in batch:
@@ -178,7 +177,8 @@ class PostgresSnapshot(Snapshot):
         self._connection = connection
 
     async def rows(self, statement: sa.Select[Any]) -> AsyncGenerator[Sequence[Any], None]:
-        async for row in self._connection.cursor(str(statement.compile(dialect=_POSTGRES)), prefetch=FETCH_ROWS):
+        sql, arguments = as_asyncpg_runs_it(statement)
+        async for row in self._connection.cursor(sql, *arguments, prefetch=FETCH_ROWS):
             yield row
 
 
@@ -262,73 +262,17 @@ def owner_before_fix(issued: tuple[str, ...] = ()) -> sa.Update:
     return sa.update(changes).where(*where).values(owner_before=owner_then)
 
 
-def count_inserts(collection: Collection) -> list[sa.Insert]:
-    """The kept counts of a collection's loaded records (see tables.record_counts and tables.period_counts): per
-    owner and partition, and for every owner; one slot, and each every-owner row counting one write, so that the
-    data's version moves."""
-    table = collection.table
-    partition: sa.ColumnElement[Any] = sa.literal("", Text)
-    if collection.counted_by is not None:
-        counted = table.c[collection.counted_by]
-        # Grouped as stored where it is text already: the indexes that lead with it serve the grouping, which
-        # otherwise sorts every record (in as much memory as the page cache).
-        partition = counted if isinstance(counted.type, sa.String) else sa.cast(counted, Text)
-    scopes: list[tuple[sa.ColumnElement[Any], int]] = [(sa.literal(ALL_OWNERS, Text), 1)]
-    if collection.owner_column is not None:
-        scopes.append((table.c[collection.owner_column], 0))
-    inserts = []
-    for scope, writes in scopes:
-        grouped = [column for column in (scope, partition) if isinstance(column, sa.Column)]
-        select = (
-            sa.select(
-                sa.literal(collection.name, Text),
-                scope,
-                partition,
-                sa.literal(0, sa.SmallInteger()),
-                sa.func.count(),
-                sa.literal(writes, sa.BigInteger()),
-            )
-            .select_from(table)
-            .group_by(*grouped)
-        )
-        columns = ["resource", "scope", "partition", "slot", "count", "writes"]
-        inserts.append(sa.insert(record_counts).from_select(columns, select))
-    return inserts + period_count_inserts(collection)
-
-
 def windows_of(resource: Resource, share_changes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    """The windows in which a share resource's records granted access, from their changes (record id, cursor,
-    action, shared key, grantee, record) in the order of each record's changes: as the service keeps them, each
-    write but a deletion opens one, and the record's next write closes it."""
+    """A share resource's windows (see changelog.share_windows_of), each expiry read from its change's record."""
     grants = resource.grants
     assert grants is not None  # noqa: S101 - share resources only
     expires = wire_name(resource, grants.expires_column)
-    windows: list[dict[str, Any]] = []
-    for index, (share_id, xid, position, action, shared_key, grantee, record) in enumerate(share_changes):
-        following = share_changes[index + 1] if index + 1 < len(share_changes) else None
-        if action == "deleted":
-            continue
-        closed = following is not None and following[0] == share_id
+
+    def expires_of(record: bytes) -> int | None:
         expires_at = msgspec.json.decode(record).get(expires)
-        windows.append(
-            {
-                "share_id": share_id,
-                "from_xid": xid,
-                "from_position": position,
-                "grantee": grantee,
-                "shared_key": shared_key,
-                "until_xid": following[1] if closed and following is not None else None,
-                "until_position": following[2] if closed and following is not None else None,
-                "expires_at": None if expires_at is None else timestamp_ms(expires, expires_at),
-            }
-        )
-    return windows
+        return None if expires_at is None else timestamp_ms(expires, expires_at)
 
-
-def share_changes_select(resource: Resource) -> sa.Select[Any]:
-    order = (changes.c.record_id, changes.c.xid, changes.c.position)
-    columns = (*order, changes.c.action, changes.c.shared_key, changes.c.grantee, changes.c.record)
-    return sa.select(*columns).where(changes.c.resource == resource.name).order_by(*order)
+    return share_windows_of(share_changes, expires_of)
 
 
 class Target(abc.ABC):
@@ -383,15 +327,15 @@ class Target(abc.ABC):
         for derived in kept:
             # Before the shares' grants are counted, which count the derived records too.
             await self.execute(derived.fill())
-            for insert in count_inserts(derived.collection):
+            for insert in kept_count_inserts(derived.collection):
                 await self.execute(insert)
         for resource in resources:
-            for insert in count_inserts(resource.collection):
+            for insert in kept_count_inserts(resource.collection):
                 await self.execute(insert)
             if resource.grants is not None:
                 for insert in grant_count_inserts(resource.collection, now=now_ms()):
                     await self.execute(insert)
-                windows = windows_of(resource, await self.fetch(share_changes_select(resource)))
+                windows = windows_of(resource, await self.fetch(share_changes_select(resource.name)))
                 for start in range(0, len(windows), FETCH_ROWS):
                     chunk = windows[start : start + FETCH_ROWS]
                     await self.insert(Batch(share_windows, chunk, [0] * len(chunk)))
@@ -424,10 +368,6 @@ class SqliteTarget(Target):
         self._inserted: dict[str, int] = {}
         """Rows this load has inserted into each table (which held none before)."""
 
-    def _sql(self, statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
-        compiled = statement.compile(dialect=_SQLITE)
-        return str(compiled), {name: _sqlite_value(value) for name, value in compiled.params.items()}
-
     async def begin(self, tables: Sequence[sa.Table]) -> None:
         # A load updates every index of every table: a larger page cache than the default 2 MiB keeps their
         # pages in memory (64 MiB at most, whatever the size of the load).
@@ -438,13 +378,11 @@ class SqliteTarget(Target):
         self._connection.execute("PRAGMA defer_foreign_keys = ON")
 
     async def fetch(self, statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> list[Sequence[Any]]:
-        sql, fixed = self._sql(statement)
-        rows: list[Sequence[Any]] = self._connection.execute(sql, {**fixed, **(values or {})}).fetchall()
+        rows: list[Sequence[Any]] = self._connection.execute(*as_sqlite_runs_it(statement, values)).fetchall()
         return rows
 
     async def execute(self, statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> None:
-        sql, fixed = self._sql(statement)
-        self._connection.execute(sql, {**fixed, **(values or {})})
+        self._connection.execute(*as_sqlite_runs_it(statement, values))
 
     async def insert(self, batch: Batch) -> None:
         columns = insert_columns(batch.table)
@@ -518,12 +456,6 @@ class PostgresTarget(Target):
         self._transaction: Any = None
         self._xid: int | None = None
 
-    def _compiled(self, statement: sa.ClauseElement, values: dict[str, Any] | None) -> tuple[str, list[Any]]:
-        compiled = statement.compile(dialect=_POSTGRES)
-        merged = {**compiled.params, **(values or {})}
-        names: list[str] = getattr(compiled, "positiontup", None) or []
-        return str(compiled), [merged[name] for name in names]
-
     async def begin(self, tables: Sequence[sa.Table]) -> None:
         self._transaction = self._connection.transaction()
         await self._transaction.start()
@@ -532,11 +464,11 @@ class PostgresTarget(Target):
         await self._connection.execute(f"LOCK TABLE {listed} IN EXCLUSIVE MODE")
 
     async def fetch(self, statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> list[Sequence[Any]]:
-        sql, arguments = self._compiled(statement, values)
+        sql, arguments = as_asyncpg_runs_it(statement, values)
         return list(await self._connection.fetch(sql, *arguments))
 
     async def execute(self, statement: sa.ClauseElement, values: dict[str, Any] | None = None) -> None:
-        sql, arguments = self._compiled(statement, values)
+        sql, arguments = as_asyncpg_runs_it(statement, values)
         await self._connection.execute(sql, *arguments)
 
     async def insert(self, batch: Batch) -> None:

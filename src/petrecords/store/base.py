@@ -245,15 +245,8 @@ class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     etag: str | None
 
 
-class Transaction(abc.ABC):
-    """One database transaction, used as an async context manager: it begins on the first statement and
-    commits when the block ends normally, rolls back when it raises."""
-
-    @abc.abstractmethod
-    async def __aenter__(self) -> Transaction: ...
-
-    @abc.abstractmethod
-    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+class Records(Protocol):
+    """A transaction's records of the declared collections: locks, reads, writes, counts and pages."""
 
     @abc.abstractmethod
     async def lock(self, locks: Sequence[Lock]) -> None:
@@ -294,6 +287,11 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def has_referrer(self, collection: Collection, column: str, record_id: uuid.UUID) -> bool: ...
+
+
+class ChangeLog(Protocol):
+    """A transaction's change log: a change kept with its write, a record's history, the feed's reads in commit
+    order, retention, and the cursors kept beside the log."""
 
     @abc.abstractmethod
     async def record_change(self, change: NewChange, window: ShareWindow | None = None) -> None:
@@ -380,6 +378,21 @@ class Transaction(abc.ABC):
         """The cursor of the last change removed by retention: anything at or before it is gone."""
 
     @abc.abstractmethod
+    async def purge_changes(self, *, before_ms: int, limit: int) -> int:
+        """Remove up to `limit` of the oldest changes made before `before_ms`; how many were removed."""
+
+    @abc.abstractmethod
+    async def state_cursor(self, name: str) -> Cursor: ...
+
+    @abc.abstractmethod
+    async def set_state_cursor(self, name: str, cursor: Cursor, *, holder: str) -> bool:
+        """Move the cursor kept under `name`, if `holder` still holds its lease."""
+
+
+class Grants(Protocol):
+    """The grants of shares in the grantees' kept counts, taken out when the shares expire."""
+
+    @abc.abstractmethod
     async def expired_grants(self, *, now: int, limit: int) -> Sequence[tuple[str, uuid.UUID, uuid.UUID]]:
         """Up to `limit` of the shares whose grants the kept counts still hold though they have expired by `now`:
         (shares' resource, share id, id of the record it shares)."""
@@ -389,20 +402,13 @@ class Transaction(abc.ABC):
         """Take an expired share's grants out of the kept counts; whether they were still in them. The caller holds
         the record it shares, exclusively, and the records shared through it."""
 
-    @abc.abstractmethod
-    async def purge_changes(self, *, before_ms: int, limit: int) -> int:
-        """Remove up to `limit` of the oldest changes made before `before_ms`; how many were removed."""
+
+class Bookkeeping(Protocol):
+    """What requests and duties keep beside the records: idempotency keys, stream tickets, leases."""
 
     @abc.abstractmethod
     async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
         """Hold the lease `name` until `until_ms` when it is free, expired or already `holder`'s."""
-
-    @abc.abstractmethod
-    async def state_cursor(self, name: str) -> Cursor: ...
-
-    @abc.abstractmethod
-    async def set_state_cursor(self, name: str, cursor: Cursor, *, holder: str) -> bool:
-        """Move the cursor kept under `name`, if `holder` still holds its lease."""
 
     @abc.abstractmethod
     async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:
@@ -429,6 +435,18 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     async def purge_expired_tickets(self, *, now_ms: int, limit: int) -> None: ...
+
+
+class Transaction(Records, ChangeLog, Grants, Bookkeeping, abc.ABC):
+    """One database transaction, used as an async context manager: it begins on the first statement and
+    commits when the block ends normally, rolls back when it raises. What it offers is four protocols, each of
+    which a caller may ask for alone: Records, ChangeLog, Grants and Bookkeeping."""
+
+    @abc.abstractmethod
+    async def __aenter__(self) -> Transaction: ...
+
+    @abc.abstractmethod
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 
 class Store(abc.ABC):

@@ -494,6 +494,41 @@ def window_statements(xid: sa.ColumnElement[int], position: sa.ColumnElement[int
     return close, open_
 
 
+def share_windows_of(
+    share_changes: Sequence[Sequence[Any]], expires_of: Callable[[bytes], int | None]
+) -> list[dict[str, Any]]:
+    """The windows in which shares granted access, from their changes (as `share_changes_select` reads them: record
+    id, cursor, action, shared key, grantee, record) in the order of each record's changes, as the store keeps them
+    (see `window_statements`): each write but a deletion opens one, and the record's next write closes it.
+    `expires_of`: the expiry a change's record held (epoch milliseconds), or None."""
+    windows: list[dict[str, Any]] = []
+    for index, (share_id, xid, position, action, shared_key, grantee, record) in enumerate(share_changes):
+        following = share_changes[index + 1] if index + 1 < len(share_changes) else None
+        if action == "deleted":
+            continue
+        closed = following is not None and following[0] == share_id
+        windows.append(
+            {
+                "share_id": share_id,
+                "from_xid": xid,
+                "from_position": position,
+                "grantee": grantee,
+                "shared_key": shared_key,
+                "until_xid": following[1] if closed and following is not None else None,
+                "until_position": following[2] if closed and following is not None else None,
+                "expires_at": expires_of(record),
+            }
+        )
+    return windows
+
+
+def share_changes_select(resource: str) -> sa.Select[Any]:
+    """A share resource's changes, as `share_windows_of` takes them."""
+    order = (changes.c.record_id, changes.c.xid, changes.c.position)
+    columns = (*order, changes.c.action, changes.c.shared_key, changes.c.grantee, changes.c.record)
+    return sa.select(*columns).where(changes.c.resource == resource).order_by(*order)
+
+
 def shared_at_select(dialect: str) -> sa.Select[Any]:
     """Whether a share let one of the grantees see a change (its cursor, when it was made) of a shared record."""
     window = share_windows

@@ -236,6 +236,40 @@ def period_count_inserts(collection: Collection) -> list[sa.Insert]:
     return inserts
 
 
+def kept_count_inserts(collection: Collection) -> list[sa.Insert]:
+    """The kept counts of a collection's records as they are, for tables of them that are empty (a load's; see
+    tables.record_counts and tables.period_counts): per owner and partition, and for every owner; one slot, and
+    each every-owner row counting one write, so that the data's version moves."""
+    table = collection.table
+    partition: sa.ColumnElement[Any] = sa.literal("", Text)
+    if collection.counted_by is not None:
+        counted = table.c[collection.counted_by]
+        # Grouped as stored where it is text already: the indexes that lead with it serve the grouping, which
+        # otherwise sorts every record (in as much memory as the page cache).
+        partition = counted if isinstance(counted.type, sa.String) else sa.cast(counted, Text)
+    scopes: list[tuple[sa.ColumnElement[Any], int]] = [(sa.literal(ALL_OWNERS, Text), 1)]
+    if collection.owner_column is not None:
+        scopes.append((table.c[collection.owner_column], 0))
+    inserts = []
+    for scope, writes in scopes:
+        grouped = [column for column in (scope, partition) if isinstance(column, sa.Column)]
+        select = (
+            sa.select(
+                sa.literal(collection.name, Text),
+                scope,
+                partition,
+                sa.literal(0, sa.SmallInteger()),
+                sa.func.count(),
+                sa.literal(writes, sa.BigInteger()),
+            )
+            .select_from(table)
+            .group_by(*grouped)
+        )
+        columns = ["resource", "scope", "partition", "slot", "count", "writes"]
+        inserts.append(sa.insert(record_counts).from_select(columns, select))
+    return inserts + period_count_inserts(collection)
+
+
 def _counted_before(collection: Collection, bound: str, *, owned: bool, scopes: int) -> sa.ColumnElement[int]:
     """How many records have the counted time column before the instant of parameter `bound`: the whole periods
     before its hour, from the largest size down (at most PERIOD_SPAN of each size but the largest), and the records

@@ -1,0 +1,193 @@
+"""The store on SQLite: the database file, its connections, and readiness."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import stat
+import uuid
+
+import pysqlite3.dbapi2 as sqlite3
+
+from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
+from petrecords.errors import DatabaseUnavailable
+from petrecords.store.base import Collection, Principal, Row
+from petrecords.store.faults import CONNECTION, DATABASE_ERRORS, VANISHED, raise_translated, vanished
+from petrecords.store.grants import PlanSizes
+from petrecords.store.pages import PageAnchors
+from petrecords.store.sql import SqlStore
+from petrecords.store.sqlite.connections import (
+    _READ_CONNECTIONS,
+    _SQLITE_ERROR,
+    _SQLITE_NOTADB,
+    _Connection,
+    _Database,
+    _identity,
+    _stat,
+)
+from petrecords.store.sqlite.statements import _SCHEMA_VERSION, _lookup_of
+from petrecords.store.sqlite.transaction import SqliteTransaction
+
+
+class SqliteStore(SqlStore):
+    """The database file at the configured path, through two connections opened together.
+
+    Once that path no longer names the file the connections opened (deleted, moved away, replaced), a
+    commit there would be acknowledged and then lost with the file: `verify` finds this before and after
+    every COMMIT and in readiness, then the connections are closed (once no transaction holds them) and
+    requests answer 503 until a database is at the path again. The store never makes a new database: it
+    opens only a file that exists and that is a database migrated to this version's schema (checked
+    read-only, so that a file that is not, an empty one say, is left as it was). A restored file is served
+    again with no restart.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(self, url: str, *, busy_timeout_ms: int, statement_timeout_seconds: float = math.inf) -> None:
+        super().__init__()
+        path = sqlite_path(url)
+        if path is None:
+            raise ValueError("the SQLite store needs a database file, not an in-memory database")
+        # As strings: os.stat takes them a little faster than paths, and it runs before and after every COMMIT.
+        self._path = str(path)
+        self._wal_path = f"{path}-wal"
+        self._probe_uri = sqlite_uri(path, mode="ro")
+        # SQLite never waits on its own here: _begin does, without blocking the event loop.
+        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True, create=False)
+        self.busy_timeout_seconds = busy_timeout_ms / 1000
+        self.statement_timeout_seconds = statement_timeout_seconds
+        """How long a read's statement may run before it is interrupted and the request answers 503."""
+        self._database: _Database | None = None
+        self._retired: list[_Database] = []
+        """Databases no longer at the path whose connections a transaction still holds."""
+        self.page_anchors = PageAnchors()
+        self.plan_sizes = PlanSizes()
+        self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
+        """Where reads that take longer than _ON_THE_LOOP_SECONDS run, and those of a transaction that took a long
+        read's turn (one thread per read connection)."""
+        self.commits = 0
+        """Write groups ended, and databases opened anew, by this process: part of the data version."""
+
+    def database(self) -> _Database:
+        """The open database, opened first if none is."""
+        if self._database is None:
+            self._database = self._open()
+        return self._database
+
+    def _open(self) -> _Database:
+        self._retired = [database for database in self._retired if not database.closed]
+        if self._retired:
+            # A process's connections to one file share SQLite's locks and its WAL index: new connections must
+            # not meet old ones that still use a write-ahead log that is gone.
+            raise vanished("connections to the database file that is gone are still in use")
+        status = _stat(self._path)
+        if not stat.S_ISREG(status.st_mode):
+            # What SQLite itself would call CANTOPEN: a directory, say, where the database should be.
+            raise DatabaseUnavailable(cause=CONNECTION, detail="the configured database path is not a file")
+        before = status.st_dev, status.st_ino
+        self._check_schema()
+        opened: list[_Connection] = []
+        try:
+            # Only reads are interrupted: SQLite rolls back the whole transaction of an interrupted write, which
+            # would be the write group's, every member's work. A write changes a few rows, found by their keys.
+            opened.append(_Connection(self._engine, bounded=math.isfinite(self.statement_timeout_seconds)))
+            # Read transactions' connections are always bounded: their reads leave the event loop at a deadline.
+            opened.extend(_Connection(self._engine, bounded=True) for _ in range(_READ_CONNECTIONS))
+            opened.append(_Connection(self._engine))
+            # Both connections have the database in WAL mode now, and so the write-ahead log open.
+            files = (_identity(self._path), _identity(self._wal_path))
+            if files[0] != before:
+                raise vanished("the database file was replaced while it was being opened")
+        except BaseException as exc:
+            for connection in opened:
+                connection.close()
+            if isinstance(exc, DATABASE_ERRORS):
+                raise_translated(exc)
+            raise
+        return _Database(opened[0], opened[1:-1], opened[-1], files)
+
+    def _check_schema(self) -> None:
+        """Refuse a file that is not a database migrated to this version's schema, asking read-only."""
+        try:
+            probe = sqlite3.connect(self._probe_uri, uri=True, timeout=0, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise_translated(exc)
+        try:
+            version = probe.execute(_SCHEMA_VERSION).fetchall()
+        except sqlite3.Error as exc:
+            # No alembic_version table (an empty file is an empty database), or not a database at all.
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_ERROR, _SQLITE_NOTADB):
+                raise vanished(f"the file at the configured path is not a migrated database: {exc}") from exc
+            raise_translated(exc)
+        finally:
+            probe.close()
+        if version != [(self.head,)]:
+            raise vanished(f"the database at the configured path is not at schema {self.head}")
+
+    def verify(self, database: _Database) -> None:
+        """Raise the 503 unless the configured path still names the files `database` has open.
+
+        Two stat calls: cheap beside a commit, which waits for its fsync.
+        """
+        try:
+            files = (_identity(self._path), _identity(self._wal_path))
+        except DatabaseUnavailable as error:
+            if error.cause == VANISHED:
+                self._retire(database)
+            raise
+        if files != database.files:
+            self._retire(database)
+            raise vanished("the file at the configured path is not the database file the store opened")
+
+    def _retire(self, database: _Database) -> None:
+        database.retired = True
+        if self._database is database:
+            self._database = None
+            self._retired.append(database)
+            self.commits += 1  # a database opened anew may be another file: anchors of this one do not hold
+        database.close_idle()
+
+    async def schema_is_current(self) -> bool:
+        if (database := self._database) is not None:
+            try:
+                self.verify(database)
+            except DatabaseUnavailable:
+                return False
+        return await super().schema_is_current()
+
+    async def read(self, collection: Collection, record_id: uuid.UUID, caller: Principal | None) -> Row | None:
+        # What a transaction of this one statement does (see SqliteTransaction._begin and get), without making
+        # one: on the request clients send most, the transaction's own work cost more than the statement.
+        # Its connection is taken and given back with no await between: no other request can meet it in use,
+        # so it needs no lock, and the database `database()` gives cannot have been retired meanwhile.
+        database = self.database()
+        sql, row_reader = _lookup_of(collection)
+        try:
+            # All of them: a statement read to its end holds no snapshot of the database open.
+            rows = database.lookups.cursor.execute(sql, {"record_id": record_id.hex}).fetchall()
+        except sqlite3.Error as exc:
+            raise_translated(exc)
+        return row_reader.row(rows[0]) if rows else None
+
+    @property
+    def read_connections(self) -> int:
+        return _READ_CONNECTIONS
+
+    def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> SqliteTransaction:
+        return SqliteTransaction(self, write=write, single=single and not write)
+
+    def pool_figures(self) -> dict[str, int]:
+        database = self._database
+        connections = () if database is None else database.connections
+        checked_out = sum(connection.lock.locked() for connection in connections)
+        idle = len(connections) - checked_out
+        return {"size": 2 + _READ_CONNECTIONS, "checked_out": checked_out, "overflow": 0, "idle": idle}
+
+    async def close(self) -> None:
+        for database in (self._database, *self._retired):
+            if database is not None:
+                database.close()
+        self._database = None
+        self._retired = []
+        self.long_reads.shutdown(wait=False, cancel_futures=True)
+        self._engine.dispose()
