@@ -19,7 +19,17 @@ from litestar.testing import AsyncTestClient
 from pydantic import ValidationError
 
 from petrecords.config import Settings
-from tests.jwks_server import AUDIENCE, ISSUER, JwksServer, SigningKey, claims, ec_key, ed_key, jwks_server, rsa_key
+from tests.servers.jwks_server import (
+    AUDIENCE,
+    ISSUER,
+    JwksServer,
+    SigningKey,
+    claims,
+    ec_key,
+    ed_key,
+    jwks_server,
+    rsa_key,
+)
 
 Client = AsyncTestClient[Any]
 RSA = rsa_key("rsa-1")
