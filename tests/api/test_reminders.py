@@ -22,9 +22,9 @@ from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_due import DOSES, Client, at, dose
 from tests.api.test_shares import CLINIC, as_vet, share
 from tests.api.test_vaccines import create_vaccine
+from tests.changes.test_publisher import STREAM, _jetstream, _message_ids, _publisher
 from tests.servers.nats_server import NatsServer, nats_server
 from tests.support import ADMIN, ALICE, BOB, auth, create, until
-from tests.test_publisher import STREAM, _jetstream, _message_ids, _publisher
 
 DAY_MS = 86_400_000
 REMINDERS = ("due-soon", "overdue")
