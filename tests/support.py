@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import importlib.util
 import os
 import secrets
@@ -300,6 +301,46 @@ async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -
     response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
     assert response.status_code == 201, response.text
     return response
+
+
+def vaccine_body(name: str = "Rabies", pet_type: str = "Dog", duration: Any = 365, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "petType": pet_type, "duration": duration, **extra}
+
+
+def admin() -> dict[str, str]:
+    return auth(ADMIN, admin=True)
+
+
+async def create_vaccine(client: AsyncTestClient[Any], **body: Any) -> httpx.Response:
+    """Add a vaccine to the catalogue as an administrator and insist that it worked."""
+    response = await client.post("/v1/vaccines", json=vaccine_body(**body), headers=admin())
+    assert response.status_code == 201, response.text
+    return response
+
+
+DOSES = "/v1/pet-vaccination"
+STARTED = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def at(days: float) -> str:
+    """An instant `days` from when the tests started, as the service writes it."""
+    return (STARTED + datetime.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+async def dose(
+    client: AsyncTestClient[Any],
+    pet: dict[str, Any],
+    vaccine: dict[str, Any],
+    applied: float,
+    due: float,
+    user: str = ALICE,
+) -> dict[str, Any]:
+    """Record a dose of `vaccine` given to `pet` `applied` days from the start, due `due` days from it."""
+    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": at(applied), "dueAt": at(due)}
+    response = await client.post(DOSES, json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
 
 
 def new_record_audit(at: int, by: str) -> Row:
