@@ -32,7 +32,8 @@ from petrecords.db import migrate
 from petrecords.duties import Duties
 from petrecords.http import ASGIApp
 from petrecords.pets import PETS
-from petrecords.registry import SCHEMA
+from petrecords.registry import RESOURCES, SCHEMA
+from petrecords.resources.declaration import Resource
 from petrecords.store.base import Condition, Operator, Row, Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.text import match_key
@@ -316,6 +317,53 @@ async def create_vaccine(client: AsyncTestClient[Any], **body: Any) -> httpx.Res
     response = await client.post("/v1/vaccines", json=vaccine_body(**body), headers=admin())
     assert response.status_code == 201, response.text
     return response
+
+
+ANOTHER = {
+    "pets": {"microchip": "982000123456780"},
+    "pet-shares": {"grantee": "vet@clinic.example"},
+    "pet-vaccination": {"rabiesTag": "R-2026-0043"},
+}
+"""A second record of a resource must differ from the first in the values that are unique among its records."""
+
+
+def as_read(resource: Resource, created: dict[str, Any]) -> dict[str, Any]:
+    """A create's answer as a read shows the record: without what only the create reveals (a webhook's secret, a
+    certificate's link)."""
+    revealed = resource.revealed.schemas if resource.revealed is not None else {}
+    return {name: value for name, value in created.items() if name not in revealed}
+
+
+class Examples:
+    """Records of the registered resources, made by an administrator from their declared examples: a record of
+    each resource before it in the registry's order is made first (a dose's pet and vaccine; a certificate's pet
+    and its Rabies dose), and the references name them."""
+
+    def __init__(self, client: AsyncTestClient[Any]) -> None:
+        self.client = client
+        self.made: dict[str, dict[str, Any]] = {}
+
+    def body(self, resource: Resource, *, another: bool = False) -> dict[str, Any]:
+        """A valid body; `another` makes it a second record of the resource beside the first."""
+        body = dict(resource.examples) | (ANOTHER.get(resource.name, {}) if another else {})
+        for reference in resource.references:
+            body[reference.field] = self.made[reference.target.name]["id"]
+        return body
+
+    async def create(self, resource: Resource, *, another: bool = False) -> httpx.Response:
+        for earlier in sorted(RESOURCES.resources, key=RESOURCES.rank):
+            if earlier is resource:
+                break
+            if earlier.name not in self.made:
+                self.made[earlier.name] = (await self._post(earlier, another=False)).json()
+        response = await self._post(resource, another=another or resource.name in self.made)
+        self.made.setdefault(resource.name, response.json())
+        return response
+
+    async def _post(self, resource: Resource, *, another: bool) -> httpx.Response:
+        response = await self.client.post(resource.path, json=self.body(resource, another=another), headers=admin())
+        assert response.status_code == 201, response.text
+        return response
 
 
 DOSES = "/v1/pet-vaccination"
