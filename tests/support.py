@@ -360,6 +360,13 @@ class Examples:
         self.made.setdefault(resource.name, response.json())
         return response
 
+    async def assert_unchanged(self, resource: Resource, written: httpx.Response) -> None:
+        """The record is still exactly as that create or replace response showed it."""
+        current = await self.client.get(f"{resource.path}/{written.json()['id']}", headers=admin())
+        assert current.status_code == 200, current.text
+        assert current.json() == as_read(resource, written.json())
+        assert current.headers["etag"] == written.headers["etag"]
+
     async def _post(self, resource: Resource, *, another: bool) -> httpx.Response:
         response = await self.client.post(resource.path, json=self.body(resource, another=another), headers=admin())
         assert response.status_code == 201, response.text

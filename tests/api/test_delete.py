@@ -27,14 +27,6 @@ from tests.support import (
 Client = AsyncTestClient[Any]
 
 
-async def assert_unchanged(examples: Examples, resource: Resource, written: httpx.Response) -> None:
-    """The record still exists exactly as that create or replace response showed it."""
-    current = await examples.client.get(f"{resource.path}/{written.json()['id']}", headers=admin())
-    assert current.status_code == 200
-    assert current.json() == as_read(resource, written.json())
-    assert current.headers["etag"] == written.headers["etag"]
-
-
 async def listed_ids(examples: Examples, resource: Resource) -> set[str]:
     response = await examples.client.get(resource.path, headers=admin())
     assert response.status_code == 200
@@ -71,7 +63,7 @@ class TestDelete:
 
         assert_error(await examples.client.get(created.headers["location"], headers=admin()), 404, 995)
         assert await listed_ids(examples, resource) == {kept.json()["id"]}
-        await assert_unchanged(examples, resource, kept)
+        await examples.assert_unchanged(resource, kept)
 
     async def test_second_delete_is_404(self, resource: Resource, examples: Examples) -> None:
         created = await examples.create(resource)
@@ -96,7 +88,7 @@ class TestDelete:
 
             assert response.status_code == 404, (bad, response.text)
             assert_error(response, 404, 995)
-        await assert_unchanged(examples, resource, created)
+        await examples.assert_unchanged(resource, created)
 
     async def test_body_and_content_type_are_not_required(self, resource: Resource, examples: Examples) -> None:
         created = await examples.create(resource)
@@ -144,7 +136,7 @@ class TestDeleteIfMatch:
         )
 
         assert_error(response, 412, 992)
-        await assert_unchanged(examples, resource, latest)
+        await examples.assert_unchanged(resource, latest)
 
     async def test_weak_etag_never_matches(self, resource: Resource, examples: Examples) -> None:
         created = await examples.create(resource)
@@ -154,7 +146,7 @@ class TestDeleteIfMatch:
         )
 
         assert_error(response, 412, 992)
-        await assert_unchanged(examples, resource, created)
+        await examples.assert_unchanged(resource, created)
 
     async def test_malformed_if_match_is_400(self, resource: Resource, examples: Examples) -> None:
         created = await examples.create(resource)
@@ -166,7 +158,7 @@ class TestDeleteIfMatch:
 
             assert response.status_code == 400, (header, response.text)
             assert_error(response, 400, 994)
-        await assert_unchanged(examples, resource, created)
+        await examples.assert_unchanged(resource, created)
 
     async def test_star_on_a_nonexistent_record_is_404(self, resource: Resource, examples: Examples) -> None:
         response = await examples.client.delete(f"{resource.path}/{MISSING_ID}", headers={**admin(), "If-Match": "*"})
@@ -183,7 +175,7 @@ class TestDeleteIfMatch:
         deleted = await examples.client.delete(created.headers["location"], headers={**admin(), "If-Match": etag})
 
         assert_error(deleted, 412, 992)
-        await assert_unchanged(examples, resource, latest)
+        await examples.assert_unchanged(resource, latest)
 
 
 async def assert_pet_unchanged(client: Client, written: httpx.Response) -> None:
