@@ -350,12 +350,16 @@ class Examples:
             body[reference.field] = self.made[reference.target.name]["id"]
         return body
 
-    async def create(self, resource: Resource, *, another: bool = False) -> httpx.Response:
+    async def prepare(self, resource: Resource) -> None:
+        """A record of each resource before this one in the registry's order, once: what its records refer to."""
         for earlier in sorted(RESOURCES.resources, key=RESOURCES.rank):
             if earlier is resource:
                 break
             if earlier.name not in self.made:
                 self.made[earlier.name] = (await self._post(earlier, another=False)).json()
+
+    async def create(self, resource: Resource, *, another: bool = False) -> httpx.Response:
+        await self.prepare(resource)
         response = await self._post(resource, another=another or resource.name in self.made)
         self.made.setdefault(resource.name, response.json())
         return response
@@ -366,6 +370,13 @@ class Examples:
         assert current.status_code == 200, current.text
         assert current.json() == as_read(resource, written.json())
         assert current.headers["etag"] == written.headers["etag"]
+
+    async def count(self, resource: Resource) -> int:
+        """How many records of the resource there are, as an administrator's list counts them."""
+        response = await self.client.get(resource.path, headers=admin())
+        assert response.status_code == 200, response.text
+        total: int = response.json()["totalCount"]
+        return total
 
     async def _post(self, resource: Resource, *, another: bool) -> httpx.Response:
         response = await self.client.post(resource.path, json=self.body(resource, another=another), headers=admin())
