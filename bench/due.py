@@ -56,8 +56,7 @@ from run import (
     settle,
     wait_until_answering,
 )
-from seed import seed
-from shares import CLINIC_GROUP, VET, best, seed_shared, token
+from shares import CLINIC_GROUP, VET, add_dataset_arguments, best, seed_others, seed_owner, token
 
 DUE_SCENARIOS = ("due_admin", "due_vet")
 """Each at each of `--page-sizes`: the default page (100, as clients of this API expect) and the 20 that the other
@@ -113,18 +112,8 @@ def seed_database(url: str, work_dir: Path, args: argparse.Namespace) -> dict[st
     )
     migrate(settings)
     started = time.perf_counter()
-    seeded = asyncio.run(seed(settings, rows=args.rows, owner=OWNER, sample=args.rows, vaccinations=0, catalogue=True))
-    (work_dir / "ids.txt").write_text("".join(seeded.pet_lines))
-    shared = asyncio.run(
-        seed_shared(
-            settings,
-            pets=args.shared_pets,
-            owners=args.owners,
-            users=args.users,
-            clinic=args.clinic,
-            vaccinations=args.doses,
-        )
-    )
+    seed_owner(settings, args.rows)
+    shared = seed_others(settings, args, vaccinations=args.doses)
     rows = asyncio.run(derive_due(settings))
     figures = {
         "owner_pets": args.rows,
@@ -173,13 +162,7 @@ def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--rows", type=int, default=2_000, help="the owner's pets (get by id reads them)")
-    parser.add_argument("--shared-pets", type=int, default=25_000, help="other owners' pets, each shared once")
-    parser.add_argument("--owners", type=int, default=5_000, help="the other owners")
-    parser.add_argument("--users", type=int, default=2_500, help="the users that shares not to the clinic name")
-    parser.add_argument(
-        "--clinic", type=float, default=0.2, help="the share of shares to group:clinic-42 (50,000 of 250,000: 0.2)"
-    )
+    add_dataset_arguments(parser, rows=2_000, shared_pets=25_000, clinic=0.2)
     parser.add_argument("--doses", type=float, default=4.0, help="vaccinations per shared pet, on average")
     parser.add_argument("--page-sizes", type=lambda text: [int(size) for size in text.split(",")], default=[100, 20])
     parser.add_argument("--duration", type=int, default=5, help="seconds of each measurement")

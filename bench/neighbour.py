@@ -3,7 +3,7 @@ if the service were not in the way.
 
 `scenarios/long_search.lua` asks the service for the caller's pets whose name holds an "e", 20 to a page with
 their count. This reads the same: the count, then page 1, in one read transaction, as the SQLite store compiles
-them (tests/test_bench_ceiling.py holds their answer to the service's on both databases), one search after another
+them (tests/bench/test_bench_ceiling.py holds their answer to the service's on both databases), one search after another
 on each of `--at-once` connections (the service runs as many at once as it has turns), until `--seconds` pass.
 `bench/run.py` starts it in the session the server is in (the bench's; a session of its own with
 `--own-sessions`), beside get by id: that p99 is the ceiling of

@@ -72,7 +72,7 @@ from run import (
     sqlite_url,
     wait_until_answering,
 )
-from seed import BATCH, MAX_DOSES_PER_PET, _doses, _uuid7, keep_created, pet_row, seed, settle_postgresql
+from seed import BATCH, MAX_DOSES_PER_PET, Seeded, _doses, _uuid7, keep_created, pet_row, seed, settle_postgresql
 
 VET = "vet@clinic.example"
 CLINIC_GROUP = "clinic-42"
@@ -221,6 +221,39 @@ def token(env: dict[str, str], user: str, *options: str) -> str:
     return subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, rows: int, shared_pets: int, clinic: float) -> None:
+    """The dataset's options, with this benchmark's defaults or another's (bench/due.py seeds as this one does):
+    the other owners are a fifth of the shared pets, and the users shares name a tenth."""
+    parser.add_argument("--rows", type=int, default=rows, help="the owner's pets")
+    parser.add_argument("--shared-pets", type=int, default=shared_pets, help="other owners' pets, each shared once")
+    parser.add_argument("--owners", type=int, default=shared_pets // 5, help="the other owners")
+    parser.add_argument(
+        "--users", type=int, default=shared_pets // 10, help="the users that shares not to the clinic name"
+    )
+    parser.add_argument("--clinic", type=float, default=clinic, help="the share of shares to group:clinic-42")
+
+
+def seed_owner(settings: Settings, rows: int) -> Seeded:
+    """The owner's `rows` pets and the vaccine catalogue; their ids, one a line, in the data directory's ids.txt."""
+    seeded = asyncio.run(seed(settings, rows=rows, owner=OWNER, sample=rows, vaccinations=0, catalogue=True))
+    (settings.data_dir / "ids.txt").write_text("".join(seeded.pet_lines))
+    return seeded
+
+
+def seed_others(settings: Settings, args: argparse.Namespace, *, vaccinations: float) -> SharedSeed:
+    """Other owners' pets, each shared once, as add_dataset_arguments' options say."""
+    return asyncio.run(
+        seed_shared(
+            settings,
+            pets=args.shared_pets,
+            owners=args.owners,
+            users=args.users,
+            clinic=args.clinic,
+            vaccinations=vaccinations,
+        )
+    )
+
+
 def prepare(name: str, url: str, work_dir: Path, args: argparse.Namespace, report: dict[str, Any]) -> Dataset:
     env = server_env(work_dir, url)
     settings = Settings(database_url=url, data_dir=work_dir)
@@ -237,21 +270,11 @@ def prepare(name: str, url: str, work_dir: Path, args: argparse.Namespace, repor
         ids = [line.split()[0] for line in ids_file.read_text().splitlines()]
         return Dataset(name=name, url=url, env=env, wrk_env=_wrk_env(env, ids_file), ids=ids)
     started = time.perf_counter()
-    seeded = asyncio.run(seed(settings, rows=args.rows, owner=OWNER, sample=args.rows, vaccinations=0, catalogue=True))
+    seeded = seed_owner(settings, args.rows)
     report[name] = {"owner_pets": args.rows, "owner_seed_seconds": round(time.perf_counter() - started, 1)}
-    ids_file.write_text("".join(seeded.pet_lines))
     line = f"{name}: {args.rows:,} pets of {OWNER} in {report[name]['owner_seed_seconds']} s"
     if name == "with":
-        shared = asyncio.run(
-            seed_shared(
-                settings,
-                pets=args.shared_pets,
-                owners=args.owners,
-                users=args.users,
-                clinic=args.clinic,
-                vaccinations=args.vaccinations,
-            )
-        )
+        shared = seed_others(settings, args, vaccinations=args.vaccinations)
         report[name]["shared"] = msgspec.to_builtins(shared)
         line += (
             f"; {shared.pets:,} pets of {min(shared.owners, shared.pets):,} other owners, {shared.shares:,} shares "
@@ -379,11 +402,7 @@ def print_table(summary: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--rows", type=int, default=10_000, help="the owner's pets")
-    parser.add_argument("--shared-pets", type=int, default=100_000, help="other owners' pets, each shared once")
-    parser.add_argument("--owners", type=int, default=20_000, help="the other owners")
-    parser.add_argument("--users", type=int, default=10_000, help="the users that shares not to the clinic name")
-    parser.add_argument("--clinic", type=float, default=0.5, help="the share of shares to group:clinic-42")
+    add_dataset_arguments(parser, rows=10_000, shared_pets=100_000, clinic=0.5)
     parser.add_argument("--vaccinations", type=float, default=1.0, help="vaccinations per shared pet, on average")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of without, with")
     parser.add_argument("--duration", type=int, default=10, help="seconds of each measurement")

@@ -48,7 +48,7 @@ API_WALK = ("tests/api/test_create.py", "tests/api/test_get.py", "tests/api/test
 SHARED: dict[str, tuple[str, ...]] = {
     "src/petrecords/resources/*.py": API_WALK,
     "src/petrecords/store/*.py": (*API_WALK, "tests/api/test_changes_feed.py"),
-    "src/petrecords/tables.py": (*API_WALK, "tests/test_migrations.py"),
+    "src/petrecords/tables.py": (*API_WALK, "tests/store/test_migrations.py"),
     "src/petrecords/endpoints.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
     "src/petrecords/routes.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
     "src/petrecords/http.py": ("tests/api/test_errors_and_headers.py", "tests/api/test_cors.py"),
@@ -67,7 +67,7 @@ SHARED: dict[str, tuple[str, ...]] = {
         "tests/portability/test_backup.py",
     ),
     "src/petrecords/certificates/fontfile.py": ("tests/certificates/test_document.py",),
-    "src/petrecords/db.py": ("tests/test_migrations.py", "tests/test_sqlite_engine.py"),
+    "src/petrecords/db.py": ("tests/store/test_migrations.py", "tests/store/test_sqlite_engine.py"),
     "tests/conftest.py": API_WALK,
     "tests/e2e/servers.py": ("tests/e2e/test_serve.py",),
 }
@@ -97,7 +97,7 @@ OTHER: dict[str, tuple[str, ...]] = {
     "src/petrecords/config.py": ("tests/docs/test_reference.py",),
     "src/petrecords/errors.py": ("tests/docs/test_reference.py",),
     "src/petrecords/cli.py": ("tests/docs/test_reference.py",),
-    "src/petrecords/migrations/*": ("tests/test_migrations.py",),
+    "src/petrecords/migrations/*": ("tests/store/test_migrations.py",),
     "Makefile": ("tests/test_suite_options.py",),
     "pyproject.toml": ("tests/test_suite_options.py",),
 }

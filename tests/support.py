@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import importlib.util
 import os
 import secrets
@@ -31,7 +32,8 @@ from petrecords.db import migrate
 from petrecords.duties import Duties
 from petrecords.http import ASGIApp
 from petrecords.pets import PETS
-from petrecords.registry import SCHEMA
+from petrecords.registry import RESOURCES, SCHEMA
+from petrecords.resources.declaration import Resource
 from petrecords.store.base import Condition, Operator, Row, Store
 from petrecords.store.postgres import PostgresStore
 from petrecords.text import match_key
@@ -300,6 +302,111 @@ async def create(client: AsyncTestClient[Any], user: str = ALICE, **body: Any) -
     response = await client.post("/v1/pets", json=pet_body(**body), headers=auth(user))
     assert response.status_code == 201, response.text
     return response
+
+
+def vaccine_body(name: str = "Rabies", pet_type: str = "Dog", duration: Any = 365, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "petType": pet_type, "duration": duration, **extra}
+
+
+def admin() -> dict[str, str]:
+    return auth(ADMIN, admin=True)
+
+
+async def create_vaccine(client: AsyncTestClient[Any], **body: Any) -> httpx.Response:
+    """Add a vaccine to the catalogue as an administrator and insist that it worked."""
+    response = await client.post("/v1/vaccines", json=vaccine_body(**body), headers=admin())
+    assert response.status_code == 201, response.text
+    return response
+
+
+ANOTHER = {
+    "pets": {"microchip": "982000123456780"},
+    "pet-shares": {"grantee": "vet@clinic.example"},
+    "pet-vaccination": {"rabiesTag": "R-2026-0043"},
+}
+"""A second record of a resource must differ from the first in the values that are unique among its records."""
+
+
+def as_read(resource: Resource, created: dict[str, Any]) -> dict[str, Any]:
+    """A create's answer as a read shows the record: without what only the create reveals (a webhook's secret, a
+    certificate's link)."""
+    revealed = resource.revealed.schemas if resource.revealed is not None else {}
+    return {name: value for name, value in created.items() if name not in revealed}
+
+
+class Examples:
+    """Records of the registered resources, made by an administrator from their declared examples: a record of
+    each resource before it in the registry's order is made first (a dose's pet and vaccine; a certificate's pet
+    and its Rabies dose), and the references name them."""
+
+    def __init__(self, client: AsyncTestClient[Any]) -> None:
+        self.client = client
+        self.made: dict[str, dict[str, Any]] = {}
+
+    def body(self, resource: Resource, *, another: bool = False) -> dict[str, Any]:
+        """A valid body; `another` makes it a second record of the resource beside the first."""
+        body = dict(resource.examples) | (ANOTHER.get(resource.name, {}) if another else {})
+        for reference in resource.references:
+            body[reference.field] = self.made[reference.target.name]["id"]
+        return body
+
+    async def prepare(self, resource: Resource) -> None:
+        """A record of each resource before this one in the registry's order, once: what its records refer to."""
+        for earlier in sorted(RESOURCES.resources, key=RESOURCES.rank):
+            if earlier is resource:
+                break
+            if earlier.name not in self.made:
+                self.made[earlier.name] = (await self._post(earlier, another=False)).json()
+
+    async def create(self, resource: Resource, *, another: bool = False) -> httpx.Response:
+        await self.prepare(resource)
+        response = await self._post(resource, another=another or resource.name in self.made)
+        self.made.setdefault(resource.name, response.json())
+        return response
+
+    async def assert_unchanged(self, resource: Resource, written: httpx.Response) -> None:
+        """The record is still exactly as that create or replace response showed it."""
+        current = await self.client.get(f"{resource.path}/{written.json()['id']}", headers=admin())
+        assert current.status_code == 200, current.text
+        assert current.json() == as_read(resource, written.json())
+        assert current.headers["etag"] == written.headers["etag"]
+
+    async def count(self, resource: Resource) -> int:
+        """How many records of the resource there are, as an administrator's list counts them."""
+        response = await self.client.get(resource.path, headers=admin())
+        assert response.status_code == 200, response.text
+        total: int = response.json()["totalCount"]
+        return total
+
+    async def _post(self, resource: Resource, *, another: bool) -> httpx.Response:
+        response = await self.client.post(resource.path, json=self.body(resource, another=another), headers=admin())
+        assert response.status_code == 201, response.text
+        return response
+
+
+DOSES = "/v1/pet-vaccination"
+STARTED = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def at(days: float) -> str:
+    """An instant `days` from when the tests started, as the service writes it."""
+    return (STARTED + datetime.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+async def dose(
+    client: AsyncTestClient[Any],
+    pet: dict[str, Any],
+    vaccine: dict[str, Any],
+    applied: float,
+    due: float,
+    user: str = ALICE,
+) -> dict[str, Any]:
+    """Record a dose of `vaccine` given to `pet` `applied` days from the start, due `due` days from it."""
+    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": at(applied), "dueAt": at(due)}
+    response = await client.post(DOSES, json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
 
 
 def new_record_audit(at: int, by: str) -> Row:

@@ -109,7 +109,7 @@ def test_the_tables_lead_shared_machinery_and_pages_to_tests_of_this_repository(
         "tests/docs/test_reference.py",
         "tests/unit/test_config.py",
     ]
-    assert "tests/test_migrations.py" in found[migration]
+    assert "tests/store/test_migrations.py" in found[migration]
 
 
 def test_every_test_the_tables_name_exists() -> None:

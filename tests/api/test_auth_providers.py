@@ -1,4 +1,4 @@
-"""Tokens shaped exactly as three identity providers issue them (tests/jwks_server.py), each signed by keys served
+"""Tokens shaped exactly as three identity providers issue them (tests/servers/), each signed by keys served
 from a JWKS endpoint of the tests' own, with the settings docs/how-to gives for that provider: Keycloak (a realm's
 default settings, the groups mapper with full paths, RS256, ES256 and EdDSA realm keys), Auth0 (namespaced custom
 claims, `aud` a list, `sub` of its user store) and Microsoft Entra ID (v2 tokens, app roles, groups as object ids,
@@ -19,7 +19,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.app import create_app
 from tests.conftest import test_settings as settings_of
-from tests.jwks_server import (
+from tests.servers.jwks_server import (
     Auth0,
     Entra,
     JwksServer,

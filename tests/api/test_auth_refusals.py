@@ -19,7 +19,7 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import create_app
 from petrecords.config import Settings
 from tests.conftest import test_settings as settings_of
-from tests.jwks_server import AUDIENCE, ISSUER, JwksServer, claims, ec_key, jwks_server, rsa_key
+from tests.servers.jwks_server import AUDIENCE, ISSUER, JwksServer, claims, ec_key, jwks_server, rsa_key
 from tests.support import SECRET, assert_error, token, wipe
 
 Client = AsyncTestClient[Any]

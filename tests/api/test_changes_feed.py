@@ -17,8 +17,7 @@ from petrecords.config import Settings
 from petrecords.metrics import Metrics
 from petrecords.store.base import Store
 from petrecords.values import now_ms
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, run_sql, until
+from tests.support import ADMIN, ALICE, BOB, admin, assert_error, auth, create, create_vaccine, run_sql, until
 
 Client = AsyncTestClient[Any]
 DAY_MS = 86_400_000

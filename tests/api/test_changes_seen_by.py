@@ -18,8 +18,7 @@ from petrecords.changes.live import ChangeHub
 from petrecords.config import Settings
 from petrecords.store.base import Viewer
 from tests.api.test_changes_feed import settled
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ALICE, BOB, auth, create
+from tests.support import ALICE, BOB, admin, auth, create, create_vaccine
 
 CY = "cy@example.com"
 NO_ONE = Viewer(email="", grantees=())

@@ -26,8 +26,7 @@ from litestar.testing import AsyncTestClient
 from petrecords.changes import feed
 from petrecords.store.postgres import PostgresTransaction, lock_key
 from tests.api.test_changes_feed import read_all, read_feed, summary
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ALICE, BOB, POSTGRES_ADMIN_URL, auth, create, run_sql
+from tests.support import ALICE, BOB, POSTGRES_ADMIN_URL, admin, auth, create, create_vaccine, run_sql
 
 Client = AsyncTestClient[Any]
 APPLIED = "2026-11-20T10:00:00.000Z"

@@ -1,4 +1,6 @@
-"""POST /v1/pets (contract sections 1, 2, 3 and 6)."""
+"""POST of a record (contract sections 1, 2, 3 and 6): what every resource answers alike (a body that is no
+object, malformed or not UTF-8, unknown members, the media type), on each registered resource; a pet's fields,
+owner and body size."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient, TestClient
 
 from petrecords.config import DEFAULT_PET_TYPES, Settings
-from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, pet_body
+from petrecords.resources.declaration import Resource
+from tests.support import ADMIN, ALICE, BOB, FIELDS, Examples, admin, as_read, assert_error, auth, pet_body
 
 Client = AsyncTestClient[Any]
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -45,6 +48,128 @@ async def count_all(client: Client) -> int:
     return total
 
 
+class TestCreate:
+    """The same for every resource: a record made from its example by an administrator, and bodies no resource
+    takes."""
+
+    async def test_created_record_reads_back_identically(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+
+        fetched = await examples.client.get(created.headers["location"], headers=admin())
+
+        assert created.headers["location"] == f"{resource.path}/{created.json()['id']}"
+        assert fetched.json() == as_read(resource, created.json())
+        assert fetched.headers["etag"] == created.headers["etag"]
+
+    async def test_each_create_issues_a_new_id_and_etag(self, resource: Resource, examples: Examples) -> None:
+        first = await examples.create(resource)
+        second = await examples.create(resource, another=True)
+
+        assert UUID_V7.match(first.json()["id"])
+        assert first.json()["id"] != second.json()["id"]
+        assert first.headers["etag"] != second.headers["etag"]
+
+    async def test_unknown_fields_are_400_naming_each(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        body = examples.body(resource) | {"weight": "12 kg", "colourOfTheSky": 3}
+
+        response = await examples.client.post(resource.path, json=body, headers=admin())
+
+        assert_invalid_fields(response, "weight", "colourOfTheSky")
+        assert await examples.count(resource) == 0
+
+    async def test_body_that_is_not_an_object_is_400(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        listed = httpx.Request("POST", "/", json=[examples.body(resource)]).content
+        for document in [b"[]", listed, b'"Rex"', b"5", b"1.5", b"null", b"true"]:
+            response = await examples.client.post(resource.path, content=document, headers={**admin(), **JSON})
+
+            assert_error(response, 400, 994)
+        assert await examples.count(resource) == 0
+
+    async def test_malformed_json_is_400(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        valid = httpx.Request("POST", "/", json=examples.body(resource)).content
+        malformed = [
+            b"",
+            b"   ",
+            valid[:-1] + b",",
+            b"{name: 'Rex', petType: 'Dog'}",
+            valid + b" trailing",
+            valid[:-1] + b",}",
+            b"\x00\x00",
+            b"NaN",
+        ]
+        for raw in malformed:
+            response = await examples.client.post(resource.path, content=raw, headers={**admin(), **JSON})
+
+            assert response.status_code == 400, (raw, response.text)
+            assert_error(response, 400, 994)
+        assert await examples.count(resource) == 0
+
+    async def test_body_that_is_not_utf8_is_400(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        valid = httpx.Request("POST", "/", json=examples.body(resource)).content
+
+        response = await examples.client.post(
+            resource.path, content=b'{"x": "R\xffx", ' + valid[1:], headers={**admin(), **JSON}
+        )
+
+        assert_error(response, 400, 994)
+        assert await examples.count(resource) == 0
+
+
+class TestCreateMediaType:
+    """The same for every resource."""
+
+    async def test_missing_content_type_is_415(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        valid = httpx.Request("POST", "/", json=examples.body(resource)).content
+
+        response = await examples.client.post(resource.path, content=valid, headers=admin())
+
+        assert_error(response, 415, 988)
+        assert await examples.count(resource) == 0
+
+    async def test_other_media_type_is_415(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        valid = httpx.Request("POST", "/", json=examples.body(resource)).content
+        others = [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/xml",
+            "application/jsonx",
+            "text/json",
+            "",
+        ]
+        for content_type in others:
+            response = await examples.client.post(
+                resource.path, content=valid, headers={**admin(), "Content-Type": content_type}
+            )
+
+            assert response.status_code == 415, (content_type, response.text)
+            assert_error(response, 415, 988)
+        assert await examples.count(resource) == 0
+
+    async def test_json_with_or_without_charset_is_accepted(self, resource: Resource, examples: Examples) -> None:
+        await examples.prepare(resource)
+        accepted = [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/json;charset=UTF-8",
+            "Application/JSON",
+        ]
+        for number, content_type in enumerate(accepted):
+            body = httpx.Request("POST", "/", json=examples.body(resource, another=number % 2 == 1)).content
+            response = await examples.client.post(
+                resource.path, content=body, headers={**admin(), "Content-Type": content_type}
+            )
+
+            assert response.status_code == 201, (content_type, response.text)
+            await examples.client.delete(response.headers["location"], headers=admin())
+
+
 class TestCreatePet:
     async def test_created_record_has_all_eight_fields(self, client: Client) -> None:
         response = await client.post("/v1/pets", json=pet_body(" Rex  ", "dOG"), headers=auth("Alice@Example.COM"))
@@ -60,22 +185,6 @@ class TestCreatePet:
         assert pet["petType"] == "Dog"
         assert response.headers["location"] == f"/v1/pets/{pet['id']}"
         assert response.headers["etag"].startswith('"')
-
-    async def test_created_record_reads_back_identically(self, client: Client) -> None:
-        created = await client.post("/v1/pets", json=pet_body(), headers=auth())
-
-        fetched = await client.get(created.headers["location"], headers=auth())
-
-        assert fetched.json() == created.json()
-        assert fetched.headers["etag"] == created.headers["etag"]
-
-    async def test_each_create_issues_a_new_id_and_etag(self, client: Client) -> None:
-        first = await client.post("/v1/pets", json=pet_body(), headers=auth())
-        second = await client.post("/v1/pets", json=pet_body(), headers=auth())
-
-        assert first.status_code == second.status_code == 201
-        assert first.json()["id"] != second.json()["id"]
-        assert first.headers["etag"] != second.headers["etag"]
 
     async def test_admin_may_name_another_owner(self, client: Client) -> None:
         response = await client.post(
@@ -118,12 +227,6 @@ class TestCreatePet:
             response = await client.post("/v1/pets", json=pet_body(ownerId=owner), headers=auth(ADMIN, admin=True))
 
             assert_invalid_fields(response, "ownerId")
-        assert await count_all(client) == 0
-
-    async def test_unknown_fields_are_400_naming_each(self, client: Client) -> None:
-        response = await client.post("/v1/pets", json=pet_body(weight="12 kg", age=3), headers=auth())
-
-        assert_invalid_fields(response, "weight", "age")
         assert await count_all(client) == 0
 
     async def test_read_only_fields_with_garbage_values_are_ignored(self, client: Client) -> None:
@@ -345,80 +448,6 @@ class TestCreatePetBody:
         response = await client.post("/v1/pets", json=body, headers=auth())
 
         assert_invalid_fields(response, "name", "petType", "ownerId", "weight")
-
-    async def test_body_that_is_not_an_object_is_400(self, client: Client) -> None:
-        for document in [b"[]", b'[{"name": "Rex", "petType": "Dog"}]', b'"Rex"', b"5", b"1.5", b"null", b"true"]:
-            response = await client.post("/v1/pets", content=document, headers={**auth(), **JSON})
-
-            assert_error(response, 400, 994)
-        assert await count_all(client) == 0
-
-    async def test_malformed_json_is_400(self, client: Client) -> None:
-        malformed = [
-            b"",
-            b"   ",
-            b'{"name": "Rex",',
-            b"{name: 'Rex', petType: 'Dog'}",
-            b'{"name": "Rex", "petType": "Dog"} trailing',
-            b'{"name": "Rex", "petType": "Dog",}',
-            b"\x00\x00",
-            b"NaN",
-        ]
-        for raw in malformed:
-            response = await client.post("/v1/pets", content=raw, headers={**auth(), **JSON})
-
-            assert response.status_code == 400, (raw, response.text)
-            assert_error(response, 400, 994)
-        assert await count_all(client) == 0
-
-    async def test_body_that_is_not_utf8_is_400(self, client: Client) -> None:
-        response = await client.post(
-            "/v1/pets", content=b'{"name": "R\xffx", "petType": "Dog"}', headers={**auth(), **JSON}
-        )
-
-        assert_error(response, 400, 994)
-        assert await count_all(client) == 0
-
-
-class TestCreatePetMediaType:
-    async def test_missing_content_type_is_415(self, client: Client) -> None:
-        response = await client.post("/v1/pets", content=VALID_BODY, headers=auth())
-
-        assert_error(response, 415, 988)
-        assert await count_all(client) == 0
-
-    async def test_other_media_type_is_415(self, client: Client) -> None:
-        others = [
-            "text/plain",
-            "application/x-www-form-urlencoded",
-            "multipart/form-data; boundary=x",
-            "application/xml",
-            "application/jsonx",
-            "text/json",
-            "",
-        ]
-        for content_type in others:
-            response = await client.post(
-                "/v1/pets", content=VALID_BODY, headers={**auth(), "Content-Type": content_type}
-            )
-
-            assert response.status_code == 415, (content_type, response.text)
-            assert_error(response, 415, 988)
-        assert await count_all(client) == 0
-
-    async def test_json_with_or_without_charset_is_accepted(self, client: Client) -> None:
-        accepted = [
-            "application/json",
-            "application/json; charset=utf-8",
-            "application/json;charset=UTF-8",
-            "Application/JSON",
-        ]
-        for content_type in accepted:
-            response = await client.post(
-                "/v1/pets", content=VALID_BODY, headers={**auth(), "Content-Type": content_type}
-            )
-
-            assert response.status_code == 201, (content_type, response.text)
 
 
 class TestCreatePetBodySize:

@@ -36,6 +36,7 @@ from petrecords.store.faults import UNCONFIRMED
 from petrecords.store.postgres import PostgresStore
 from tests.api.test_changes_feed import read_all
 from tests.api.test_ops import _samples
+from tests.servers.tcp_proxy import TcpProxy, tcp_proxy
 from tests.support import (
     ADMIN,
     PET_RECORDS,
@@ -49,7 +50,6 @@ from tests.support import (
     store_of,
     until,
 )
-from tests.tcp_proxy import TcpProxy, tcp_proxy
 
 Client = AsyncTestClient[Any]
 MakeClient = Callable[[Settings], AsyncTestClient[Any]]

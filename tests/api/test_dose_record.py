@@ -12,8 +12,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create, run_sql, scalar_sql
+from tests.support import ADMIN, ALICE, BOB, admin, assert_error, auth, create, create_vaccine, run_sql, scalar_sql
 
 Client = AsyncTestClient[Any]
 PATH = "/v1/pet-vaccination"

@@ -16,39 +16,27 @@ from petrecords import due as due_module
 from petrecords.app import create_app
 from petrecords.config import Settings
 from tests.api.test_shares import CLINIC, VET, as_vet, share
-from tests.api.test_vaccines import admin, create_vaccine
 from tests.support import (
     ADMIN,
     ALICE,
     BOB,
+    DOSES,
     MISSING_ID,
+    admin,
     assert_error,
+    at,
     auth,
     create,
+    create_vaccine,
+    dose,
     overlapping_client,
     run_sql,
     scalar_sql,
 )
 
 Client = AsyncTestClient[Any]
-DOSES = "/v1/pet-vaccination"
 DUE = "/v1/due"
 NOW = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-
-
-def at(days: float) -> str:
-    """An instant `days` from now, as the service writes it."""
-    return (NOW + datetime.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
-async def dose(
-    client: Client, pet: dict[str, Any], vaccine: dict[str, Any], applied: float, due: float, user: str = ALICE
-) -> dict[str, Any]:
-    body = {"petId": pet["id"], "vaccineId": vaccine["id"], "appliedAt": at(applied), "dueAt": at(due)}
-    response = await client.post(DOSES, json=body, headers=auth(user))
-    assert response.status_code == 201, response.text
-    created: dict[str, Any] = response.json()
-    return created
 
 
 async def status(client: Client, pet: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -72,18 +60,6 @@ def groups(page: dict[str, Any]) -> list[tuple[str, str]]:
 
 def doses_of(page: dict[str, Any]) -> list[str]:
     return [item["vaccinationId"] for item in page["items"]]
-
-
-@pytest.fixture
-async def rex(client: Client) -> dict[str, Any]:
-    pet: dict[str, Any] = (await create(client, ALICE, name="Rex")).json()
-    return pet
-
-
-@pytest.fixture
-async def rabies(client: Client) -> dict[str, Any]:
-    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 1-year", group="Rabies")).json()
-    return vaccine
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from petrecords.config import Settings
 from petrecords.endpoints import EndpointTable
 from petrecords.registry import RESOURCES
 from petrecords.resources.declaration import OnDelete, Resource
-from tests.support import ADMIN, BOB, MISSING_ID, auth, wipe
+from tests.support import ADMIN, ANOTHER, BOB, MISSING_ID, auth, wipe
 
 ORIGIN = "https://app.example"
 # What differs between two answers to the same request in two worlds of the same records: ids, times, cursors,
@@ -34,12 +34,6 @@ _ETAG = re.compile(r'"[0-9a-f]{20}"')
 _TICKET = re.compile(r'"ticket":"[A-Za-z0-9_-]+"')
 _SECRET = re.compile(r'"secret":"whsec_[^"]*"')
 _LINK = re.compile(r'"link":"/public/certificates/[A-Za-z0-9_-]+"')
-# A second record of a resource must differ from the first in the values that are unique among its records.
-ANOTHER = {
-    "pets": {"microchip": "982000123456780"},
-    "pet-shares": {"grantee": "vet@clinic.example"},
-    "pet-vaccination": {"rabiesTag": "R-2026-0043"},
-}
 
 
 @dataclass

@@ -11,8 +11,7 @@ from urllib.parse import quote
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.api.test_vaccines import create_vaccine
-from tests.support import ADMIN, ALICE, auth, create
+from tests.support import ADMIN, ALICE, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 ROUTES = {"pet": "v1/pets", "vaccine": "v1/vaccines", "pet_vaccination": "v1/pet-vaccination"}

@@ -12,8 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.auth import MAX_GROUPS
-from tests.api.test_vaccines import create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, token
+from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create_vaccine, token
 
 Client = AsyncTestClient[Any]
 CLINIC = "group:clinic-42"

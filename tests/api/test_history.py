@@ -8,8 +8,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.api.test_shares import WorkDone
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, admin, assert_error, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 CAROL = "carol@example.com"

@@ -11,8 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.registry import RESOURCES
 from petrecords.resources.listing import compared_fields, list_parameters
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, admin, assert_error, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 

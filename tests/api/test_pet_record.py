@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.api.test_vaccines import create_vaccine
-from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, FIELDS, assert_error, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 CHIP = "982000123456789"

@@ -11,8 +11,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.values import format_timestamp
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, admin, assert_error, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 PATH = "/v1/pet-vaccination"

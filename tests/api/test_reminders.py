@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from litestar.testing import AsyncTestClient
 
 from petrecords.app import open_store
 from petrecords.changes.publisher import message_id
@@ -19,27 +20,15 @@ from petrecords.reminders import BY, Reminders
 from petrecords.store.base import Store
 from petrecords.values import now_ms
 from tests.api.test_changes_feed import read_all, settled
-from tests.api.test_due import DOSES, Client, at, dose
 from tests.api.test_shares import CLINIC, as_vet, share
-from tests.api.test_vaccines import create_vaccine
-from tests.nats_server import NatsServer, nats_server
-from tests.support import ADMIN, ALICE, BOB, auth, create, until
-from tests.test_publisher import STREAM, _jetstream, _message_ids, _publisher
+from tests.changes.test_publisher import STREAM, _jetstream, _message_ids, _publisher
+from tests.servers.nats_server import NatsServer, nats_server
+from tests.support import ADMIN, ALICE, BOB, DOSES, at, auth, create, create_vaccine, dose, until
+
+Client = AsyncTestClient[Any]
 
 DAY_MS = 86_400_000
 REMINDERS = ("due-soon", "overdue")
-
-
-@pytest.fixture
-async def rex(client: Client) -> dict[str, Any]:
-    pet: dict[str, Any] = (await create(client, ALICE, name="Rex")).json()
-    return pet
-
-
-@pytest.fixture
-async def rabies(client: Client) -> dict[str, Any]:
-    vaccine: dict[str, Any] = (await create_vaccine(client, name="Rabies 1-year", group="Rabies")).json()
-    return vaccine
 
 
 @pytest.fixture

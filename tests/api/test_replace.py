@@ -1,4 +1,5 @@
-"""PUT /v1/pets/{id}: replacement, ownership, the `id` member and If-Match (contract sections 3 and 5)."""
+"""PUT of one record (contract sections 3 and 5): If-Match, the same for every resource, on each registered
+resource; a pet's replacement, ownership and `id` member."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import httpx
 from litestar.testing import AsyncTestClient
 
-from tests.support import ADMIN, ALICE, BOB, FIELDS, MISSING_ID, assert_error, auth, create, pet_body
+from petrecords.resources.declaration import Resource
+from tests.support import ADMIN, ALICE, BOB, FIELDS, MISSING_ID, Examples, admin, assert_error, auth, create, pet_body
 
 Client = AsyncTestClient[Any]
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -344,97 +346,116 @@ class TestReplacePetId:
         await assert_unchanged(client, created)
 
 
-class TestReplacePetIfMatch:
-    async def test_current_etag_is_200(self, client: Client) -> None:
-        created = await create(client)
+class TestReplaceIfMatch:
+    """The same for every resource: a record made from its example, replaced by its example again by an
+    administrator (every replace is a write: a new revision, a new ETag)."""
 
-        response = await client.put(
-            created.headers["location"], json=pet_body("Max"), headers={**auth(), "If-Match": created.headers["etag"]}
+    async def put(self, examples: Examples, resource: Resource, location: str, if_match: str) -> httpx.Response:
+        return await examples.client.put(
+            location, json=examples.body(resource), headers={**admin(), "If-Match": if_match}
         )
 
-        assert response.status_code == 200
-        assert response.json()["name"] == "Max"
+    async def test_current_etag_is_200(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+
+        response = await self.put(examples, resource, created.headers["location"], created.headers["etag"])
+
+        assert response.status_code == 200, response.text
+        assert response.headers["etag"] != created.headers["etag"]
+        await examples.assert_unchanged(resource, response)
+
+    async def test_stale_etag_is_412_and_nothing_is_written(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+        replaced = await self.put(examples, resource, created.headers["location"], "*")
+
+        response = await self.put(examples, resource, created.headers["location"], created.headers["etag"])
+
+        assert_error(response, 412, 992)
+        await examples.assert_unchanged(resource, replaced)
+
+    async def test_etag_of_another_record_is_412(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+        other = await examples.create(resource, another=True)
+
+        response = await self.put(examples, resource, created.headers["location"], other.headers["etag"])
+
+        assert_error(response, 412, 992)
+        await examples.assert_unchanged(resource, created)
+
+    async def test_star_is_200(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+
+        response = await self.put(examples, resource, created.headers["location"], "*")
+
+        assert response.status_code == 200, response.text
         assert response.headers["etag"] != created.headers["etag"]
 
-    async def test_stale_etag_is_412_and_nothing_is_written(self, client: Client) -> None:
-        created = await create(client)
-        replaced = await client.put(created.headers["location"], json=pet_body("Max"), headers=auth())
+    async def test_weak_etag_never_matches(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
 
-        response = await client.put(
-            created.headers["location"], json=pet_body("Tom"), headers={**auth(), "If-Match": created.headers["etag"]}
-        )
+        response = await self.put(examples, resource, created.headers["location"], "W/" + created.headers["etag"])
 
         assert_error(response, 412, 992)
-        await assert_unchanged(client, replaced)
+        await examples.assert_unchanged(resource, created)
 
-    async def test_etag_of_another_record_is_412(self, client: Client) -> None:
-        created = await create(client)
-        other = await create(client)
-
-        response = await client.put(
-            created.headers["location"], json=pet_body("Max"), headers={**auth(), "If-Match": other.headers["etag"]}
-        )
-
-        assert_error(response, 412, 992)
-        await assert_unchanged(client, created)
-
-    async def test_star_is_200(self, client: Client) -> None:
-        created = await create(client)
-
-        response = await client.put(
-            created.headers["location"], json=pet_body("Max"), headers={**auth(), "If-Match": "*"}
-        )
-
-        assert response.status_code == 200
-        assert response.json()["name"] == "Max"
-
-    async def test_weak_etag_never_matches(self, client: Client) -> None:
-        created = await create(client)
-
-        response = await client.put(
-            created.headers["location"],
-            json=pet_body("Max"),
-            headers={**auth(), "If-Match": "W/" + created.headers["etag"]},
-        )
-
-        assert_error(response, 412, 992)
-        await assert_unchanged(client, created)
-
-    async def test_list_containing_the_current_etag_is_200(self, client: Client) -> None:
-        created = await create(client)
+    async def test_list_containing_the_current_etag_is_200(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
         header = f'"stale", {created.headers["etag"]} , W/"weak"'
 
-        response = await client.put(
-            created.headers["location"], json=pet_body("Max"), headers={**auth(), "If-Match": header}
-        )
+        response = await self.put(examples, resource, created.headers["location"], header)
 
         assert response.status_code == 200, response.text
 
-    async def test_list_without_the_current_etag_is_412(self, client: Client) -> None:
-        created = await create(client)
+    async def test_list_without_the_current_etag_is_412(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+        header = '"stale", "older", W/' + created.headers["etag"]
 
-        response = await client.put(
-            created.headers["location"],
-            json=pet_body("Max"),
-            headers={**auth(), "If-Match": '"stale", "older", W/' + created.headers["etag"]},
-        )
+        response = await self.put(examples, resource, created.headers["location"], header)
 
         assert_error(response, 412, 992)
-        await assert_unchanged(client, created)
+        await examples.assert_unchanged(resource, created)
 
-    async def test_malformed_if_match_is_400(self, client: Client) -> None:
-        created = await create(client)
+    async def test_malformed_if_match_is_400(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
 
         for header in ["abc", '"unterminated', "W/abc", '"a" "b"', '"a",,"b"', "**"]:
-            response = await client.put(
-                created.headers["location"], json=pet_body("Max"), headers={**auth(), "If-Match": header}
-            )
+            response = await self.put(examples, resource, created.headers["location"], header)
 
             assert response.status_code == 400, (header, response.text)
             assert_error(response, 400, 994)
-        await assert_unchanged(client, created)
+        await examples.assert_unchanged(resource, created)
 
+    async def test_concurrent_writers_with_the_same_etag_cannot_both_succeed(
+        self, resource: Resource, examples: Examples
+    ) -> None:
+        created = await examples.create(resource)
+        etag = created.headers["etag"]
+
+        for _ in range(5):
+            responses = await asyncio.gather(
+                *(self.put(examples, resource, created.headers["location"], etag) for _ in range(4))
+            )
+
+            statuses = sorted(response.status_code for response in responses)
+            assert statuses == [200, 412, 412, 412], [response.text for response in responses]
+            winner = next(response for response in responses if response.status_code == 200)
+            await examples.assert_unchanged(resource, winner)
+            etag = winner.headers["etag"]
+
+    async def test_if_match_with_etag_from_a_replace_response_is_200(
+        self, resource: Resource, examples: Examples
+    ) -> None:
+        created = await examples.create(resource)
+        replaced = await self.put(examples, resource, created.headers["location"], "*")
+
+        response = await self.put(examples, resource, created.headers["location"], replaced.headers["etag"])
+
+        assert response.status_code == 200, response.text
+
+
+class TestReplacePetIfMatch:
     async def test_the_first_of_two_writers_with_the_same_etag_wins(self, client: Client) -> None:
+        """The owner's write and an administrator's, both from the owner's read."""
         created = await create(client)
         read = await client.get(created.headers["location"], headers=auth(ALICE))
         etag = read.headers["etag"]
@@ -451,35 +472,3 @@ class TestReplacePetIfMatch:
         assert first.status_code == 200
         assert_error(second, 412, 992)
         await assert_unchanged(client, first)
-
-    async def test_concurrent_writers_with_the_same_etag_cannot_both_succeed(self, client: Client) -> None:
-        created = await create(client)
-        etag = created.headers["etag"]
-
-        for round_number in range(5):
-            responses = await asyncio.gather(
-                *(
-                    client.put(
-                        created.headers["location"],
-                        json=pet_body(f"Writer {round_number}.{writer}"),
-                        headers={**auth(), "If-Match": etag},
-                    )
-                    for writer in range(4)
-                )
-            )
-
-            statuses = sorted(response.status_code for response in responses)
-            assert statuses == [200, 412, 412, 412], [response.text for response in responses]
-            winner = next(response for response in responses if response.status_code == 200)
-            await assert_unchanged(client, winner)
-            etag = winner.headers["etag"]
-
-    async def test_if_match_with_etag_from_a_replace_response_is_200(self, client: Client) -> None:
-        created = await create(client)
-        replaced = await client.put(created.headers["location"], json=pet_body("Max"), headers=auth())
-
-        response = await client.put(
-            created.headers["location"], json=pet_body("Tom"), headers={**auth(), "If-Match": replaced.headers["etag"]}
-        )
-
-        assert response.status_code == 200

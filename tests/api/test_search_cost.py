@@ -1,4 +1,4 @@
-"""A search costs in proportion to what its caller may see (tests/test_sqlite_long_reads.py shows that a long
+"""A search costs in proportion to what its caller may see (tests/store/test_sqlite_long_reads.py shows that a long
 read on SQLite never holds up the other requests of its process).
 
 The cost is shown by the statement timeout (PETRECORDS_DB_STATEMENT_TIMEOUT_SECONDS): with many of another

@@ -20,8 +20,7 @@ from petrecords.store.records import Statement
 from petrecords.store.sql import SqlTransaction
 from petrecords.store.sqlite import SqliteTransaction
 from petrecords.values import format_timestamp, now_ms
-from tests.api.test_vaccines import create_vaccine
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, token
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, create_vaccine, token
 
 Client = AsyncTestClient[Any]
 SHARES = "/v1/pet-shares"

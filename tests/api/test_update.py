@@ -11,8 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from petrecords.values import format_timestamp
 from tests.api.test_pet_vaccinations import APPLIED, APPLIED_MS, DAY_MS, PATH, Clinic, clinic, vaccinate, vaccination
-from tests.api.test_vaccines import admin, create_vaccine
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, admin, assert_error, auth, create, create_vaccine
 
 Client = AsyncTestClient[Any]
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth
+from tests.support import ADMIN, ALICE, BOB, MISSING_ID, admin, assert_error, auth, create_vaccine, vaccine_body
 
 Client = AsyncTestClient[Any]
 VACCINE_FIELDS = {
@@ -24,20 +23,6 @@ VACCINE_FIELDS = {
     "group",
     "manufacturer",
 }
-
-
-def vaccine_body(name: str = "Rabies", pet_type: str = "Dog", duration: Any = 365, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "petType": pet_type, "duration": duration, **extra}
-
-
-def admin() -> dict[str, str]:
-    return auth(ADMIN, admin=True)
-
-
-async def create_vaccine(client: Client, **body: Any) -> httpx.Response:
-    response = await client.post("/v1/vaccines", json=vaccine_body(**body), headers=admin())
-    assert response.status_code == 201, response.text
-    return response
 
 
 class TestCreateVaccine:

@@ -11,6 +11,24 @@ from petrecords.values import new_record_id
 DAY_MS = 86_400_000
 NOW_MS = 1_796_000_000_000  # 2026-11-29T…Z
 CERTIFICATE_ID = uuid.UUID("019ad0a0-0000-7000-8000-000000000001")
+# The members of a dose on a certificate, in the order the page and the JSON show them.
+DOSE_MEMBERS = [
+    "id",
+    "version",
+    "group",
+    "vaccineName",
+    "manufacturer",
+    "lotNumber",
+    "lotExpiresOn",
+    "appliedAt",
+    "dueAt",
+    "doseType",
+    "veterinarian",
+    "veterinarianLicence",
+    "clinic",
+    "rabiesTag",
+    "state",
+]
 
 
 def pet_row(**values: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from petrecords.certificates.facts import encode_facts
 from tests.certificates.support import (
     CERTIFICATE_ID,
     DAY_MS,
+    DOSE_MEMBERS,
     NOW_MS,
     dose_row,
     facts_of,
@@ -23,23 +24,6 @@ from tests.certificates.support import (
 )
 
 PET_MEMBERS = ["id", "name", "petType", "breed", "sex", "neutered", "birthDate", "color", "microchip", "deceasedAt"]
-DOSE_MEMBERS = [
-    "id",
-    "version",
-    "group",
-    "vaccineName",
-    "manufacturer",
-    "lotNumber",
-    "lotExpiresOn",
-    "appliedAt",
-    "dueAt",
-    "doseType",
-    "veterinarian",
-    "veterinarianLicence",
-    "clinic",
-    "rabiesTag",
-    "state",
-]
 
 
 def _json(facts: Any) -> dict[str, Any]:

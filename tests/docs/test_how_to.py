@@ -43,9 +43,9 @@ from petrecords.portability import commands
 from tests.e2e.checkout import checkout
 from tests.e2e.debian import as_postgres, let_through, program, unavailable
 from tests.e2e.replicas import streaming_replica
-from tests.jwks_server import auth0_of_the_how_to, entra_of_the_how_to, keycloak_of_the_how_to
 from tests.portability.support import migrated, seed
 from tests.portability.test_whoof import _build_whoof
+from tests.servers.jwks_server import auth0_of_the_how_to, entra_of_the_how_to, keycloak_of_the_how_to
 from tests.support import redis_is_up, throwaway_postgres
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ import pytest
 
 from petrecords.changes.publisher import Publisher
 from tests.e2e.servers import Server, running_server
-from tests.nats_server import nats_server
+from tests.servers.nats_server import nats_server
 from tests.support import throwaway_postgres
 
 pytestmark = pytest.mark.slow

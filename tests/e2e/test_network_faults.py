@@ -1,5 +1,5 @@
 """The service while the network under it fails: two instances (`petrecords serve`) on one PostgreSQL and one NATS,
-each through proxies of the test's own (tests/tcp_proxy.py) to PostgreSQL, NATS and Redis, which reset
+each through proxies of the test's own (tests/servers/tcp_proxy.py) to PostgreSQL, NATS and Redis, which reset
 connections, add latency, turn into black holes, refuse connections, lose the answer to a COMMIT once PostgreSQL
 has committed, and hold a COMMIT on its connection to deliver it later, at random, on every proxy at once.
 
@@ -40,9 +40,9 @@ import sqlalchemy as sa
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.faults import UNCONFIRMED
 from tests.e2e.servers import Server, running_server
-from tests.nats_server import nats_server
+from tests.servers.nats_server import nats_server
+from tests.servers.tcp_proxy import TcpProxy, tcp_proxy
 from tests.support import fetch_sql, redis_is_up, throwaway_postgres
-from tests.tcp_proxy import TcpProxy, tcp_proxy
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "webhooks.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "webhooks.py"
 
 
 def test_the_bench_measures_both_figures() -> None:

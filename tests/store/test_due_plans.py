@@ -14,7 +14,7 @@ from petrecords.due import DUE_DOSES, TIE_BREAKERS
 from petrecords.store import grants
 from petrecords.store.base import Condition, Operator, PageQuery, SortKey
 from petrecords.store.queries import count_statement, list_statement
-from tests.test_query_plans import NOW, OWNED, VET, VETS_GRANTEES, _generic_plan, _plan
+from tests.store.test_query_plans import NOW, OWNED, VET, VETS_GRANTEES, _generic_plan, _plan
 
 DUE = DUE_DOSES.collection
 BEFORE_NOW = Condition(("due_at",), Operator.BELOW, (NOW,))

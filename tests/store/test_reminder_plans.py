@@ -11,7 +11,7 @@ import pytest
 from petrecords.due import DUE_DOSES
 from petrecords.reminders import DUE_SOON, NOT_YET, reminder_range
 from petrecords.store.queries import list_statement
-from tests.test_query_plans import NOW, _plan
+from tests.store.test_query_plans import NOW, _plan
 
 
 @pytest.mark.parametrize("reminded", [NOT_YET, DUE_SOON])

@@ -26,9 +26,9 @@ from petrecords.changes.publisher import Publisher
 from petrecords.config import Settings
 from petrecords.metrics import Metrics
 from petrecords.store.base import Store
-from tests.nats_server import NatsServer, nats_server
+from tests.servers.nats_server import NatsServer, nats_server
+from tests.servers.tcp_proxy import tcp_proxy
 from tests.support import ALICE, create, until
-from tests.tcp_proxy import tcp_proxy
 
 pytestmark = pytest.mark.slow
 

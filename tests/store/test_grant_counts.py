@@ -39,6 +39,7 @@ from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.conftest import StoreMachine, run_machine_on_store
 from tests.conftest import test_settings as settings_of
+from tests.store.test_period_counts import bounds
 from tests.support import (
     ADMIN,
     ALICE,
@@ -52,7 +53,6 @@ from tests.support import (
     vaccination_row,
     wipe,
 )
-from tests.test_period_counts import bounds
 
 VACCINATIONS = PET_VACCINATIONS.collection
 SHARES = PET_SHARES.collection
