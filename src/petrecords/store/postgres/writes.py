@@ -34,7 +34,7 @@ def _renumbered(sql: str, offset: int) -> str:
 
 def _with(parts: Sequence[str]) -> str:
     # PostgreSQL runs the data-modifying statements of a WITH that the main query does not read from last to
-    # first: listed backwards, they run in the order they were made (tests/test_postgres_store.py shows it).
+    # first: listed backwards, they run in the order they were made (tests/store/test_postgres_store.py shows it).
     statements = ", ".join(f"w{index} AS ({sql})" for index, sql in enumerate(reversed(parts)))
     # The main query answers the id of the transaction, which the store must know before it sends the COMMIT,
     # whose answer may be lost (see PostgresStore.settle). It runs before the writes, and so assigns the id just
