@@ -361,6 +361,93 @@ class TestPublic:
             assert_error(await client.get(certificate["link"]), 410, 981)
 
 
+class TestAskedAgain:
+    """A link asked again answers from what its process kept, until anything it shows may have changed."""
+
+    async def test_it_reads_nothing_but_the_datas_version(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await vaccinate(client, rex, rabies)
+        created = await issue(client, rex)
+        first = await client.get(created["link"])
+        work = WorkDone(monkeypatch)
+
+        again, steps = await work.of(client.get(created["link"]))
+        jws, signed_steps = await work.of(client.get(created["link"], headers={"Accept": "application/jose"}))
+
+        assert again.status_code == 200
+        assert {**again.json(), "asOf": None} == {**first.json(), "asOf": None}
+        assert _ms(again.json()["asOf"]) >= _ms(first.json()["asOf"])
+        assert jws.status_code == 200
+        # PostgreSQL reads the data's version with one statement; SQLite asks its connection, outside the log.
+        for step in (*steps, *signed_steps):
+            assert "record_counts" in step[1]
+            for table in ("certificate", "pets", "pet_vaccinations", "vaccines"):
+                assert table not in step[1], step
+
+    async def test_every_write_it_shows_is_shown_at_once(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        dose = await vaccinate(client, rex, rabies)
+        dhpp = (await create_vaccine(client, name="Vanguard DHPP", pet_type="Dog", duration=365, group="DHPP")).json()
+        other = await vaccinate(client, rex, dhpp)
+        created = await issue(client, rex)
+
+        async def shown() -> dict[str, Any]:
+            response = await client.get(created["link"])
+            assert response.status_code == 200, response.text
+            kept = await client.get(created["link"])
+            assert {**kept.json(), "asOf": None} == {**response.json(), "asOf": None}
+            body: dict[str, Any] = response.json()
+            return body
+
+        assert {item["id"] for item in (await shown())["vaccinations"]} == {dose["id"], other["id"]}
+        in_error = {"status": "entered-in-error", "statusReason": "recorded for the wrong pet"}
+        marked = await client.patch(f"/v1/pet-vaccination/{dose['id']}", json=in_error, headers=auth())
+        assert marked.status_code == 200, marked.text
+        assert [item["id"] for item in (await shown())["vaccinations"]] == [other["id"]]
+        renamed = await client.patch(
+            f"/v1/vaccines/{dhpp['id']}", json={"name": "Vanguard Plus 5"}, headers=auth(admin=True)
+        )
+        assert renamed.status_code == 200, renamed.text
+        assert [item["vaccineName"] for item in (await shown())["vaccinations"]] == ["Vanguard Plus 5"]
+        pet = await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexie"}, headers=auth())
+        assert pet.status_code == 200, pet.text
+        assert (await shown())["pet"]["name"] == "Rexie"
+        expiry = format_timestamp(now_ms() + 5 * DAY_MS)
+        narrowed = {"groups": ["Rabies"], "expiresAt": expiry}
+        changed = await client.patch(f"{CERTIFICATES}/{created['id']}", json=narrowed, headers=auth())
+        assert changed.status_code == 200, changed.text
+        after = await shown()
+        assert (after["vaccinations"], after["expiresAt"]) == ([], expiry)
+        assert (await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())).status_code == 200
+        assert_error(await client.get(created["link"]), 410, 981)
+
+    async def test_states_and_expiry_move_with_the_clock(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        dose = await vaccinate(client, rex, rabies)
+        due = _ms(dose["dueAt"])
+        created = await issue(client, rex, expiresAt=format_timestamp(due + DAY_MS))
+        clock = [now_ms()]
+        monkeypatch.setattr("petrecords.certificates.public.now_ms", lambda: clock[0])
+
+        async def state() -> str:
+            response = await client.get(created["link"])
+            assert response.status_code == 200, response.text
+            assert _ms(response.json()["asOf"]) == clock[0]
+            value: str = response.json()["vaccinations"][0]["state"]
+            return value
+
+        assert [await state(), await state()] == ["current", "current"]
+        clock[0] = due - DAY_MS
+        assert [await state(), await state()] == ["due-soon", "due-soon"]
+        clock[0] = due
+        assert [await state(), await state()] == ["overdue", "overdue"]
+        clock[0] = due + DAY_MS
+        assert_error(await client.get(created["link"]), 410, 981)
+
+
 class TestFeed:
     async def test_the_issuer_and_the_owner_see_the_changes(self, client: Client, rex: dict[str, Any]) -> None:
         await share_with(client, rex, BOB)
@@ -406,19 +493,28 @@ class TestRateLimit:
         make_settings: Callable[..., Settings],
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        async with make_client(make_settings(public_rate_limit=2)) as limited:
+        async with make_client(make_settings(public_rate_limit=3)) as limited:
+            pet = (await create(limited, ALICE)).json()
+            link = (await issue(limited, pet))["link"]
+            assert (await limited.get(link)).status_code == 200  # kept: asked again, it would read the version
             for _ in range(2):
                 assert (await limited.get("/public/certificates/" + "A" * 43)).status_code == 404
             reads: list[object] = []
             monkeypatch.setattr(
                 "petrecords.certificates.public._by_digest", lambda *args: reads.append(args) or _never()
             )
-            response = await limited.get("/public/certificates/" + "A" * 43)
-            assert_error(response, 429, 987)
-            assert response.headers["retry-after"]
-            assert response.headers["cache-control"] == "no-store"
+            monkeypatch.setattr(
+                "petrecords.certificates.public.PublicCertificates._answer",
+                lambda *args: reads.append(args) or _never(),
+            )
+            work = WorkDone(monkeypatch)
+            for path in (link, "/public/certificates/" + "A" * 43, "/.well-known/jwks.json"):
+                response, steps = await work.of(limited.get(path))
+                assert_error(response, 429, 987)
+                assert response.headers["retry-after"]
+                assert response.headers["cache-control"] == "no-store"
+                assert steps == []
             assert reads == []
-            assert_error(await limited.get("/.well-known/jwks.json"), 429, 987)
 
 
 async def _never() -> None:
