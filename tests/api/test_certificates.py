@@ -162,14 +162,22 @@ class TestIssue:
 
         assert set(assert_error(response, 400, 994)["errors"]) == {"petId"}
 
-    async def test_an_idempotent_replay_shows_the_same_link(self, client: Client, rex: dict[str, Any]) -> None:
-        headers = {**auth(), "Idempotency-Key": "cert-1"}
+    async def test_an_idempotent_replay_shows_the_same_link_kept_sealed(
+        self, client: Client, rex: dict[str, Any], database_url: str
+    ) -> None:
+        key = f"cert-{rex['id']}"
+        headers = {**auth(), "Idempotency-Key": key}
         first = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
         again = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
 
         assert again.headers["Idempotent-Replayed"] == "true"
-        assert again.json() == first.json()
+        assert again.content == first.content
         assert "link" in again.json()
+        token = first.json()["link"].rsplit("/", 1)[1]
+        kept = bytes(await scalar_sql(database_url, f"SELECT body FROM idempotency_keys WHERE key = '{key}'"))  # noqa: S608
+        assert first.json()["id"].encode() in kept
+        assert token.encode() not in kept
+        assert b"/public/certificates/" not in kept
 
 
 class TestWhoMay:
