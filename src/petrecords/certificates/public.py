@@ -198,11 +198,14 @@ class PrintedCertificates:
     """The PDFs made last, by what they print: a PDF shows the facts with `asOf` to the minute, so two answers of
     one minute whose facts agree (nothing written in between, no state changed) are the same document, and the
     second costs a lookup instead of a render (about 12 ms of processor). Any write that changes what a
-    certificate shows changes its facts, and so their key: nothing stale is ever served."""
+    certificate shows changes its facts, and so their key: nothing stale is ever served. Requests that ask for one
+    document while it is being made wait for it, instead of each making it: a link asked for by many at once (or by
+    many right after a write) costs one render, not one a request (the first in a process also loads the fonts)."""
 
     def __init__(self, entries: int = PDF_CACHE_ENTRIES) -> None:
         self._entries = entries
         self._made: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()
+        self._making: dict[bytes, asyncio.Future[bytes]] = {}
 
     async def document(self, facts: CertificateFacts) -> bytes:
         printed = msgspec.structs.replace(facts, as_of=facts.as_of[:PRINTED_INSTANT])
@@ -211,15 +214,31 @@ class PrintedCertificates:
         if made is not None:
             self._made.move_to_end(key)
             return made
+        making = self._making.get(key)
+        if making is not None:
+            return await asyncio.shield(making)
+        making = asyncio.ensure_future(self._render(facts))
+        self._making[key] = making
+        # Kept when made, whether or not the request that began it is still waiting.
+        making.add_done_callback(functools.partial(self._made_one, key))
+        return await asyncio.shield(making)
+
+    def _made_one(self, key: bytes, making: asyncio.Future[bytes]) -> None:
+        if self._making.get(key) is making:
+            del self._making[key]
+        if making.cancelled() or making.exception() is not None:
+            return  # each waiting request answers the failure; the next one tries again
+        self._made[key] = making.result()
+        if len(self._made) > self._entries:
+            self._made.popitem(last=False)
+
+    @staticmethod
+    async def _render(facts: CertificateFacts) -> bytes:
         # Imported here: fpdf2 and the fonts load only where a PDF is made (see the package's note).
         from petrecords.certificates.document import render_pdf
 
         # A document takes milliseconds of processor: out of the event loop, which other requests share.
-        made = await asyncio.to_thread(render_pdf, facts)
-        self._made[key] = made
-        if len(self._made) > self._entries:
-            self._made.popitem(last=False)
-        return made
+        return await asyncio.to_thread(render_pdf, facts)
 
 
 @functools.cache
