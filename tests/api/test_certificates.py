@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from litestar.testing import AsyncTestClient
 from pypdf import PdfReader
 
@@ -178,6 +180,20 @@ class TestIssue:
         assert first.json()["id"].encode() in kept
         assert token.encode() not in kept
         assert b"/public/certificates/" not in kept
+
+    async def test_a_replay_after_the_signing_key_changed_shows_the_record_without_the_link(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        headers = {**auth(), "Idempotency-Key": "cert-across-keys"}
+        async with make_client(make_settings(signing_key=_new_signing_key())) as before:
+            pet = (await create(before, ALICE)).json()
+            first = await before.post(CERTIFICATES, json={"petId": pet["id"]}, headers=headers)
+            assert first.status_code == 201, first.text
+        async with make_client(make_settings(signing_key=_new_signing_key())) as after:
+            again = await after.post(CERTIFICATES, json={"petId": pet["id"]}, headers=headers)
+
+        assert (again.status_code, again.headers["Idempotent-Replayed"]) == (201, "true")
+        assert again.json() == {name: value for name, value in first.json().items() if name != "link"}
 
 
 class TestWhoMay:
@@ -533,3 +549,9 @@ def _ms(timestamp: str) -> int:
     parsed = parse_datetime_ms(timestamp)
     assert parsed is not None
     return int(parsed)
+
+
+def _new_signing_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return pem.decode()
