@@ -1,10 +1,12 @@
-"""A certificate's public link against get by id, in one run: a real `petrecords serve` (its defaults, SQLite)
+"""A certificate's public link against get by id, in one run: a real `petrecords serve` (its defaults; SQLite, or
+PostgreSQL with `--database postgresql`)
 holding one pet with `--doses` doses (of 5 groups) and a certificate of it; wrk (2 threads) asks in turn for the pet
 by id with its owner's token, for the link's JSON and for its PDF, in `--rounds` rounds, and prints each figure and
 the ratios of the median round. The public rate limit is on, at a budget the one address never reaches, so that
 each request pays for its check as with the default.
 
     .venv/bin/python bench/certificate_links.py --doses 50 --duration 5 --rounds 3 --connections 16
+    .venv/bin/python bench/certificate_links.py --database postgresql --doses 50 --duration 5 --rounds 3
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import BIN, free_port, process, run_wrk, server_env, sqlite_url, wait_until_answering
+from run import BIN, database, free_port, process, run_wrk, server_env, wait_until_answering
 
 OWNER = "bench@example.com"
 ADMIN = "bench-admin@example.com"
@@ -75,10 +77,11 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="petrecords-bench-") as work:
+    with tempfile.TemporaryDirectory(prefix="petrecords-bench-") as work, database(args.database, Path(work)) as url:
         work_dir = Path(work)
-        env = {**server_env(work_dir, sqlite_url(work_dir)), "PETRECORDS_PUBLIC_RATE_LIMIT": "1000000000"}
+        env = {**server_env(work_dir, url), "PETRECORDS_PUBLIC_RATE_LIMIT": "1000000000"}
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         command = [str(BIN / "petrecords"), "serve", "--port", str(port)]
@@ -96,7 +99,8 @@ def main() -> None:
                 "certificate_json": ("certificate", {"ACCEPT": "application/json"}),
                 "certificate_pdf": ("certificate", {"ACCEPT": "application/pdf"}),
             }
-            print(f"{args.doses} doses; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+            load = os.getloadavg()[0]
+            print(f"{args.database}, {args.doses} doses; load average {load:.2f} on {os.cpu_count()} cores")
             rounds: list[dict[str, dict[str, Any]]] = []
             for number in range(args.rounds):
                 figures = {

@@ -40,6 +40,7 @@ from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.operations import resource_endpoints
 from petrecords.resources.sharing import GrantExpiry
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
+from petrecords.sealing import Sealer
 from petrecords.services import Services
 from petrecords.store.postgres import PostgresStore
 from petrecords.store.sql import SqlStore
@@ -163,7 +164,9 @@ def create_app(settings: Settings, *, stopping_file: Path | None = None, ready_f
     document = b""
     # Loaded (or made, on first start) with the application, as the token secret is: a certificate signing key that
     # cannot be used stops the start-up with one line naming its setting, instead of answering 500.
-    table = endpoint_table(parts, lambda: document, signer=load_signer(settings))
+    signer = load_signer(settings)
+    services.sealer = Sealer(signer.secret)
+    table = endpoint_table(parts, lambda: document, signer=signer)
     document = build_openapi(settings, RESOURCES, table)
 
     @asynccontextmanager

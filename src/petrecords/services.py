@@ -14,6 +14,7 @@ from petrecords.metrics import Metrics
 from petrecords.ratelimit import RateLimiter
 from petrecords.resources.declaration import ResourceSet
 from petrecords.resources.fields import Context, SchemaContext
+from petrecords.sealing import Sealer
 from petrecords.store.base import Store
 from petrecords.values import now_ms
 
@@ -33,6 +34,8 @@ class Services:
     """Open while the application runs (its lifespan opens and closes it)."""
     refusals: RefusalLog = field(default_factory=RefusalLog)
     """Why each refused token was refused, for the operator's log."""
+    sealer: Sealer | None = None
+    """Seals the secrets of kept create answers (see sealing.py); set with the signing key, as the app starts."""
 
     def __post_init__(self) -> None:
         lists = configured_lists(self.settings)

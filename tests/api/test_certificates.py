@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from litestar.testing import AsyncTestClient
 from pypdf import PdfReader
 
@@ -145,14 +147,36 @@ class TestIssue:
 
         assert set(assert_error(response, 400, 994)["errors"]) == {"petId"}
 
-    async def test_an_idempotent_replay_shows_the_same_link(self, client: Client, rex: dict[str, Any]) -> None:
-        headers = {**auth(), "Idempotency-Key": "cert-1"}
+    async def test_an_idempotent_replay_shows_the_same_link_kept_sealed(
+        self, client: Client, rex: dict[str, Any], database_url: str
+    ) -> None:
+        key = f"cert-{rex['id']}"
+        headers = {**auth(), "Idempotency-Key": key}
         first = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
         again = await client.post(CERTIFICATES, json={"petId": rex["id"]}, headers=headers)
 
         assert again.headers["Idempotent-Replayed"] == "true"
-        assert again.json() == first.json()
+        assert again.content == first.content
         assert "link" in again.json()
+        token = first.json()["link"].rsplit("/", 1)[1]
+        kept = bytes(await scalar_sql(database_url, f"SELECT body FROM idempotency_keys WHERE key = '{key}'"))  # noqa: S608
+        assert first.json()["id"].encode() in kept
+        assert token.encode() not in kept
+        assert b"/public/certificates/" not in kept
+
+    async def test_a_replay_after_the_signing_key_changed_shows_the_record_without_the_link(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> None:
+        headers = {**auth(), "Idempotency-Key": "cert-across-keys"}
+        async with make_client(make_settings(signing_key=_new_signing_key())) as before:
+            pet = (await create(before, ALICE)).json()
+            first = await before.post(CERTIFICATES, json={"petId": pet["id"]}, headers=headers)
+            assert first.status_code == 201, first.text
+        async with make_client(make_settings(signing_key=_new_signing_key())) as after:
+            again = await after.post(CERTIFICATES, json={"petId": pet["id"]}, headers=headers)
+
+        assert (again.status_code, again.headers["Idempotent-Replayed"]) == (201, "true")
+        assert again.json() == {name: value for name, value in first.json().items() if name != "link"}
 
 
 class TestWhoMay:
@@ -344,6 +368,93 @@ class TestPublic:
             assert_error(await client.get(certificate["link"]), 410, 981)
 
 
+class TestAskedAgain:
+    """A link asked again answers from what its process kept, until anything it shows may have changed."""
+
+    async def test_it_reads_nothing_but_the_datas_version(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await vaccinate(client, rex, rabies)
+        created = await issue(client, rex)
+        first = await client.get(created["link"])
+        work = WorkDone(monkeypatch)
+
+        again, steps = await work.of(client.get(created["link"]))
+        jws, signed_steps = await work.of(client.get(created["link"], headers={"Accept": "application/jose"}))
+
+        assert again.status_code == 200
+        assert {**again.json(), "asOf": None} == {**first.json(), "asOf": None}
+        assert _ms(again.json()["asOf"]) >= _ms(first.json()["asOf"])
+        assert jws.status_code == 200
+        # PostgreSQL reads the data's version with one statement; SQLite asks its connection, outside the log.
+        for step in (*steps, *signed_steps):
+            assert "record_counts" in step[1]
+            for table in ("certificate", "pets", "pet_vaccinations", "vaccines"):
+                assert table not in step[1], step
+
+    async def test_every_write_it_shows_is_shown_at_once(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        dose = await vaccinate(client, rex, rabies)
+        dhpp = (await create_vaccine(client, name="Vanguard DHPP", pet_type="Dog", duration=365, group="DHPP")).json()
+        other = await vaccinate(client, rex, dhpp)
+        created = await issue(client, rex)
+
+        async def shown() -> dict[str, Any]:
+            response = await client.get(created["link"])
+            assert response.status_code == 200, response.text
+            kept = await client.get(created["link"])
+            assert {**kept.json(), "asOf": None} == {**response.json(), "asOf": None}
+            body: dict[str, Any] = response.json()
+            return body
+
+        assert {item["id"] for item in (await shown())["vaccinations"]} == {dose["id"], other["id"]}
+        in_error = {"status": "entered-in-error", "statusReason": "recorded for the wrong pet"}
+        marked = await client.patch(f"/v1/pet-vaccination/{dose['id']}", json=in_error, headers=auth())
+        assert marked.status_code == 200, marked.text
+        assert [item["id"] for item in (await shown())["vaccinations"]] == [other["id"]]
+        renamed = await client.patch(
+            f"/v1/vaccines/{dhpp['id']}", json={"name": "Vanguard Plus 5"}, headers=auth(admin=True)
+        )
+        assert renamed.status_code == 200, renamed.text
+        assert [item["vaccineName"] for item in (await shown())["vaccinations"]] == ["Vanguard Plus 5"]
+        pet = await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexie"}, headers=auth())
+        assert pet.status_code == 200, pet.text
+        assert (await shown())["pet"]["name"] == "Rexie"
+        expiry = format_timestamp(now_ms() + 5 * DAY_MS)
+        narrowed = {"groups": ["Rabies"], "expiresAt": expiry}
+        changed = await client.patch(f"{CERTIFICATES}/{created['id']}", json=narrowed, headers=auth())
+        assert changed.status_code == 200, changed.text
+        after = await shown()
+        assert (after["vaccinations"], after["expiresAt"]) == ([], expiry)
+        assert (await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())).status_code == 200
+        assert_error(await client.get(created["link"]), 410, 981)
+
+    async def test_states_and_expiry_move_with_the_clock(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        dose = await vaccinate(client, rex, rabies)
+        due = _ms(dose["dueAt"])
+        created = await issue(client, rex, expiresAt=format_timestamp(due + DAY_MS))
+        clock = [now_ms()]
+        monkeypatch.setattr("petrecords.certificates.public.now_ms", lambda: clock[0])
+
+        async def state() -> str:
+            response = await client.get(created["link"])
+            assert response.status_code == 200, response.text
+            assert _ms(response.json()["asOf"]) == clock[0]
+            value: str = response.json()["vaccinations"][0]["state"]
+            return value
+
+        assert [await state(), await state()] == ["current", "current"]
+        clock[0] = due - DAY_MS
+        assert [await state(), await state()] == ["due-soon", "due-soon"]
+        clock[0] = due
+        assert [await state(), await state()] == ["overdue", "overdue"]
+        clock[0] = due + DAY_MS
+        assert_error(await client.get(created["link"]), 410, 981)
+
+
 class TestFeed:
     async def test_the_issuer_and_the_owner_see_the_changes(self, client: Client, rex: dict[str, Any]) -> None:
         await share_with(client, rex, BOB)
@@ -389,19 +500,28 @@ class TestRateLimit:
         make_settings: Callable[..., Settings],
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        async with make_client(make_settings(public_rate_limit=2)) as limited:
+        async with make_client(make_settings(public_rate_limit=3)) as limited:
+            pet = (await create(limited, ALICE)).json()
+            link = (await issue(limited, pet))["link"]
+            assert (await limited.get(link)).status_code == 200  # kept: asked again, it would read the version
             for _ in range(2):
                 assert (await limited.get("/public/certificates/" + "A" * 43)).status_code == 404
             reads: list[object] = []
             monkeypatch.setattr(
                 "petrecords.certificates.public._by_digest", lambda *args: reads.append(args) or _never()
             )
-            response = await limited.get("/public/certificates/" + "A" * 43)
-            assert_error(response, 429, 987)
-            assert response.headers["retry-after"]
-            assert response.headers["cache-control"] == "no-store"
+            monkeypatch.setattr(
+                "petrecords.certificates.public.PublicCertificates._answer",
+                lambda *args: reads.append(args) or _never(),
+            )
+            work = WorkDone(monkeypatch)
+            for path in (link, "/public/certificates/" + "A" * 43, "/.well-known/jwks.json"):
+                response, steps = await work.of(limited.get(path))
+                assert_error(response, 429, 987)
+                assert response.headers["retry-after"]
+                assert response.headers["cache-control"] == "no-store"
+                assert steps == []
             assert reads == []
-            assert_error(await limited.get("/.well-known/jwks.json"), 429, 987)
 
 
 async def _never() -> None:
@@ -412,3 +532,9 @@ def _ms(timestamp: str) -> int:
     parsed = parse_datetime_ms(timestamp)
     assert parsed is not None
     return int(parsed)
+
+
+def _new_signing_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return pem.decode()

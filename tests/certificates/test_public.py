@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import msgspec
@@ -72,3 +73,18 @@ def test_the_signing_key_is_made_with_the_application(tmp_path: Path) -> None:
     create_app(Settings(data_dir=tmp_path, auth_secret=SECRET))
 
     assert (tmp_path / "signing-key.pem").stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_pdf_asked_for_by_many_at_once_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[object] = []
+    render = document.render_pdf
+    monkeypatch.setattr(document, "render_pdf", lambda facts: made.append(facts) or render(facts))
+    printed = PrintedCertificates()
+    facts = facts_of(doses=many_doses(3))
+
+    answers = await asyncio.gather(*(printed.document(facts) for _ in range(8)))
+
+    assert len(made) == 1
+    assert len(set(answers)) == 1
+    assert await printed.document(facts) == answers[0]
+    assert len(made) == 1

@@ -3,9 +3,11 @@ forms, chosen by `Accept` (JSON by default, PDF, the HTML page, the JWS), and `G
 that verify the JWS.
 
 What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database
-read); a token that this service could not have made is 404 with none either; any other costs one lookup of its
-digest among the links, live and revoked (one statement over a view of both tables, each probed by its unique
-index): 404 unknown, 410 revoked or expired. Only a live one reads the certificate, the pet and its doses. Every answer,
+read); a token that this service could not have made is 404 with none either; a link answered lately by this process
+costs the data's version (see recent.py), read with no other statement while nothing it shows has changed; any other
+token costs one lookup of its digest among the links, live and revoked (one statement over a view of both tables,
+each probed by its unique index): 404 unknown, 410 revoked or expired. Only a live one reads the data's version, then,
+in one read, the certificate with its pet and the pet's doses with their vaccines. Every answer,
 a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand its
 address (the token) to no one.
 """
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hashlib
 from typing import Any
 
 import msgspec
 
 from petrecords.certificates.addresses import TrustedProxies, create_public_rate_limit
-from petrecords.certificates.facts import CertificateFacts, build_facts, encode_facts
+from petrecords.certificates.facts import COMPLETED, DAY_MS, CertificateFacts, build_facts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
+from petrecords.certificates.recent import RecentCertificates, kept, next_state_change
 from petrecords.certificates.resource import LINKS, PET_CERTIFICATES, Groups
 from petrecords.certificates.signing import Signer, load_signer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
@@ -32,9 +36,9 @@ from petrecords.openapi import DocumentContext, error_response, parameter
 from petrecords.pets import PETS
 from petrecords.responses import answer_failure
 from petrecords.services import Services
-from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.base import Collection, Condition, Join, Operator, PageQuery, Row, SortKey, Transaction
 from petrecords.vaccinations import PET_VACCINATIONS
-from petrecords.values import now_ms
+from petrecords.values import format_timestamp, now_ms
 
 PDF = "application/pdf"
 HTML = "text/html"
@@ -82,6 +86,7 @@ class PublicCertificates:
         self._proxies = TrustedProxies(settings.trusted_proxies)
         self._limiter = create_public_rate_limit(per_minute=settings.public_rate_limit, redis_url=settings.redis_url)
         self._pdfs = PrintedCertificates()
+        self._recent = RecentCertificates()
         self._signer = signer
 
     @property
@@ -103,31 +108,42 @@ class PublicCertificates:
     async def certificate(self, call: Call) -> Answer:
         try:
             await self._within_rate(call)
-            facts = await self._facts(call.params["token"])
-            answer = await self._form(facts, chosen_form(call.header(b"accept")))
+            answer = await self._answer(call.params["token"], chosen_form(call.header(b"accept")))
         except Exception as exc:  # answered here, as everywhere else, but with the public headers
             answer = error_answer(answer_failure(exc, call.state))
         answer.headers = {**answer.headers, **PUBLIC_HEADERS}
         return answer
 
-    async def _facts(self, token: str) -> CertificateFacts:
+    async def _answer(self, token: str, form: str) -> Answer:
         if not well_formed(token):
             raise NotFound()
         digest = digest_of(token)
-        settings = self.services.settings
-        async with self.services.store.transaction(write=False) as tx:
-            link = await _by_digest(tx, digest)
-            if link is None or not matches(token, link["token_digest"]):
-                raise NotFound()
+        if digest in self._recent:  # a live link answered lately: only its token can have put it there
+            version = await self.services.store.data_version()
             now = now_ms()
-            if link["revoked"] or link["expires_at"] <= now:
+            found = self._recent.get(digest, version=version, now_ms=now)
+            if found is not None:
+                as_of = format_timestamp(now)
+                if form == JSON:
+                    return Answer(200, found.json_as_of(as_of))
+                return await self._form(found.facts_as_of(as_of), form)
+        return await self._form(await self._facts(token, digest), form)
+
+    async def _facts(self, token: str, digest: str) -> CertificateFacts:
+        store = self.services.store
+        async with store.transaction(write=False, single=True) as tx:
+            link = await _by_digest(tx, digest)
+        if link is None or not matches(token, link["token_digest"]):
+            raise NotFound()
+        now = now_ms()
+        if link["revoked"] or link["expires_at"] <= now:
+            raise LinkGone()
+        # Read before the rows it vouches for: rows read after it are at least as new as what it says.
+        version = await store.data_version()
+        async with store.transaction(write=False) as tx:
+            certificate = await tx.get(_certified(), link["id"])
+            if certificate is None or certificate["expires_at"] <= now:  # deleted or cut short since
                 raise LinkGone()
-            certificate = await tx.get(PET_CERTIFICATES.collection, link["id"])
-            pet = None if certificate is None else await tx.get(PETS.collection, certificate["pet_id"])
-            if certificate is None or pet is None:  # deleted since (the statements of a read see their own moment)
-                raise LinkGone()
-            if pet is None:  # the certificate goes with its pet, in the same transaction
-                raise NotFound()
             doses = await tx.list(
                 PET_VACCINATIONS.collection,
                 PageQuery(
@@ -138,16 +154,23 @@ class PublicCertificates:
                 ),
             )
         groups = None if certificate["groups"] is None else Groups().show(certificate["groups"])
-        return build_facts(
+        due_soon_ms = self.services.settings.due_soon_days * DAY_MS
+        facts = build_facts(
             certificate_id=certificate["id"],
             issued_at_ms=certificate["created_at"],
             expires_at_ms=certificate["expires_at"],
             groups=groups,
-            pet=pet,
+            pet=certificate["pet"],
             doses=[(dose, dose["vaccine"]) for dose in doses],
             now_ms=now,
-            due_soon_days=settings.due_soon_days,
+            due_soon_days=self.services.settings.due_soon_days,
         )
+        if version is not None:
+            due = (dose["due_at"] for dose in doses if dose["status"] == COMPLETED)
+            change = next_state_change(due, now_ms=now, due_soon_ms=due_soon_ms)
+            good_until = certificate["expires_at"] if change is None else min(change, certificate["expires_at"])
+            self._recent.keep(digest, kept(version, facts, good_until_ms=good_until))
+        return facts
 
     async def _form(self, facts: CertificateFacts, form: str) -> Answer:
         if form == PDF:
@@ -175,11 +198,14 @@ class PrintedCertificates:
     """The PDFs made last, by what they print: a PDF shows the facts with `asOf` to the minute, so two answers of
     one minute whose facts agree (nothing written in between, no state changed) are the same document, and the
     second costs a lookup instead of a render (about 12 ms of processor). Any write that changes what a
-    certificate shows changes its facts, and so their key: nothing stale is ever served."""
+    certificate shows changes its facts, and so their key: nothing stale is ever served. Requests that ask for one
+    document while it is being made wait for it, instead of each making it: a link asked for by many at once (or by
+    many right after a write) costs one render, not one a request (the first in a process also loads the fonts)."""
 
     def __init__(self, entries: int = PDF_CACHE_ENTRIES) -> None:
         self._entries = entries
         self._made: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()
+        self._making: dict[bytes, asyncio.Future[bytes]] = {}
 
     async def document(self, facts: CertificateFacts) -> bytes:
         printed = msgspec.structs.replace(facts, as_of=facts.as_of[:PRINTED_INSTANT])
@@ -188,15 +214,42 @@ class PrintedCertificates:
         if made is not None:
             self._made.move_to_end(key)
             return made
+        making = self._making.get(key)
+        if making is not None:
+            return await asyncio.shield(making)
+        making = asyncio.ensure_future(self._render(facts))
+        self._making[key] = making
+        # Kept when made, whether or not the request that began it is still waiting.
+        making.add_done_callback(functools.partial(self._made_one, key))
+        return await asyncio.shield(making)
+
+    def _made_one(self, key: bytes, making: asyncio.Future[bytes]) -> None:
+        if self._making.get(key) is making:
+            del self._making[key]
+        if making.cancelled() or making.exception() is not None:
+            return  # each waiting request answers the failure; the next one tries again
+        self._made[key] = making.result()
+        if len(self._made) > self._entries:
+            self._made.popitem(last=False)
+
+    @staticmethod
+    async def _render(facts: CertificateFacts) -> bytes:
         # Imported here: fpdf2 and the fonts load only where a PDF is made (see the package's note).
         from petrecords.certificates.document import render_pdf
 
         # A document takes milliseconds of processor: out of the event loop, which other requests share.
-        made = await asyncio.to_thread(render_pdf, facts)
-        self._made[key] = made
-        if len(self._made) > self._entries:
-            self._made.popitem(last=False)
-        return made
+        return await asyncio.to_thread(render_pdf, facts)
+
+
+@functools.cache
+def _certified() -> Collection:
+    """A certificate with its pet, read in one statement by the certificate's id. Made on first use: a resource's
+    collection is complete once the application's resources are registered (the pets' shares, say)."""
+    return Collection(
+        name=PET_CERTIFICATES.name,
+        table=PET_CERTIFICATES.table,
+        joins=(Join("pet", "pet_id", PETS.collection),),
+    )
 
 
 _BY_DIGEST = PageQuery(conditions=(), sort=(SortKey("id"),), limit=1, offset=0)

@@ -4,7 +4,8 @@ check, shown once at creation, that works without an account until it expires or
 A certificate is between its issuer and the pet's owner (Ownership.issuer): they and an administrator read, list,
 change and delete it; no share shows it to anyone else; the pet's transfer or deletion deletes it. The record keeps
 the SHA-256 of its link's token, never the token (see links.py); a deleted certificate leaves that digest among the
-revoked links until it would have expired, so that its link answers 410, not 404.
+revoked links, for good (as an expired link does, a revoked one answers 410, not 404, however old), and an export
+takes them along (see portability.records.REVOKED_LINKS).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ revoked_certificate_links = sa.Table(
 )
 
 REVOKED_LINKS = Collection(name="revoked-certificate-links", table=revoked_certificate_links)
-"""The links of deleted certificates, which answer 410 until they would have expired."""
+"""The links of deleted certificates, which answer 410: kept, never purged, and exported."""
 
 # Every link, live or revoked, by its digest: the public answer looks a token up in one statement, which probes the
 # unique index of each table. A view that the migration makes (a UNION ALL of the two tables' id, token_digest and
@@ -157,7 +158,7 @@ LINK_SCHEMA = {
 
 
 async def _revoke(tx: Transaction, certificate: Row) -> None:
-    """Keep a deleted certificate's link among the revoked ones, until it would have expired."""
+    """Keep a deleted certificate's link among the revoked ones, so that it answers 410."""
     revoked = {key: certificate[key] for key in ("id", "token_digest", "expires_at")}
     await tx.insert(REVOKED_LINKS, revoked)
 

@@ -73,6 +73,14 @@ class Signer:
         self.jwks_document = msgspec.json.encode({"keys": [kept.jwk() for kept in self.keys]})
         """The answer of `GET /.well-known/jwks.json`: public keys only, the current one first."""
 
+    @property
+    def secret(self) -> bytes:
+        """The current key's private bytes (PKCS #8, DER): the secret every instance shares, from which others are
+        derived (see sealing.py). Never shown."""
+        return self._key.private_bytes(
+            serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
     def sign(self, payload: bytes) -> str:
         """The compact JWS of `payload` (the facts' JSON): header.payload.signature, base64url each."""
         return jwt.api_jws.encode(payload, self._key, algorithm=self.current.algorithm, headers=self._header)

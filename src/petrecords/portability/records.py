@@ -18,17 +18,20 @@ import datetime as dt
 import functools
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import sqlalchemy as sa
 
+from petrecords.certificates.resource import REVOKED_LINKS as REVOKED_LINKS_COLLECTION
+from petrecords.certificates.resource import revoked_certificate_links
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.fields import Context
 from petrecords.resources.wire import Shown, show
 from petrecords.store.base import Row
+from petrecords.store.records import stored_uuid
 from petrecords.tables import SHARED, changes
 from petrecords.text import match_key
 from petrecords.values import format_timestamp, normalize_email, parse_record_id
@@ -389,4 +392,37 @@ def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
         "record": bytes(change.record),
         "shared_key": shared_key,
         "grantee": grantee,
+    }
+
+
+# --- revoked certificate links ---------------------------------------------------------------------
+
+REVOKED_LINKS = REVOKED_LINKS_COLLECTION.name
+"""The `resource` of an export's lines of revoked links: a deleted certificate's link answers 410 after a move as
+before it, not 404. Each line is `{"resource": "revoked-certificate-links", "record": {"id", "tokenDigest",
+"expiresAt"}}`: the deleted certificate's id, the digest of its token (never the token), when it would have
+expired."""
+REVOKED_LINKS_QUERY = sa.select(
+    revoked_certificate_links.c.id, revoked_certificate_links.c.token_digest, revoked_certificate_links.c.expires_at
+).order_by(revoked_certificate_links.c.id)
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def exported_revoked_link(values: Sequence[Any]) -> dict[str, Any]:
+    """A row of REVOKED_LINKS_QUERY as an export's record."""
+    link_id, digest, expires_at = values
+    return {"id": str(stored_uuid(link_id)), "tokenDigest": digest, "expiresAt": format_timestamp(expires_at)}
+
+
+def revoked_link_row(record: dict[str, Any]) -> dict[str, Any]:
+    """An export's record of a revoked link, read back strictly, as its table stores it."""
+    if set(record) != {"id", "tokenDigest", "expiresAt"}:
+        raise Malformed("a revoked link's record holds id, tokenDigest and expiresAt, and nothing else")
+    digest = record["tokenDigest"]
+    if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+        raise Malformed("tokenDigest must be 64 lower-case hexadecimal digits")
+    return {
+        "id": record_id("id", record["id"]),
+        "token_digest": digest,
+        "expires_at": timestamp_ms("expiresAt", record["expiresAt"]),
     }

@@ -1,7 +1,9 @@
 """`petrecords export` and `petrecords import`: every record of every resource and every kept change, as JSON Lines.
 
 The file: a first line `{"format": "petrecords-export", "version": 1, "exportedAt": …}`; then each resource's
-records (referenced resources first, each in id order), `{"resource": name, "record": {…}}`; then every change
+records (referenced resources first, each in id order), `{"resource": name, "record": {…}}`; then the links of
+deleted certificates, `{"resource": "revoked-certificate-links", "record": {…}}` (see records.REVOKED_LINKS), in
+id order; then every change
 in the feed's order, `{"change": {…}}` without its cursor. Export streams from one snapshot, import streams into
 one transaction: memory stays flat whatever the size.
 """
@@ -18,7 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+import sqlalchemy as sa
 
+from petrecords.certificates.resource import revoked_certificate_links
 from petrecords.changes.publisher import Publisher
 from petrecords.config import Settings, configured_lists
 from petrecords.portability import databases
@@ -26,6 +30,8 @@ from petrecords.portability.databases import Batch, Snapshot, Target
 from petrecords.portability.errors import CommandFailed
 from petrecords.portability.progress import Meter
 from petrecords.portability.records import (
+    REVOKED_LINKS,
+    REVOKED_LINKS_QUERY,
     ChangeBody,
     Malformed,
     Reader,
@@ -33,7 +39,9 @@ from petrecords.portability.records import (
     counted,
     exported_change,
     exported_record,
+    exported_revoked_link,
     record_id,
+    revoked_link_row,
     timestamp_ms,
 )
 from petrecords.resources.declaration import Resource, ResourceSet
@@ -94,6 +102,10 @@ async def export_to(settings: Settings, resources: ResourceSet, out: IO[bytes], 
                         out.write(encode({"resource": resource.name, "record": record}) + b"\n")
                         tally.count(resource)
                         meter.advance(1)
+            # A deleted certificate's link answers 410 after a move, as before it (the digests alone travel).
+            async with contextlib.aclosing(snapshot.rows(REVOKED_LINKS_QUERY)) as rows:
+                async for values in rows:
+                    out.write(encode({"resource": REVOKED_LINKS, "record": exported_revoked_link(values)}) + b"\n")
             async with contextlib.aclosing(snapshot.rows(databases.CHANGES_QUERY)) as rows:
                 async for values in rows:
                     out.write(encode({"change": exported_change(databases.CHANGES_LAYOUT.row(values))}) + b"\n")
@@ -152,6 +164,8 @@ class Item:
     line: int
     resource: Resource | None
     row: dict[str, Any]
+    table: sa.Table | None = None
+    """Where a line that is neither a record nor a change goes (a revoked link)."""
 
 
 def _problem(exc: msgspec.ValidationError | msgspec.DecodeError | Malformed | UnicodeDecodeError) -> str:
@@ -224,6 +238,8 @@ class ExportFile:
             return Item(number, None, change_row(self.reader, line.change))
         if line.resource is None or line.record is None:
             raise Malformed('a line must be {"resource": …, "record": …} or {"change": …}')
+        if line.resource == REVOKED_LINKS:
+            return Item(number, None, revoked_link_row(line.record), table=revoked_certificate_links)
         resource = self.reader.resource(line.resource)
         if not rows:
             return Item(number, resource, {"id": record_id("id", line.record.get("id"))})
@@ -267,7 +283,7 @@ async def _load(
     xid = await target.change_xid()
     batch: Batch | None = None
     for item in items:
-        table = changes if item.resource is None else item.resource.table
+        table = item.table if item.table is not None else changes if item.resource is None else item.resource.table
         if batch is not None and (batch.table is not table or len(batch.rows) >= BATCH_ROWS):
             await target.insert(batch)
             meter.advance(len(batch.rows), progress())
@@ -275,11 +291,11 @@ async def _load(
         if batch is None:
             batch = Batch(table, [], [])
         row = item.row
-        if item.resource is None:
+        if item.resource is not None:
+            tally.count(item.resource)
+        elif item.table is None:
             row["xid"] = xid
             tally.changes += 1
-        else:
-            tally.count(item.resource)
         batch.rows.append(row)
         batch.lines.append(item.line)
     if batch is not None:
@@ -293,7 +309,7 @@ async def import_from(settings: Settings, resources: ResourceSet, path: Path, *,
     reader = Reader(resources, configured_lists(settings))
     source = ExportFile(path, reader)
     ordered = in_load_order(resources)
-    tables = [resource.table for resource in ordered]
+    tables = [*(resource.table for resource in ordered), revoked_certificate_links]
     async with databases.target(settings) as target:
         await target.begin([*tables, *databases.LOG_TABLES])
         holding = await target.nonempty([*tables, *databases.LOG_TABLES])

@@ -30,6 +30,7 @@ from petrecords.resources.requests import (
 )
 from petrecords.resources.service import etag_of
 from petrecords.resources.wire import show
+from petrecords.sealing import kept_parts
 from petrecords.services import Services
 from petrecords.store.base import Row, StoredResponse, Transaction
 from petrecords.values import now_ms
@@ -47,6 +48,11 @@ def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
 def with_members(record: bytes, members: Mapping[str, Any]) -> bytes:
     """A record's JSON object with more members at its end."""
     return record[:-1] + b"," + msgspec.json.encode(members)[1:]
+
+
+def _sealed_for(caller: Caller, key: str) -> bytes:
+    """What a kept secret is bound to: the caller and the Idempotency-Key of the create that made it."""
+    return msgspec.json.encode([caller.email, key])
 
 
 def _entity_tags(call: Call, header: bytes, name: str) -> EntityTags | None:
@@ -134,7 +140,7 @@ class ResourceOperations:
                 headers.update(
                     {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
                 )
-                return Answer(stored.status, stored.body, headers)
+                return Answer(stored.status, self._replayed(stored.body, caller, key), headers)
 
         revealed: Values = {}
         shown: Mapping[str, Any] = {}
@@ -156,14 +162,29 @@ class ResourceOperations:
         answer = Answer(201, body_sent, {"ETag": etag, "Location": location})
         if key is None or request_hash is None or now is None:
             return answer
+        # The secret is kept sealed (see sealing.py), or, with no key to seal it, not kept: a replay shows the record.
+        body_kept = record
+        if shown and self.services.sealer is not None:
+            body_kept = self.services.sealer.keep(record, msgspec.json.encode(shown), context=_sealed_for(caller, key))
         kept = StoredResponse(
-            resource=resource.name, request_hash=request_hash, status=201, body=body_sent, location=location, etag=etag
+            resource=resource.name, request_hash=request_hash, status=201, body=body_kept, location=location, etag=etag
         )
         expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
         await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)
         if row["id"].int % _PURGE_EVERY == 0:
             await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
         return answer
+
+    def _replayed(self, kept: bytes, caller: Caller, key: str) -> bytes:
+        """The answer kept for an Idempotency-Key, its secret members unsealed (see sealing.py)."""
+        record, sealed = kept_parts(kept)
+        sealer = self.services.sealer
+        if sealed is None or sealer is None:
+            return record
+        secret = sealer.open(sealed, context=_sealed_for(caller, key))
+        if secret is None:  # sealed with a signing key since replaced: no one can read it any longer
+            return record
+        return with_members(record, msgspec.json.decode(secret))
 
     async def replace(self, call: Call) -> Answer:
         record_id = self._record_id(call)

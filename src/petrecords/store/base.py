@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -448,6 +448,10 @@ class Transaction(Records, ChangeLog, Grants, Bookkeeping, abc.ABC):
     @abc.abstractmethod
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
+    async def data_version(self) -> Hashable | None:
+        """A value that changes whenever the stored records may have; None when there is no cheap one."""
+        return None
+
 
 class Store(abc.ABC):
     dialect: str
@@ -465,6 +469,12 @@ class Store(abc.ABC):
         """One record by id, in a read of that one statement (`caller` as for `transaction`)."""
         async with self.transaction(write=False, single=True, caller=caller) as tx:
             return await tx.get(collection, record_id)
+
+    async def data_version(self) -> Hashable | None:
+        """A value that changes whenever a stored record may have, read in a statement of its own, before whatever
+        it is to vouch for is read; None when there is no cheap one (see SqlTransaction.data_version)."""
+        async with self.transaction(write=False, single=True) as tx:
+            return await tx.data_version()
 
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...

@@ -1,0 +1,103 @@
+"""The facts of the links answered lately, kept by each process for as long as they cannot have changed.
+
+What a certificate shows depends on its record, its pet, the pet's doses and their vaccines, and on the time of the
+answer: `asOf`, and the state of each group's latest dose. A kept answer is vouched for by the data's version
+(`Store.data_version`, read before the rows it was made from: it moves with every committed write, through any
+instance), and by the moment of its first state change or of the link's expiry, whichever comes first. Asked again
+while both hold, a link costs the version's read and no other statement: a revocation, a new expiry or groups, a
+dose marked in error, a vaccine renamed, the pet changing hands, each moves the version, and is shown at once.
+
+Only a live link that was just read is kept, by its token's digest: a token of no link never reaches this
+table, so it cannot be filled with guesses. The JSON is kept as the bytes around `asOf`, which each answer fills
+with its own time.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+
+import msgspec
+
+from petrecords.certificates.facts import CertificateFacts, encode_facts
+
+KEPT_BYTES = 16 * 1024 * 1024
+"""The JSON a process keeps, at most, over every link it keeps."""
+_AS_OF = b'"asOf":"'
+
+
+@dataclass(frozen=True)
+class Kept:
+    version: Hashable
+    """The data's version read before the rows the facts were made from."""
+    facts: CertificateFacts
+    good_until_ms: int
+    """The link's expiry, or the first moment a dose's state changes, whichever comes first."""
+    head: bytes
+    """The JSON up to and including `"asOf":"`."""
+    tail: bytes
+    """The JSON from the quote that closes `asOf`."""
+
+    def facts_as_of(self, as_of: str) -> CertificateFacts:
+        return msgspec.structs.replace(self.facts, as_of=as_of)
+
+    def json_as_of(self, as_of: str) -> bytes:
+        """Exactly `encode_facts(self.facts_as_of(as_of))`, without encoding the facts again."""
+        return b"".join((self.head, as_of.encode("ascii"), self.tail))
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.tail)
+
+
+def kept(version: Hashable, facts: CertificateFacts, *, good_until_ms: int) -> Kept:
+    encoded = encode_facts(msgspec.structs.replace(facts, as_of=""))
+    # `asOf` follows the certificate's id and two instants, in which the marker cannot occur.
+    split = encoded.index(_AS_OF) + len(_AS_OF)
+    return Kept(version=version, facts=facts, good_until_ms=good_until_ms, head=encoded[:split], tail=encoded[split:])
+
+
+def next_state_change(due_at_ms: Iterable[int], *, now_ms: int, due_soon_ms: int) -> int | None:
+    """The first moment after `now_ms` at which a dose due at one of `due_at_ms` turns due-soon or overdue (see
+    facts.due_state): the facts made now hold until then. None when none will."""
+    later = [moment for due_at in due_at_ms for moment in (due_at - due_soon_ms, due_at) if moment > now_ms]
+    return min(later, default=None)
+
+
+class RecentCertificates:
+    """The kept answers of one process, by their token's digest, the least recently asked for dropped first."""
+
+    def __init__(self, most_bytes: int = KEPT_BYTES) -> None:
+        self._most_bytes = most_bytes
+        self._bytes = 0
+        self._kept: collections.OrderedDict[str, Kept] = collections.OrderedDict()
+
+    def __contains__(self, digest: str) -> bool:
+        return digest in self._kept
+
+    def get(self, digest: str, *, version: Hashable, now_ms: int) -> Kept | None:
+        """The answer kept for a link, when it still holds: made at this version, and now before its end."""
+        found = self._kept.get(digest)
+        if found is None:
+            return None
+        if found.version != version or now_ms >= found.good_until_ms:
+            self.forget(digest)
+            return None
+        self._kept.move_to_end(digest)
+        return found
+
+    def keep(self, digest: str, answer: Kept) -> None:
+        self.forget(digest)
+        if answer.size > self._most_bytes:
+            return
+        self._kept[digest] = answer
+        self._bytes += answer.size
+        while self._bytes > self._most_bytes:
+            _, dropped = self._kept.popitem(last=False)
+            self._bytes -= dropped.size
+
+    def forget(self, digest: str) -> None:
+        dropped = self._kept.pop(digest, None)
+        if dropped is not None:
+            self._bytes -= dropped.size
