@@ -37,10 +37,8 @@ pytestmark = pytest.mark.slow
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 REPOSITORY = Path(__file__).resolve().parents[2]
 # Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test` (whose
-# quick run leaves out the coverage phase, see QUICK_PHASES), and many in `make test-long`. Five, not eight: the
-# quick run on SQLite took 175 s of a worker instead of 239 s (loaded machine), the longest test of `make test`; the
-# examples phase alone gets every operation past validation.
-QUICK = 5
+# quick run leaves out the coverage phase, see QUICK_PHASES), and many in `make test-long`.
+QUICK = 8
 THOROUGH = 50
 ENOUGH_FOR_A_RATE = THOROUGH
 """Examples per operation from which schemathesis' "mostly rejected" warning is a finding, not chance."""
