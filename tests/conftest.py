@@ -27,11 +27,12 @@ settings.register_profile("fast", max_examples=20, stateful_step_count=25, **_QU
 settings.register_profile("long", max_examples=1000, stateful_step_count=100, **_QUIET)
 settings.load_profile("fast")
 
-STATEFUL_RUNS_AT_MOST = 10
+STATEFUL_RUNS_AT_MOST = {"fast": 5, "long": 10}
 """Runs of a state machine: each is a sequence of steps with every caller's view checked after each, so the long
-profile's thousand would take hours. `make test-long` runs ten of a hundred steps, four times the steps of `make
-test` (forty took 26 minutes of a worker for the grant counts on PostgreSQL alone, on a machine twice slower than
-usual, and `.ci/run` ran past its 90 minutes)."""
+profile's thousand would take hours. `make test-long` runs ten of a hundred steps (forty took 26 minutes of a
+worker for the grant counts on PostgreSQL alone, on a machine twice slower than usual, and `.ci/run` ran past its
+90 minutes); `make test` five of twenty-five, an eighth of the steps: the sharing model on PostgreSQL took 92 s
+of a worker with ten, on a loaded machine, the longest test of `make test` after schemathesis."""
 
 
 STATEFUL_PARTS = {"long": 3}
@@ -51,10 +52,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def stateful_settings() -> hypothesis.settings:
     """The profile's settings for a state machine: half its examples as runs (each is many steps), at most
-    STATEFUL_RUNS_AT_MOST: ten in `make test` and in `make test-long`, shared by its parts (a test that takes
+    STATEFUL_RUNS_AT_MOST's (five in `make test`, ten in `make test-long`), shared by its parts (a test that takes
     `stateful_part` runs once per part)."""
     profile = hypothesis.settings.default
-    runs = min(profile.max_examples // 2, STATEFUL_RUNS_AT_MOST)
+    most = STATEFUL_RUNS_AT_MOST.get(hypothesis.settings.get_current_profile_name() or "", 10)
+    runs = min(profile.max_examples // 2, most)
     return hypothesis.settings(profile, max_examples=-(-runs // _stateful_parts()))
 
 

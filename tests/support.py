@@ -32,7 +32,7 @@ from petrecords.db import migrate
 from petrecords.duties import Duties
 from petrecords.http import ASGIApp
 from petrecords.pets import PETS
-from petrecords.registry import RESOURCES, SCHEMA
+from petrecords.registry import SCHEMA
 from petrecords.resources.declaration import Resource
 from petrecords.store.base import Condition, Operator, Row, Store
 from petrecords.store.postgres import PostgresStore
@@ -336,8 +336,8 @@ def as_read(resource: Resource, created: dict[str, Any]) -> dict[str, Any]:
 
 class Examples:
     """Records of the registered resources, made by an administrator from their declared examples: a record of
-    each resource before it in the registry's order is made first (a dose's pet and vaccine; a certificate's pet
-    and its Rabies dose), and the references name them."""
+    each resource it refers to is made first (a dose's pet and vaccine, a share's pet), and the references name
+    them."""
 
     def __init__(self, client: AsyncTestClient[Any]) -> None:
         self.client = client
@@ -351,12 +351,12 @@ class Examples:
         return body
 
     async def prepare(self, resource: Resource) -> None:
-        """A record of each resource before this one in the registry's order, once: what its records refer to."""
-        for earlier in sorted(RESOURCES.resources, key=RESOURCES.rank):
-            if earlier is resource:
-                break
-            if earlier.name not in self.made:
-                self.made[earlier.name] = (await self._post(earlier, another=False)).json()
+        """A record of each resource that this one's records refer to (and so on), once."""
+        for reference in resource.references:
+            target = reference.target
+            if target.name not in self.made:
+                await self.prepare(target)
+                self.made[target.name] = (await self._post(target, another=False)).json()
 
     async def create(self, resource: Resource, *, another: bool = False) -> httpx.Response:
         await self.prepare(resource)

@@ -1,4 +1,5 @@
-"""GET /v1/pets (contract section 4, and section 5 on who sees what)."""
+"""A list (contract section 4, and section 5 on who sees what): what every resource answers alike (the envelope,
+paging values, unknown parameters, no token), on each registered resource; a pet list's paging, filters and sort."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from petrecords.config import Settings
-from tests.support import ADMIN, ALICE, BOB, FIELDS, auth, pet_body, run_sql
+from petrecords.resources.declaration import Resource
+from tests.support import ADMIN, ALICE, BOB, FIELDS, Examples, as_read, auth, pet_body, run_sql
 
 Client = AsyncTestClient[Any]
 MakeClient = Callable[[Settings], Client]
@@ -148,11 +150,14 @@ def expected_order(pets: Sequence[dict[str, Any]], sort: str = "createdAt", orde
 # --- the envelope and paging ---------------------------------------------------------------------
 
 
-class TestListEnvelope:
-    async def test_empty_collection_has_zero_pages(self, client: Client) -> None:
-        body = await page(client)
+class TestList:
+    """The same for every resource: an administrator's list."""
 
-        assert body == {
+    async def test_empty_collection_has_zero_pages(self, resource: Resource, examples: Examples) -> None:
+        response = await examples.client.get(resource.path, headers=admin())
+
+        assert response.status_code == 200, response.text
+        assert response.json() == {
             "items": [],
             "pageIndex": 1,
             "pageSize": 100,
@@ -162,6 +167,42 @@ class TestListEnvelope:
             "hasNextPage": False,
         }
 
+    async def test_a_record_is_listed_as_it_reads(self, resource: Resource, examples: Examples) -> None:
+        created = await examples.create(resource)
+
+        response = await examples.client.get(resource.path, params={"id": created.json()["id"]}, headers=admin())
+
+        assert response.status_code == 200, response.text
+        assert response.json()["items"] == [as_read(resource, created.json())]
+        assert response.json()["totalCount"] == 1
+
+    @pytest.mark.parametrize("parameter", ["pageIndex", "pageSize"])
+    async def test_invalid_paging_value_is_400_naming_it(
+        self, resource: Resource, examples: Examples, parameter: str
+    ) -> None:
+        for value in ["0", "-1", "abc", "1.5", "", "1e3", " ", "0x10"]:
+            response = await examples.client.get(resource.path, params={parameter: value}, headers=admin())
+
+            assert_bad_query(response, parameter)
+
+    async def test_without_token_is_401(self, resource: Resource, examples: Examples) -> None:
+        response = await examples.client.get(resource.path)
+
+        assert response.status_code == 401
+        assert response.json()["code"] == 997
+
+    async def test_unknown_parameter_is_400_naming_it(self, resource: Resource, examples: Examples) -> None:
+        response = await examples.client.get(resource.path, params={"colour": "brown"}, headers=admin())
+
+        assert_bad_query(response, "colour")
+
+    async def test_parameter_names_are_case_sensitive(self, resource: Resource, examples: Examples) -> None:
+        response = await examples.client.get(resource.path, params={"pagesize": "5"}, headers=admin())
+
+        assert_bad_query(response, "pagesize")
+
+
+class TestListEnvelope:
     async def test_defaults_are_first_page_of_a_hundred(self, client: Client) -> None:
         """Contract v3 section 4: existing clients list a pet's vaccinations without pageSize and expect 100."""
         for number in range(103):
@@ -315,23 +356,10 @@ class TestListEnvelope:
         assert len(body["items"]) == 3
         assert body["totalPages"] == 2
 
-    @pytest.mark.parametrize("parameter", ["pageIndex", "pageSize"])
-    @pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "", "1e3", " ", "0x10"])
-    async def test_invalid_paging_value_is_400_naming_it(self, client: Client, parameter: str, value: str) -> None:
-        response = await list_pets(client, {parameter: value})
-
-        assert_bad_query(response, parameter)
-
     async def test_both_paging_values_invalid_are_both_named(self, client: Client) -> None:
         response = await list_pets(client, {"pageIndex": "0", "pageSize": "x"})
 
         assert_bad_query(response, "pageIndex", "pageSize")
-
-    async def test_without_token_is_401(self, client: Client) -> None:
-        response = await client.get("/v1/pets")
-
-        assert response.status_code == 401
-        assert response.json()["code"] == 997
 
     async def test_bad_query_without_token_is_401_first(self, client: Client) -> None:
         response = await client.get("/v1/pets", params={"colour": "red", "pageSize": "0"})
@@ -341,16 +369,6 @@ class TestListEnvelope:
 
 
 class TestListParameters:
-    async def test_unknown_parameter_is_400_naming_it(self, client: Client) -> None:
-        response = await list_pets(client, {"colour": "brown"})
-
-        assert_bad_query(response, "colour")
-
-    async def test_parameter_names_are_case_sensitive(self, client: Client) -> None:
-        response = await list_pets(client, {"pagesize": "5"})
-
-        assert_bad_query(response, "pagesize")
-
     async def test_several_bad_parameters_are_all_named(self, client: Client) -> None:
         response = await list_pets(
             client,
