@@ -282,6 +282,16 @@ class Transaction(abc.ABC):
         """Set columns of a record (`values`) if others still hold `expected`, a compare-and-set; whether it did. No
         kept count follows it: for columns that none counts by."""
 
+    async def set_all_if(
+        self, collection: Collection, record_ids: Sequence[uuid.UUID], *, expected: Row, values: Row
+    ) -> set[uuid.UUID]:
+        """`set_if` of many records at once, each expected to hold the same `expected`; the ids of those set."""
+        return {
+            record_id
+            for record_id in record_ids
+            if await self.set_if(collection, record_id, expected=expected, values=values)
+        }
+
     @abc.abstractmethod
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
 
@@ -298,6 +308,11 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     async def record_change(self, change: NewChange, window: ShareWindow | None = None) -> None:
         """Keep a write of a record, in this transaction; of a share, with the window it moves."""
+
+    async def record_changes(self, changes: Sequence[NewChange]) -> None:
+        """Keep many changes that move no share's window, in this order, in this transaction."""
+        for change in changes:
+            await self.record_change(change)
 
     @abc.abstractmethod
     async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:

@@ -105,6 +105,7 @@ from petrecords.store.records import (
     record_values,
     referrers_statement,
     select_by_id,
+    set_all_if_statement,
     set_if_statement,
     stored_uuid,
     table_reader,
@@ -325,6 +326,17 @@ class SqlTransaction(Transaction):
         parameters = {f"expected_{name}": value for name, value in expected.items()}
         parameters.update(values, record_id=record_id)
         return bool(await self.fetch((statement, parameters)))
+
+    async def set_all_if(
+        self, collection: Collection, record_ids: Sequence[uuid.UUID], *, expected: Row, values: Row
+    ) -> set[uuid.UUID]:
+        if not record_ids:
+            return set()
+        statement = set_all_if_statement(collection, len(record_ids), tuple(expected), tuple(values))
+        parameters = {f"expected_{name}": value for name, value in expected.items()}
+        parameters.update(values)
+        parameters.update({f"record_id_{index}": record_id for index, record_id in enumerate(record_ids)})
+        return {stored_uuid(row[0]) for row in await self.fetch((statement, parameters))}
 
     async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
         rows = await self.fetch((referrers_statement(collection, column, exists=False), {"record_id": record_id}))
@@ -657,6 +669,10 @@ class SqlTransaction(Transaction):
                     "expires_at": window.expires_at,
                 }
                 await self.execute(open_, opened)
+
+    async def record_changes(self, changes: Sequence[NewChange]) -> None:
+        if changes:
+            await self.execute(self.change_insert, [msgspec.structs.asdict(change) for change in changes])
 
     async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:
         values = {
