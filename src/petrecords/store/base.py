@@ -413,6 +413,15 @@ class Transaction(abc.ABC):
         """Hold the lease `name` until `until_ms` when it is free, expired or already `holder`'s."""
 
     @abc.abstractmethod
+    async def lapsed_leases(self, prefix: str, *, after: str, now_ms: int, limit: int) -> Sequence[str]:
+        """Up to `limit` of the names after `after` that start with `prefix`, of leases that no one holds at `now_ms`
+        (lapsed), in order."""
+
+    @abc.abstractmethod
+    async def drop_lease(self, name: str, *, now_ms: int) -> bool:
+        """Remove the lease `name` if no one holds it at `now_ms`; whether it did."""
+
+    @abc.abstractmethod
     async def state_cursor(self, name: str) -> Cursor: ...
 
     @abc.abstractmethod

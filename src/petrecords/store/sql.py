@@ -43,11 +43,13 @@ from petrecords.store.base import (
     WriteInFlight,
 )
 from petrecords.store.changelog import (
+    DROP_LAPSED_LEASE,
     PURGE_CHANGES,
     PURGED,
     SEEN_BY_SEPARATOR,
     SELECT_CHANGE_AT,
     SELECT_HISTORY_KEYS,
+    SELECT_LAPSED_LEASES,
     SELECT_LAST_CHANGE,
     SELECT_STATE_CURSOR,
     SET_LEASED_CURSOR,
@@ -787,6 +789,14 @@ class SqlTransaction(Transaction):
     async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
         values = {"name": name, "holder": holder, "until": until_ms, "now": now_ms}
         return bool(await self.fetch((self.state_upserts[1], values)))
+
+    async def lapsed_leases(self, prefix: str, *, after: str, now_ms: int, limit: int) -> Sequence[str]:
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        values = {"pattern": pattern, "after": after, "now": now_ms, "limit": limit}
+        return [row[0] for row in await self.fetch((SELECT_LAPSED_LEASES, values))]
+
+    async def drop_lease(self, name: str, *, now_ms: int) -> bool:
+        return bool(await self.fetch((DROP_LAPSED_LEASE, {"name": name, "now": now_ms})))
 
     async def set_state_cursor(self, name: str, cursor: Cursor, *, holder: str) -> bool:
         values = {"name": name, "holder": holder, "xid": cursor[0], "position": cursor[1]}
