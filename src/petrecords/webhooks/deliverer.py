@@ -88,7 +88,9 @@ class WebhookDeliveries:
     """How often an instance looks for webhooks that no one delivers; with LEASE_SECONDS, a takeover within 25 s."""
     POLL_SECONDS = 0.5
     """How often a deliverer with nothing to send looks for new changes (one read of the database)."""
-    BATCH = 100
+    BATCH = 500
+    """Changes read at once. Each read ends with a save (a write transaction), so that fewer, larger reads leave
+    the one-at-a-time loop more of its time: at 300 changes/s, a save every 1.7 s rather than every third of one."""
     SAVE_SECONDS = 1.0
     """A deliverer saves what was acknowledged at least this often while it delivers."""
     MOST_AT_ONCE = 1000
