@@ -78,8 +78,14 @@ class Reminders:
     instance's duties (petrecords.duties) run it every `interval_seconds`."""
 
     BATCH = 500
-    """Doses a transaction reminds: their pets held, their rows set in one statement, their vaccinations read in
-    one and their changes kept in one."""
+    """The most doses a transaction reminds: their pets held, their rows set in one statement, their vaccinations
+    read in one and their changes kept in one."""
+    LEAST_BATCH = 50
+    BATCH_SECONDS = 0.05
+    """How long a batch's write may take: a pass starts at LEAST_BATCH doses a batch, and doubles the batch after
+    one that took less than half of this, up to BATCH, or halves it after one that took more than twice as long. A
+    batch holds the one writer (SQLite) and, on SQLite, the worker's event loop while it writes, so the API's writes
+    and reads wait behind it: 500 a batch on a loaded machine held them a second at a time."""
     REST = 1.0
     """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
     import's doses all due the same day) leave its process's requests, and on SQLite the other writers, most of the
@@ -107,6 +113,7 @@ class Reminders:
             return 0
         now = self._clock() if now is None else now
         written = 0
+        batch = min(self.LEAST_BATCH, self.BATCH)
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
@@ -114,14 +121,20 @@ class Reminders:
             while True:
                 started = time.monotonic()
                 async with store.transaction(write=False) as tx:
-                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, self.BATCH))
+                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, batch))
                 if not found:
                     break
+                writing = time.monotonic()
                 async with store.transaction(write=True) as tx:
                     taken, told = await self._remind_batch(tx, found, now)
+                took = time.monotonic() - writing
                 written += told
-                if len(found) < self.BATCH:
+                if len(found) < batch:
                     break
+                if took < self.BATCH_SECONDS / 2:
+                    batch = min(batch * 2, self.BATCH)
+                elif took > self.BATCH_SECONDS * 2:
+                    batch = max(batch // 2, min(self.LEAST_BATCH, self.BATCH))
                 if not taken:
                     # Another instance set these rows first: it is writing this range, and the two would otherwise
                     # read the same batches in turn, one of them for nothing. The next pass goes on if it stopped.
