@@ -82,10 +82,11 @@ class Reminders:
     read in one and their changes kept in one."""
     LEAST_BATCH = 50
     BATCH_SECONDS = 0.05
-    """How long a batch's write may take: a pass starts at LEAST_BATCH doses a batch, and doubles the batch after
-    one that took less than half of this, up to BATCH, or halves it after one that took more than twice as long. A
-    batch holds the one writer (SQLite) and, on SQLite, the worker's event loop while it writes, so the API's writes
-    and reads wait behind it: 500 a batch on a loaded machine held them a second at a time."""
+    """On SQLite, how long a batch's write may take: a pass starts at LEAST_BATCH doses a batch, and doubles the
+    batch after one that took less than half of this, up to BATCH, or halves it after one that took more than twice
+    as long. There a batch holds the one writer and the worker's event loop (the statements run on it), so the API's
+    writes and reads wait behind it: 500 a batch on a loaded machine held them a second at a time. On PostgreSQL a
+    batch's time is mostly round trips, which leave the loop free: every batch is BATCH."""
     REST = 1.0
     """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
     import's doses all due the same day) leave its process's requests, and on SQLite the other writers, most of the
@@ -113,7 +114,8 @@ class Reminders:
             return 0
         now = self._clock() if now is None else now
         written = 0
-        batch = min(self.LEAST_BATCH, self.BATCH)
+        sized = store.dialect == "sqlite"
+        batch = min(self.LEAST_BATCH, self.BATCH) if sized else self.BATCH
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
@@ -131,9 +133,9 @@ class Reminders:
                 written += told
                 if len(found) < batch:
                     break
-                if took < self.BATCH_SECONDS / 2:
+                if sized and took < self.BATCH_SECONDS / 2:
                     batch = min(batch * 2, self.BATCH)
-                elif took > self.BATCH_SECONDS * 2:
+                elif sized and took > self.BATCH_SECONDS * 2:
                     batch = max(batch // 2, min(self.LEAST_BATCH, self.BATCH))
                 if not taken:
                     # Another instance set these rows first: it is writing this range, and the two would otherwise
