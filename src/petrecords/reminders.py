@@ -8,10 +8,12 @@ its dueAt in `reminded`, which the keeper sets back to `none` when dueAt moves; 
 (reminded, due_at, id), the rows not reminded whose due-soon moment has come and those reminded due-soon whose dueAt
 has come, and never the rows that wait or are done.
 
-Every instance runs the duty. A batch is written in one short transaction that holds the batch's pets, as a write of
-their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set before it keeps the change:
-of two instances, or of a pass that crashed and the next, each reminder is written once. Holding the pets also puts
-the reminder in the change log's order after the write that made it true, and before any write that ends it.
+Every instance runs the duty. A batch is written in one transaction that holds the batch's pets, as a write of
+their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set (one statement for each
+action) before it keeps the changes of the rows it set (one statement): of two instances, or of a pass that crashed
+and the next, each reminder is written once. Holding the pets also puts the reminder in the change log's order after
+the write that made it true, and before any write that ends it. An instance whose batch set no row (another took
+them) leaves the range to that one until its next pass, rather than reading the same batches in turn.
 """
 
 from __future__ import annotations
