@@ -1,27 +1,31 @@
 """Reminders (contract section 15): `--doses` doses whose due-soon moment comes in the same second, on a running
-`petrecords serve`, and how long its reminders duty takes to write them all; get by id measured before the moment and
-across it, in the same run.
+`petrecords serve`, and how long its reminders duty takes to write them all; get by id and a create's latency measured
+before the moment and across it, in the same run.
 
-The database (SQLite) is seeded with the owner's `--rows` pets (get by id reads them, as in bench/run.py), the
-vaccine catalogue, and `--doses` pets of 1,000 other owners with one dose each, due `PETRECORDS_DUE_SOON_DAYS` days
-after the moment: the due rows are derived from them as a load derives them (bench/due.py). The moment is set
-`--lead` seconds after the seeding ends, so that the server has started and get by id has been measured alone
-before it comes.
+The database (`--database`, SQLite by default) is seeded with the owner's `--rows` pets (get by id reads them, as in
+bench/run.py), the vaccine catalogue, and `--doses` pets of 1,000 other owners with one dose each, due
+`PETRECORDS_DUE_SOON_DAYS` days after the moment: the due rows are derived from them as a load derives them
+(bench/due.py). The moment is set `--lead` seconds after the seeding ends, so that the server has started and get by
+id has been measured alone before it comes.
 
 Then, with the server's defaults (2 workers × 2 threads, the reminders duty every 10 s in each worker): wrk reads
 get by id for `--duration` s (before), sleeps until 2 s before the moment, and reads it again for `--across` s while
 the reminders are written; the count of reminders in the change log is polled every 0.2 s meanwhile, and the time
-from the moment to the last one is reported (the contract: within 60 s of it).
+from the moment to the last one is reported (the contract: within 60 s of it). Beside each wrk run, one client creates
+a pet `--creates` times a second, one at a time, and its latencies are reported: on SQLite, the API's writes wait for
+the one writer that the reminders' batches also need.
 
-Usage: .venv/bin/python bench/reminders.py [--doses 20000] [--rows 2000] [--lead 40] [--duration 10] [--across 40]
-       [--json reminders.json]
+Usage: .venv/bin/python bench/reminders.py [--database sqlite|postgresql] [--doses 20000] [--rows 2000] [--lead 40]
+       [--duration 10] [--across 40] [--creates 20] [--json reminders.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
+import math
 import os
 import random
 import shutil
@@ -30,7 +34,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 
 from due import derive_due
@@ -41,8 +47,8 @@ from petrecords.pets import PETS
 from petrecords.store.base import PageQuery, SortKey
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
-from run import BIN, OWNER, free_port, print_line, process, run_wrk, server_env, sqlite_url, wait_until_answering
-from seed import BATCH, DOSE_FIELDS_UNSET, keep_created, pet_row, seed
+from run import BIN, OWNER, database, free_port, print_line, process, run_wrk, server_env, wait_until_answering
+from seed import BATCH, DOSE_FIELDS_UNSET, keep_created, pet_row, seed, settle_postgresql
 from shares import token
 
 DAY_MS = 86_400_000
@@ -97,84 +103,163 @@ async def seed_coming_due(settings: Settings, *, doses: int, moment: int) -> Non
         await store.close()
 
 
-def reminders_written(database: Path) -> int:
-    connection = sqlite3.connect(database, timeout=5)
+def one_value(url: str, statement: str, *arguments: Any) -> Any:
+    """Run one statement on the database (`?` for SQLite's parameters, `$n` for PostgreSQL's); its first value."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///"), timeout=5) as connection:
+            row = connection.execute(statement.replace("$1", "?"), arguments).fetchone()
+        return None if row is None else row[0]
+
+    async def on_postgresql() -> Any:
+        connection = await asyncpg.connect(url)
+        try:
+            return await connection.fetchval(statement, *arguments)
+        finally:
+            await connection.close()
+
+    return asyncio.run(on_postgresql())
+
+
+def reminders_written(url: str) -> int:
+    return int(one_value(url, "SELECT count(*) FROM changes WHERE action = 'due-soon'"))
+
+
+def paced_creates(base: str, token: str, *, rate: float, duration: float) -> dict[str, float]:
+    """Create a pet `rate` times a second for `duration` s, one at a time on one connection: the latencies."""
+    address = urlsplit(base)
+    connection = http.client.HTTPConnection(address.hostname or "127.0.0.1", address.port, timeout=30)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+    failed = 0
+    started = time.monotonic()
     try:
-        return int(connection.execute("SELECT count(*) FROM changes WHERE action = 'due-soon'").fetchone()[0])
+        while time.monotonic() - started < duration:
+            time.sleep(max(0.0, started + len(latencies) / rate - time.monotonic()))
+            body = json.dumps({"name": f"bench {len(latencies)}", "petType": "Dog"})
+            sent = time.perf_counter()
+            connection.request("POST", "/v1/pets", body=body, headers=headers)
+            answer = connection.getresponse()
+            answer.read()
+            latencies.append((time.perf_counter() - sent) * 1000)
+            failed += answer.status != 201
     finally:
         connection.close()
+    latencies.sort()
+
+    def percentile(share: float) -> float:
+        return round(latencies[min(len(latencies) - 1, math.ceil(share * len(latencies)) - 1)], 1) if latencies else 0
+
+    return {"creates": len(latencies), "failed": failed, "p50_ms": percentile(0.5), "p99_ms": percentile(0.99)}
+
+
+def beside(work: threading.Thread, base: str, token: str, *, rate: float, duration: float) -> dict[str, float]:
+    """Paced creates while `work` runs (started here), for `duration` s."""
+    work.start()
+    creates = paced_creates(base, token, rate=rate, duration=duration)
+    work.join()
+    return creates
+
+
+def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, Any]) -> None:
+    settings = Settings(database_url=url, data_dir=work)
+    migrate(settings)
+    seeded = asyncio.run(seed(settings, rows=args.rows, owner=OWNER, sample=args.rows, vaccinations=0, catalogue=True))
+    (work / "ids.txt").write_text("".join(seeded.pet_lines))
+    moment = int(time.time() * 1000) + 3_600_000  # out of reach while seeding; set below
+    asyncio.run(seed_coming_due(settings, doses=args.doses, moment=moment))
+    # The moment, now that the seeding is done: every dose's dueAt moved by the same amount, then their due rows.
+    moment_now = int(time.time() * 1000) + args.lead * 1000
+    statement = f"UPDATE pet_vaccinations SET due_at = due_at + {moment_now - moment} WHERE owner_id != $1"
+    one_value(url, statement, OWNER)
+    moment = moment_now
+    report["due_rows"] = asyncio.run(derive_due(settings))
+    if args.database == "postgresql":
+        asyncio.run(settle_postgresql(url))
+    env = server_env(work, url)
+    wrk_env = {"TOKEN": token(env, OWNER), "IDS_FILE": str(work / "ids.txt")}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with process([str(BIN / "petrecords"), "serve", "--port", str(port)], env, work / "serve.log"):
+        wait_until_answering(f"{base}/readyz")
+        before: dict[str, Any] = {}
+
+        def measure_before() -> None:
+            before.update(run_wrk(base, "get_by_id", duration=args.duration, connections=args.connections, env=wrk_env))
+
+        creates_before = beside(
+            threading.Thread(target=measure_before), base, wrk_env["TOKEN"], rate=args.creates, duration=args.duration
+        )
+        print_line("get_by_id before", before)
+        print(f"  creates before: {creates_before}")
+        time.sleep(max(0.0, (moment - 2000) / 1000 - time.time()))
+        across: dict[str, Any] = {}
+
+        def measure_across() -> None:
+            across.update(run_wrk(base, "get_by_id", duration=args.across, connections=args.connections, env=wrk_env))
+
+        creates_across: dict[str, float] = {}
+        creating = threading.Thread(
+            target=lambda: creates_across.update(
+                beside(
+                    threading.Thread(target=measure_across),
+                    base,
+                    wrk_env["TOKEN"],
+                    rate=args.creates,
+                    duration=args.across,
+                )
+            )
+        )
+        creating.start()
+        done_at = None
+        while creating.is_alive() or done_at is None:
+            if done_at is None and reminders_written(url) >= args.doses:
+                done_at = time.time()
+            if time.time() * 1000 > moment + 120_000:
+                break
+            time.sleep(0.2)
+        creating.join()
+        print_line("get_by_id across", across)
+        print(f"  creates across: {creates_across}")
+    report.update(
+        before=before,
+        across=across,
+        creates_before=creates_before,
+        creates_across=creates_across,
+        reminders_written=reminders_written(url),
+        all_written_seconds_after_the_moment=None if done_at is None else round(done_at - moment / 1000, 1),
+        get_by_id_across_over_before=round(across["rps"] / before["rps"], 3),
+        create_p99_across_over_before=round(creates_across["p99_ms"] / max(creates_before["p99_ms"], 0.1), 2),
+        load_average_after=os.getloadavg()[0],
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--doses", type=int, default=20_000, help="doses whose due-soon moment comes at once")
     parser.add_argument("--rows", type=int, default=2_000, help="the owner's pets (get by id reads them)")
     parser.add_argument("--lead", type=int, default=40, help="seconds from the end of the seeding to the moment")
     parser.add_argument("--duration", type=int, default=10, help="seconds of get by id before the moment")
     parser.add_argument("--across", type=int, default=40, help="seconds of get by id from 2 s before the moment")
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--creates", type=float, default=20, help="creates a second beside get by id")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
     work = Path(tempfile.mkdtemp(prefix="petrecords-reminders-"))
-    report: dict[str, Any] = {"database": "sqlite", "doses": args.doses, "load_average_before": os.getloadavg()[0]}
+    report: dict[str, Any] = {
+        "database": args.database,
+        "doses": args.doses,
+        "load_average_before": os.getloadavg()[0],
+    }
     try:
-        url = sqlite_url(work)
-        settings = Settings(database_url=url, data_dir=work)
-        migrate(settings)
-        seeded = asyncio.run(
-            seed(settings, rows=args.rows, owner=OWNER, sample=args.rows, vaccinations=0, catalogue=True)
-        )
-        (work / "ids.txt").write_text("".join(seeded.pet_lines))
-        moment = int(time.time() * 1000) + 3_600_000  # out of reach while seeding; set below
-        asyncio.run(seed_coming_due(settings, doses=args.doses, moment=moment))
-        # The moment, now that the seeding is done: every dose's dueAt moved by the same amount.
-        moment_now = int(time.time() * 1000) + args.lead * 1000
-        shift = moment_now - moment
-        with sqlite3.connect(work / "pets.sqlite3") as connection:
-            connection.execute(f"UPDATE pet_vaccinations SET due_at = due_at + {shift} WHERE owner_id != ?", (OWNER,))
-        moment = moment_now
-        report["due_rows"] = asyncio.run(derive_due(settings))
-        env = server_env(work, url)
-        wrk_env = {"TOKEN": token(env, OWNER), "IDS_FILE": str(work / "ids.txt")}
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        with process([str(BIN / "petrecords"), "serve", "--port", str(port)], env, work / "serve.log"):
-            wait_until_answering(f"{base}/readyz")
-            before = run_wrk(base, "get_by_id", duration=args.duration, connections=args.connections, env=wrk_env)
-            print_line("get_by_id before", before)
-            time.sleep(max(0.0, (moment - 2000) / 1000 - time.time()))
-            across: dict[str, Any] = {}
-
-            def measure() -> None:
-                across.update(
-                    run_wrk(base, "get_by_id", duration=args.across, connections=args.connections, env=wrk_env)
-                )
-
-            reading = threading.Thread(target=measure)
-            reading.start()
-            done_at = None
-            while reading.is_alive() or done_at is None:
-                if done_at is None and reminders_written(work / "pets.sqlite3") >= args.doses:
-                    done_at = time.time()
-                if time.time() * 1000 > moment + 120_000:
-                    break
-                time.sleep(0.2)
-            reading.join()
-            print_line("get_by_id across", across)
-        written = reminders_written(work / "pets.sqlite3")
-        report.update(
-            before=before,
-            across=across,
-            reminders_written=written,
-            all_written_seconds_after_the_moment=None if done_at is None else round(done_at - moment / 1000, 1),
-            get_by_id_across_over_before=round(across["rps"] / before["rps"], 3),
-            load_average_after=os.getloadavg()[0],
-        )
+        with database(args.database, work) as url:
+            measure(args, url, work, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({key: value for key, value in report.items() if key not in ("before", "across")}, indent=2))
+    shown = ("before", "across", "creates_before", "creates_across")
+    print(json.dumps({key: value for key, value in report.items() if key not in shown}, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
 

@@ -8,10 +8,12 @@ its dueAt in `reminded`, which the keeper sets back to `none` when dueAt moves; 
 (reminded, due_at, id), the rows not reminded whose due-soon moment has come and those reminded due-soon whose dueAt
 has come, and never the rows that wait or are done.
 
-Every instance runs the duty. A batch is written in one short transaction that holds the batch's pets, as a write of
-their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set before it keeps the change:
-of two instances, or of a pass that crashed and the next, each reminder is written once. Holding the pets also puts
-the reminder in the change log's order after the write that made it true, and before any write that ends it.
+Every instance runs the duty. A batch is written in one transaction that holds the batch's pets, as a write of
+their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set (one statement for each
+action) before it keeps the changes of the rows it set (one statement): of two instances, or of a pass that crashed
+and the next, each reminder is written once. Holding the pets also puts the reminder in the change log's order after
+the write that made it true, and before any write that ends it. An instance whose batch set no row (another took
+them) leaves the range to that one until its next pass, rather than reading the same batches in turn.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from petrecords.config import Settings
 from petrecords.due import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
-from petrecords.resources.kept import keep_notice
+from petrecords.resources.kept import keep_notices
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
@@ -74,15 +76,23 @@ def _by_id(ids: Sequence[uuid.UUID]) -> PageQuery:
 
 
 class Reminders:
-    """Writes the reminders whose moment has come, in batches of BATCH doses (each batch its own short transaction);
-    every instance's duties (petrecords.duties) run it every `interval_seconds`."""
+    """Writes the reminders whose moment has come, in batches of BATCH doses (each batch its own transaction); every
+    instance's duties (petrecords.duties) run it every `interval_seconds`."""
 
-    BATCH = 100
-    """Doses a transaction reminds: their pets held, their rows and vaccinations read, a change each."""
+    BATCH = 500
+    """The most doses a transaction reminds: their pets held, their rows set in one statement, their vaccinations
+    read in one and their changes kept in one."""
+    LEAST_BATCH = 50
+    BATCH_SECONDS = 0.05
+    """On SQLite, how long a batch's write may take: a pass starts at LEAST_BATCH doses a batch, and doubles the
+    batch after one that took less than half of this, up to BATCH, or halves it after one that took more than twice
+    as long. There a batch holds the one writer and the worker's event loop (the statements run on it), so the API's
+    writes and reads wait behind it: 500 a batch on a loaded machine held them a second at a time. On PostgreSQL a
+    batch's time is mostly round trips, which leave the loop free: every batch is BATCH."""
     REST = 1.0
     """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
-    import's doses all due the same day) leave its process's requests most of the time: 20,000 doses took 18 s
-    unrested, and get by id meanwhile half its rate (bench/results/2026-12-05-reminders.md)."""
+    import's doses all due the same day) leave its process's requests, and on SQLite the other writers, most of the
+    time (bench/results/2026-12-05-reminders-at-100k.md)."""
 
     def __init__(
         self,
@@ -106,6 +116,8 @@ class Reminders:
             return 0
         now = self._clock() if now is None else now
         written = 0
+        sized = store.dialect == "sqlite"
+        batch = min(self.LEAST_BATCH, self.BATCH) if sized else self.BATCH
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
@@ -113,37 +125,68 @@ class Reminders:
             while True:
                 started = time.monotonic()
                 async with store.transaction(write=False) as tx:
-                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, self.BATCH))
-                if found:
-                    async with store.transaction(write=True) as tx:
-                        written += await self._remind_batch(tx, found, now)
-                if len(found) < self.BATCH:
+                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, batch))
+                if not found:
                     break
+                writing = time.monotonic()
+                async with store.transaction(write=True) as tx:
+                    taken, told = await self._remind_batch(tx, found, now)
+                took = time.monotonic() - writing
+                written += told
+                if len(found) < batch:
+                    break
+                if sized and took < self.BATCH_SECONDS / 2:
+                    batch = min(batch * 2, self.BATCH)
+                elif sized and took > self.BATCH_SECONDS * 2:
+                    batch = max(batch // 2, min(self.LEAST_BATCH, self.BATCH))
+                if not taken:
+                    # Another instance set these rows first: it is writing this range, and the two would otherwise
+                    # read the same batches in turn, one of them for nothing. The next pass goes on if it stopped.
+                    return written
                 await asyncio.sleep(self.REST * (time.monotonic() - started))  # let requests in between batches
         return written
 
-    async def _remind_batch(self, tx: Transaction, found: Sequence[Row], now: int) -> int:
-        """Remind the doses of these due rows that are still owed, holding their pets; how many were reminded."""
+    async def _remind_batch(self, tx: Transaction, found: Sequence[Row], now: int) -> tuple[int, int]:
+        """Remind the doses of these due rows that are still owed, holding their pets: how many rows this batch set,
+        and how many reminders it wrote."""
         ids = [row["id"] for row in found]
         pets = {row["pet_id"] for row in found}
         await tx.lock([Lock(RESOURCES.rank(PETS), PETS.name, pet) for pet in pets])
         # Read again once the pets are held: a write of their doses, or another instance's batch, has committed. A
         # dose moved to another pet meanwhile waits for the next batch, which holds that pet.
         rows = [row for row in await tx.list(DUE_DOSES.collection, _by_id(ids)) if row["pet_id"] in pets]
-        owing = [(row, due) for row in rows if (due := owed(row, now=now, soon_ms=self._soon_ms)) is not None]
-        told = [row["id"] for row, (_, tells) in owing if tells]
-        doses = {dose["id"]: dose for dose in await tx.list(PET_VACCINATIONS.collection, _by_id(told))} if told else {}
+        owing: dict[tuple[str, str], list[uuid.UUID]] = {}
+        actions: dict[uuid.UUID, tuple[str, bool]] = {}
+        for row in rows:
+            due = owed(row, now=now, soon_ms=self._soon_ms)
+            if due is not None:
+                owing.setdefault((row["reminded"], due[0]), []).append(row["id"])
+                actions[row["id"]] = due
+        # Set by a compare-and-set, a statement for each (reminded, action): the pets are held, so that a row's dueAt
+        # cannot move meanwhile (every write of due rows holds their pet), and another instance's batch that read
+        # the same rows sets none of them.
+        taken: set[uuid.UUID] = set()
+        for (reminded, action), owed_ids in owing.items():
+            taken |= await tx.set_all_if(
+                DUE_DOSES.collection, owed_ids, expected={"reminded": reminded}, values={"reminded": action}
+            )
+        told = [row["id"] for row in rows if row["id"] in taken and actions[row["id"]][1]]
+        if not told:
+            return len(taken), 0
+        doses = {dose["id"]: dose for dose in await tx.list(PET_VACCINATIONS.collection, _by_id(told))}
         # A row written again as `none` though its dose was reminded for this dueAt (a booster after it entered in
         # error, say): the change log still has that reminder at the dose's version, which a new dueAt moves.
-        again = [row["id"] for row, _ in owing if row["reminded"] == NOT_YET]
+        again = [row["id"] for row in rows if row["id"] in doses and row["reminded"] == NOT_YET]
         kept = await tx.kept_actions(PET_VACCINATIONS.name, again, REMINDER_ACTIONS) if again else set()
         written = 0
-        for row, (action, tells) in owing:
-            expected = {"reminded": row["reminded"], "due_at": row["due_at"]}
-            if not await tx.set_if(DUE_DOSES.collection, row["id"], expected=expected, values={"reminded": action}):
-                continue
-            dose = doses.get(row["id"])
-            if tells and dose is not None and (dose["id"], action, dose["revision"]) not in kept:
-                await keep_notice(tx=tx, resource=PET_VACCINATIONS, row=dose, action=action, by=BY, at=now)
-                written += 1
-        return written
+        for action in REMINDER_ACTIONS:
+            notices = [
+                dose
+                for row_id in told
+                if actions[row_id][0] == action
+                and (dose := doses.get(row_id)) is not None
+                and (row_id, action, dose["revision"]) not in kept
+            ]
+            await keep_notices(tx=tx, resource=PET_VACCINATIONS, rows=notices, action=action, by=BY, at=now)
+            written += len(notices)
+        return len(taken), written

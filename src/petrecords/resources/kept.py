@@ -3,6 +3,8 @@ through what it is seen), and the records derived from it (see Kept)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from petrecords.resources.access import forget_granted
@@ -39,8 +41,24 @@ async def keep_change(
     record: bytes | None = None,
 ) -> None:
     """Keep a write of `row` (with its embedded records) in the change log, in the write's transaction; `record`:
-    its wire form, when it is already encoded. A change of a record seen through shares names the record it is
-    shared through; a share's change also names its grantee, and moves the window in which the share grants."""
+    its wire form, when it is already encoded."""
+    if resource.grants is not None:
+        forget_granted(tx)  # a share's write: what the shares grant is looked up again
+    change, window = _change(
+        resource=resource, action=action, row=row, version=version, by=by, at=at, before=before, after=after
+    )
+    await tx.record_change(
+        msgspec.structs.replace(change, record=msgspec.json.encode(show(resource, row)) if record is None else record),
+        window,
+    )
+
+
+def _change(
+    *, resource: Resource, action: str, row: Row, version: int, by: str, at: int, before: Row | None, after: Row | None
+) -> tuple[NewChange, ShareWindow | None]:
+    """The change of a write of `row` (its record left empty), and the share window it moves. A change of a record
+    seen through shares names the record it is shared through; a share's change also names its grantee, and moves
+    the window in which the share grants."""
     shared = resource.ownership.column is None
     stored = after if after is not None else before
     shared_key = grantee = window = None
@@ -50,8 +68,6 @@ async def keep_change(
     if stored is not None and grantee_column is not None:
         grantee = stored[grantee_column]
     grants = resource.grants
-    if grants is not None:
-        forget_granted(tx)  # a share's write: what the shares grant is looked up again
     if stored is not None and grants is not None and grantee is not None and shared_key is not None:
         window = ShareWindow(
             share_id=stored["id"],
@@ -66,32 +82,40 @@ async def keep_change(
         # An issued record's owner never changes (its transfer deletes it): the log files it under its issuer as
         # the owner before each write and its owner after, so that the feed shows its changes to both.
         owner_before, owner_after = stored[issuer], _owner(resource, stored)
-    await tx.record_change(
-        NewChange(
-            resource=resource.name,
-            record_id=row["id"],
-            action=action,
-            version=version,
-            at=at,
-            by=by,
-            owner_before=SHARED if shared else owner_before,
-            owner_after=SHARED if shared else owner_after,
-            record=msgspec.json.encode(show(resource, row)) if record is None else record,
-            shared_key=shared_key,
-            grantee=grantee,
-        ),
-        window,
+    change = NewChange(
+        resource=resource.name,
+        record_id=row["id"],
+        action=action,
+        version=version,
+        at=at,
+        by=by,
+        owner_before=SHARED if shared else owner_before,
+        owner_after=SHARED if shared else owner_after,
+        record=b"",
+        shared_key=shared_key,
+        grantee=grantee,
     )
+    return change, window
 
 
 async def keep_notice(*, tx: Transaction, resource: Resource, row: Row, action: str, by: str, at: int) -> None:
     """Keep a change that tells of a record without writing it (a reminder, contract section 15): the record as it
     is (`row`, with its embedded records), at its current version, seen by whoever may see the record now. The
     transaction holds the record (or what it is held through) as a write of it would."""
-    version = row["revision"]
-    await keep_change(
-        tx=tx, resource=resource, action=action, row=row, version=version, by=by, at=at, before=row, after=row
-    )
+    await keep_notices(tx=tx, resource=resource, rows=[row], action=action, by=by, at=at)
+
+
+async def keep_notices(
+    *, tx: Transaction, resource: Resource, rows: Sequence[Row], action: str, by: str, at: int
+) -> None:
+    """`keep_notice` of many records, in this order, in one statement (no share's window moves with a notice)."""
+    changes: list[NewChange] = []
+    for row in rows:
+        change, _ = _change(
+            resource=resource, action=action, row=row, version=row["revision"], by=by, at=at, before=row, after=row
+        )
+        changes.append(msgspec.structs.replace(change, record=msgspec.json.encode(show(resource, row))))
+    await tx.record_changes(changes)
 
 
 async def keep_derived(

@@ -275,6 +275,16 @@ class Records(Protocol):
         """Set columns of a record (`values`) if others still hold `expected`, a compare-and-set; whether it did. No
         kept count follows it: for columns that none counts by."""
 
+    async def set_all_if(
+        self, collection: Collection, record_ids: Sequence[uuid.UUID], *, expected: Row, values: Row
+    ) -> set[uuid.UUID]:
+        """`set_if` of many records at once, each expected to hold the same `expected`; the ids of those set."""
+        return {
+            record_id
+            for record_id in record_ids
+            if await self.set_if(collection, record_id, expected=expected, values=values)
+        }
+
     @abc.abstractmethod
     async def count(self, collection: Collection, conditions: tuple[Condition, ...]) -> int: ...
 
@@ -296,6 +306,11 @@ class ChangeLog(Protocol):
     @abc.abstractmethod
     async def record_change(self, change: NewChange, window: ShareWindow | None = None) -> None:
         """Keep a write of a record, in this transaction; of a share, with the window it moves."""
+
+    async def record_changes(self, changes: Sequence[NewChange]) -> None:
+        """Keep many changes that move no share's window, in this order, in this transaction."""
+        for change in changes:
+            await self.record_change(change)
 
     @abc.abstractmethod
     async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:
@@ -409,6 +424,15 @@ class Bookkeeping(Protocol):
     @abc.abstractmethod
     async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
         """Hold the lease `name` until `until_ms` when it is free, expired or already `holder`'s."""
+
+    @abc.abstractmethod
+    async def lapsed_leases(self, prefix: str, *, after: str, now_ms: int, limit: int) -> Sequence[str]:
+        """Up to `limit` of the names after `after` that start with `prefix`, of leases that no one holds at `now_ms`
+        (lapsed), in order."""
+
+    @abc.abstractmethod
+    async def drop_lease(self, name: str, *, now_ms: int) -> bool:
+        """Remove the lease `name` if no one holds it at `now_ms`; whether it did."""
 
     @abc.abstractmethod
     async def claim_idempotency_key(self, caller: str, key: str, *, now_ms: int) -> StoredResponse | None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from petrecords.store.base import StoredResponse
+from petrecords.store.changelog import DROP_LAPSED_LEASE, SELECT_LAPSED_LEASES
 from petrecords.store.records import values_of
 from petrecords.store.runner import Runner
 from petrecords.tables import idempotency_keys, stream_tickets
@@ -69,6 +70,14 @@ class SqlBookkeeping(Runner):
     async def take_lease(self, name: str, *, holder: str, now_ms: int, until_ms: int) -> bool:
         values = {"name": name, "holder": holder, "until": until_ms, "now": now_ms}
         return bool(await self.fetch((self.state_upserts[1], values)))
+
+    async def lapsed_leases(self, prefix: str, *, after: str, now_ms: int, limit: int) -> Sequence[str]:
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        values = {"pattern": pattern, "after": after, "now": now_ms, "limit": limit}
+        return [row[0] for row in await self.fetch((SELECT_LAPSED_LEASES, values))]
+
+    async def drop_lease(self, name: str, *, now_ms: int) -> bool:
+        return bool(await self.fetch((DROP_LAPSED_LEASE, {"name": name, "now": now_ms})))
 
     async def _hold_idempotency_key(self, caller: str, key: str) -> None:
         """Make concurrent holders of the same key exclusive; the default relies on a single writer."""

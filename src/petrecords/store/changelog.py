@@ -427,6 +427,23 @@ SET_LEASED_CURSOR = (
 )
 
 
+SELECT_LAPSED_LEASES = (  # in the order of names, which `after` pages through
+    sa.select(service_state.c.name)
+    .where(
+        service_state.c.name.like(sa.bindparam("pattern"), escape="\\"),
+        service_state.c.name > sa.bindparam("after"),
+        service_state.c.lease_until <= sa.bindparam("now", type_=sa.BigInteger()),
+    )
+    .order_by(service_state.c.name)
+    .limit(sa.bindparam("limit", type_=sa.Integer()))
+)
+DROP_LAPSED_LEASE = (
+    sa.delete(service_state)
+    .where(_STATE_IS, service_state.c.lease_until <= sa.bindparam("now", type_=sa.BigInteger()))
+    .returning(service_state.c.name)
+)
+
+
 def change_of(row: Sequence[Any], seen_by: tuple[str, ...] = ()) -> Change:
     """A change from the columns of CHANGE_COLUMNS, in order."""
     xid, position, resource, record_id, action, version, at, by, owner_before, owner_after, record = row[:11]

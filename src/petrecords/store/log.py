@@ -67,6 +67,10 @@ class SqlChangeLog(Runner):
                 }
                 await self.execute(open_, opened)
 
+    async def record_changes(self, changes: Sequence[NewChange]) -> None:
+        if changes:
+            await self.execute(self.change_insert, [msgspec.structs.asdict(change) for change in changes])
+
     async def shared_at(self, shared_key: uuid.UUID, grantees: tuple[str, ...], cursor: Cursor, at: int) -> bool:
         values = {
             "shared_key": shared_key,

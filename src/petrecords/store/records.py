@@ -120,6 +120,23 @@ def set_if_statement(collection: Collection, expected: tuple[str, ...], values: 
 
 
 @functools.lru_cache(maxsize=64)
+def set_all_if_statement(
+    collection: Collection, count: int, expected: tuple[str, ...], values: tuple[str, ...]
+) -> sa.Update:
+    """`set_if_statement` of `count` records at once (the parameters `record_id_{index}`); the ids of those set."""
+    table = collection.table
+    return (
+        sa.update(table)
+        .where(
+            table.c.id.in_([sa.bindparam(f"record_id_{index}", type_=table.c.id.type) for index in range(count)]),
+            *(table.c[name] == sa.bindparam(f"expected_{name}", type_=table.c[name].type) for name in expected),
+        )
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in values})
+        .returning(table.c.id)
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def delete_statement(collection: Collection) -> sa.Delete:
     table = collection.table
     return sa.delete(table).where(table.c.id == sa.bindparam("record_id", type_=table.c.id.type))

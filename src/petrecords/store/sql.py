@@ -33,7 +33,9 @@ from petrecords.store.records import (
     record_values,
     referrers_statement,
     select_by_id,
+    set_all_if_statement,
     set_if_statement,
+    stored_uuid,
     table_reader,
     update_statement,
 )
@@ -165,6 +167,17 @@ class SqlTransaction(ListPlanner, KeptCounts, SqlChangeLog, SqlBookkeeping, Tran
         parameters = {f"expected_{name}": value for name, value in expected.items()}
         parameters.update(values, record_id=record_id)
         return bool(await self.fetch((statement, parameters)))
+
+    async def set_all_if(
+        self, collection: Collection, record_ids: Sequence[uuid.UUID], *, expected: Row, values: Row
+    ) -> set[uuid.UUID]:
+        if not record_ids:
+            return set()
+        statement = set_all_if_statement(collection, len(record_ids), tuple(expected), tuple(values))
+        parameters = {f"expected_{name}": value for name, value in expected.items()}
+        parameters.update(values)
+        parameters.update({f"record_id_{index}": record_id for index, record_id in enumerate(record_ids)})
+        return {stored_uuid(row[0]) for row in await self.fetch((statement, parameters))}
 
     async def referrers(self, collection: Collection, column: str, record_id: uuid.UUID) -> Sequence[Row]:
         rows = await self.fetch((referrers_statement(collection, column, exists=False), {"record_id": record_id}))

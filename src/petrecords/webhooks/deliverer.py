@@ -57,6 +57,8 @@ log = logging.getLogger("petrecords.webhooks")
 StoreLookup = Callable[[], Store | None]
 STORE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, *DATABASE_ERRORS)
 
+LEASE_PREFIX = "webhook:"
+"""A webhook's lease is named `webhook:{id}`."""
 FELL_BEHIND = "It fell behind the kept changes: changes after its position were removed (changes retention)."
 
 
@@ -86,7 +88,9 @@ class WebhookDeliveries:
     """How often an instance looks for webhooks that no one delivers; with LEASE_SECONDS, a takeover within 25 s."""
     POLL_SECONDS = 0.5
     """How often a deliverer with nothing to send looks for new changes (one read of the database)."""
-    BATCH = 100
+    BATCH = 500
+    """Changes read at once. Each read ends with a save (a write transaction), so that fewer, larger reads leave
+    the one-at-a-time loop more of its time: at 300 changes/s, a save every 1.7 s rather than every third of one."""
     SAVE_SECONDS = 1.0
     """A deliverer saves what was acknowledged at least this often while it delivers."""
     MOST_AT_ONCE = 1000
@@ -193,7 +197,7 @@ class WebhookDeliveries:
         now = now_ms()
         async with store.transaction(write=True) as tx:
             taken = await tx.take_lease(
-                f"webhook:{webhook_id}", holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
+                _lease_of(webhook_id), holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
             )
         if taken:
             self._leases[webhook_id] = now + self.lease_ms
@@ -208,21 +212,52 @@ class WebhookDeliveries:
         return await self._take(store, webhook_id)
 
     async def _purge(self, store: Store) -> None:
-        """Remove the attempts older than the log keeps, once an hour, on the instance that holds its lease."""
+        """Purge once an hour."""
         loop = asyncio.get_running_loop()
         if loop.time() - self._purged_at < self.PURGE_SECONDS:
             return
         self._purged_at = loop.time()
-        now = now_ms()
+        await self.purge(store, now=now_ms())
+
+    async def purge(self, store: Store, *, now: int) -> int:
+        """Remove the attempts older than the log keeps, and the leases of the webhooks that are gone, on the
+        instance that holds the purge's lease; how many attempts were removed."""
         async with store.transaction(write=True) as tx:
             until = now + int(2 * self.PURGE_SECONDS * 1000)
             if not await tx.take_lease(self.PURGE_LEASE, holder=self._instance, now_ms=now, until_ms=until):
-                return
+                return 0
+        removed = 0
         while True:
             async with store.transaction(write=True) as tx:
-                removed = await purge_attempts(tx, now=now, limit=self.PURGE_BATCH)
-            if removed < self.PURGE_BATCH:
+                removed_now = await purge_attempts(tx, now=now, limit=self.PURGE_BATCH)
+            removed += removed_now
+            if removed_now < self.PURGE_BATCH:
+                break
+            await asyncio.sleep(0)
+        await self._drop_leases_of_gone(store, now=now)
+        return removed
+
+    async def _drop_leases_of_gone(self, store: Store, *, now: int) -> None:
+        """A webhook's lease row outlives its deletion (a deliverer may have renewed it since): once it has lapsed,
+        it goes here."""
+        after = ""
+        while True:
+            async with store.transaction(write=True) as tx:
+                names = await tx.lapsed_leases(LEASE_PREFIX, after=after, now_ms=now, limit=self.PURGE_BATCH)
+                ids = {webhook_id: name for name in names if (webhook_id := _webhook_of(name)) is not None}
+                query = PageQuery(
+                    conditions=(Condition(("id",), Operator.IN, tuple(ids)),),
+                    sort=(SortKey("id"),),
+                    limit=len(ids),
+                    offset=0,
+                )
+                kept = {row["id"] for row in await tx.list(WEBHOOKS.collection, query)} if ids else set()
+                for webhook_id, name in ids.items():
+                    if webhook_id not in kept:
+                        await tx.drop_lease(name, now_ms=now)
+            if len(names) < self.PURGE_BATCH:
                 return
+            after = names[-1]
             await asyncio.sleep(0)
 
     async def _deliver(self, webhook_id: uuid.UUID) -> None:
@@ -336,7 +371,7 @@ class WebhookDeliveries:
             await tx.lock([Lock(self._resources.rank(WEBHOOKS), WEBHOOKS.name, webhook_id)])
             now = now_ms()
             held = await tx.take_lease(
-                f"webhook:{webhook_id}", holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
+                _lease_of(webhook_id), holder=self._instance, now_ms=now, until_ms=now + self.lease_ms
             )
             current = await tx.get(WEBHOOKS.collection, webhook_id)
             await keep_attempts(tx, webhook_id=webhook_id, attempts=attempts)
@@ -386,6 +421,18 @@ async def _start_of(tx: Transaction, row: Row) -> Cursor:
         return decode_cursor("position", row["position"])
     created = await tx.history(WEBHOOKS.name, row["id"], limit=1, offset=0)
     return created[0].cursor if created else await tx.purged_through()
+
+
+def _lease_of(webhook_id: uuid.UUID) -> str:
+    return f"{LEASE_PREFIX}{webhook_id}"
+
+
+def _webhook_of(lease: str) -> uuid.UUID | None:
+    """The webhook whose lease this is, or None for a name that names none."""
+    try:
+        return uuid.UUID(lease.removeprefix(LEASE_PREFIX))
+    except ValueError:
+        return None
 
 
 def _viewer(row: Row) -> Viewer | None:

@@ -17,6 +17,7 @@ nothing else; there is no limit on connections at once that many slow receivers 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -154,7 +155,7 @@ class Sender:
         started = time.monotonic()
         status: int | None = None
         # A URL written while PETRECORDS_WEBHOOKS_ALLOW_PRIVATE was on is refused once it is off.
-        problem = url_problem(url, allow_private=self.allow_private)
+        problem = _url_problem(url, allow_private=self.allow_private)
         if problem is not None:
             error: str | None = f"URL refused: it {problem.rstrip('.')}"
         else:
@@ -170,6 +171,13 @@ class Sender:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+@functools.lru_cache(maxsize=1024)
+def _url_problem(url: str, *, allow_private: bool) -> str | None:
+    """url_problem, read once for each URL a process delivers to rather than at each attempt (a webhook's URL is the
+    same for every change it is sent)."""
+    return url_problem(url, allow_private=allow_private)
 
 
 async def _judged(answer: httpx.Response) -> str | None:

@@ -9,6 +9,7 @@ https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-w
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
@@ -34,6 +35,7 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
 
 
+@functools.lru_cache(maxsize=1024)
 def secret_key(secret: str) -> bytes:
     """The key a secret stands for: the bytes that the base64 after `whsec_` encodes (the prefix may be left out,
     as the specification's libraries allow). A ValueError when it is no such thing."""
