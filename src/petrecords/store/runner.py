@@ -21,6 +21,10 @@ class Runner(abc.ABC):
     long_read_turns: LongReadTurns | None
     _turn: Turn | None
 
+    def __init__(self) -> None:  # noqa: B027 - not abstract: it ends the chain on purpose
+        """The end of the parts' chain of __init__: the protocols after it in the order of bases (base.py) set
+        nothing, and a transaction is made for every request."""
+
     @abc.abstractmethod
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]:
         """The rows of a query, as sequences of column values."""
