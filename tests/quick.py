@@ -58,7 +58,7 @@ SHARED: dict[str, tuple[str, ...]] = {
     "src/petrecords/registry.py": ("tests/api/test_endpoint_table.py", "tests/fuzz/test_model.py"),
     "src/petrecords/pets.py": (*API_WALK, "tests/api/test_replace.py", "tests/api/test_update.py"),
     "src/petrecords/vaccinations.py": ("tests/api/test_pet_vaccinations.py",),
-    "src/petrecords/document.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
+    "src/petrecords/openapi_document.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
     "src/petrecords/openapi.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
     "src/petrecords/jwks.py": ("tests/api/test_auth_jwks.py",),
     "src/petrecords/client.py": ("tests/e2e/test_cli.py",),
