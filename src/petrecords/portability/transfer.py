@@ -27,8 +27,8 @@ from petrecords.portability.errors import CommandFailed
 from petrecords.portability.progress import Meter
 from petrecords.portability.records import (
     ChangeBody,
+    ExportReader,
     Malformed,
-    Reader,
     change_row,
     counted,
     exported_change,
@@ -164,7 +164,7 @@ def _problem(exc: msgspec.ValidationError | msgspec.DecodeError | Malformed | Un
 class ExportFile:
     """The lines of an export file, read and checked one at a time (with how many bytes were read)."""
 
-    def __init__(self, path: Path, reader: Reader) -> None:
+    def __init__(self, path: Path, reader: ExportReader) -> None:
         self.path = path
         self.reader = reader
         self.bytes_read = 0
@@ -290,7 +290,7 @@ async def _load(
 
 async def import_from(settings: Settings, resources: ResourceSet, path: Path, *, show_progress: bool) -> Tally:
     """Load an export file into the configured database, which must hold no record: all of it, or nothing."""
-    reader = Reader(resources, configured_lists(settings))
+    reader = ExportReader(resources, configured_lists(settings))
     source = ExportFile(path, reader)
     ordered = in_load_order(resources)
     tables = [resource.table for resource in ordered]
