@@ -48,6 +48,7 @@ API_WALK = ("tests/api/test_create.py", "tests/api/test_get.py", "tests/api/test
 SHARED: dict[str, tuple[str, ...]] = {
     "src/petrecords/resources/*.py": API_WALK,
     "src/petrecords/store/*.py": (*API_WALK, "tests/api/test_changes_feed.py"),
+    "src/petrecords/changes/*.py": ("tests/api/test_changes_feed.py", "tests/unit/test_change_hub.py"),
     "src/petrecords/tables.py": (*API_WALK, "tests/test_migrations.py"),
     "src/petrecords/endpoints.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
     "src/petrecords/routes.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
