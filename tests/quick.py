@@ -48,6 +48,7 @@ API_WALK = ("tests/api/test_create.py", "tests/api/test_get.py", "tests/api/test
 SHARED: dict[str, tuple[str, ...]] = {
     "src/petrecords/resources/*.py": API_WALK,
     "src/petrecords/store/*.py": (*API_WALK, "tests/api/test_changes_feed.py"),
+    "src/petrecords/changes/*.py": ("tests/api/test_changes_feed.py", "tests/unit/test_change_hub.py"),
     "src/petrecords/tables.py": (*API_WALK, "tests/store/test_migrations.py"),
     "src/petrecords/endpoints.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
     "src/petrecords/routes.py": ("tests/api/test_endpoint_table.py", "tests/api/test_direct_routes.py"),
@@ -58,7 +59,7 @@ SHARED: dict[str, tuple[str, ...]] = {
     "src/petrecords/registry.py": ("tests/api/test_endpoint_table.py", "tests/fuzz/test_model.py"),
     "src/petrecords/pets.py": (*API_WALK, "tests/api/test_replace.py", "tests/api/test_update.py"),
     "src/petrecords/vaccinations.py": ("tests/api/test_pet_vaccinations.py",),
-    "src/petrecords/document.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
+    "src/petrecords/openapi_document.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
     "src/petrecords/openapi.py": ("tests/api/test_ops.py", "tests/unit/test_openapi_patterns.py"),
     "src/petrecords/jwks.py": ("tests/api/test_auth_jwks.py",),
     "src/petrecords/client.py": ("tests/e2e/test_cli.py",),

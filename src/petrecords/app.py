@@ -24,7 +24,6 @@ from petrecords.changes.retention import Retention
 from petrecords.changes.streams import StreamSlots
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
 from petrecords.db import is_sqlite
-from petrecords.document import build_openapi
 from petrecords.due import due_endpoints
 from petrecords.duties import Duties, StoreLookup, every
 from petrecords.endpoints import EndpointTable
@@ -32,12 +31,13 @@ from petrecords.http import ASGIApp, CorsPolicy, ServiceEdge
 from petrecords.jwks import JwksTokenVerifier
 from petrecords.logs import configure_logging
 from petrecords.metrics import Metrics
+from petrecords.openapi_document import build_openapi
 from petrecords.ops import ops_endpoints
 from petrecords.ratelimit import RedisRateLimiter, create_rate_limiter
 from petrecords.registry import RESOURCES
 from petrecords.reminders import Reminders
 from petrecords.resources.declaration import ResourceSet
-from petrecords.resources.operations import resource_endpoints
+from petrecords.resources.handlers import resource_endpoints
 from petrecords.resources.sharing import GrantExpiry
 from petrecords.routes import DirectRoutes, exception_handler, framework_routes
 from petrecords.sealing import Sealer

@@ -32,7 +32,6 @@ from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Kept, Resource
-from petrecords.resources.documents import TOO_LONG_TARGET
 from petrecords.resources.fields import (
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
@@ -44,6 +43,7 @@ from petrecords.resources.fields import (
 )
 from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
+from petrecords.resources.openapi_operations import TOO_LONG_TARGET
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
 from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Store, Transaction

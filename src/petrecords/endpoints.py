@@ -67,7 +67,7 @@ class Call:
 
 Handler = Callable[[Call], Awaitable[Answer]]
 Document = Callable[[Any], dict[str, Any]]
-"""The OpenAPI operation object of an endpoint, given the document's context (petrecords.document)."""
+"""The OpenAPI operation object of an endpoint, given the document's context (petrecords.openapi_document)."""
 
 
 @dataclass(frozen=True)

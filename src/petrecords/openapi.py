@@ -1,5 +1,5 @@
 """Building blocks of the OpenAPI document: parameters, headers, and answers, each failure's from the one
-exception tree of petrecords.errors. petrecords.document puts the whole document together from them."""
+exception tree of petrecords.errors. petrecords.openapi_document puts the whole document together from them."""
 
 from __future__ import annotations
 

@@ -52,9 +52,9 @@ HEALTH_SCHEMA = {
 }
 
 
-class Operations:
+class OpsHandlers:
     """The handlers of the operational endpoints, those an operator's tools call (no resource's: those are
-    resources/operations.py)."""
+    resources/handlers.py)."""
 
     def __init__(self, services: Services, openapi: Callable[[], bytes]) -> None:
         self.services = services
@@ -149,7 +149,7 @@ def _asset_document(context: DocumentContext) -> dict[str, Any]:
 
 def ops_endpoints(services: Services, openapi: Callable[[], bytes]) -> list[Endpoint]:
     """The operational endpoints: no token."""
-    ops = Operations(services, openapi)
+    ops = OpsHandlers(services, openapi)
 
     def endpoint(path: str, operation_id: str, summary: str, handle: Any, document: Any) -> Endpoint:
         return Endpoint("GET", path, operation_id, OPS_TAG, summary, handle, document, access=Access.OPEN)

@@ -21,7 +21,6 @@ pets = sa.Table(
     sa.Column("name", Text, nullable=False),
     sa.Column("name_key", Text, nullable=False, comment="lower-cased name, for sorting and matching"),
     sa.Column("pet_type", Text, nullable=False),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Column("birth_date", sa.Integer(), nullable=True, comment="days since 1970-01-01"),
     sa.Column("sex", Text, nullable=True),
     sa.Column("neutered", sa.Boolean(), nullable=True),

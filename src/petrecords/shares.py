@@ -45,7 +45,6 @@ pet_shares = sa.Table(
     sa.Column("grantee", Text, nullable=False, comment="an e-mail address, or group:NAME"),
     sa.Column("access", Text, nullable=False, comment="read or care"),
     sa.Column("expires_at", sa.BigInteger(), nullable=True, comment="epoch milliseconds; null: never"),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Index(None, "pet_id", "grantee", unique=True),
     # What a grantee may see: the pets shared with them, found by their name first.
     sa.Index(None, "grantee", "pet_id", "expires_at"),

@@ -93,13 +93,15 @@ def not_null(column: str) -> dict[str, Any]:
 
 
 def audit_columns() -> list[sa.Column[Any]]:
-    """The columns every resource's table starts with: the id and who wrote the record when."""
+    """The columns every resource's table starts with: the id, who wrote the record when, and its revision
+    (declaration.AUDIT_COLUMNS; a declaration whose table lacks one is refused at start-up)."""
     return [
         sa.Column("id", sa.Uuid(), primary_key=True),
         sa.Column("created_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
         sa.Column("created_by", Text, nullable=False),
         sa.Column("modified_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
         sa.Column("modified_by", Text, nullable=False),
+        sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     ]
 
 

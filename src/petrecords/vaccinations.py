@@ -53,7 +53,6 @@ pet_vaccinations = sa.Table(
     sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("notes", Text, nullable=True),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Column("lot_number", Text, nullable=True),
     sa.Column("lot_expires_on", sa.Integer(), nullable=True, comment="days since 1970-01-01"),
     sa.Column("dose_type", Text, nullable=True, comment="primary or booster"),

@@ -21,7 +21,6 @@ vaccines = sa.Table(
     sa.Column("description_key", Text, nullable=True, comment="lower-cased description, for matching"),
     sa.Column("pet_type", Text, nullable=False),
     sa.Column("duration", sa.Integer(), nullable=False, comment="days of protection"),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Column("group_name", Text, nullable=True, comment="the disease its doses protect against"),
     sa.Column("group_key", Text, nullable=True, comment="lower-cased group, for sorting and matching"),
     sa.Column("manufacturer", Text, nullable=True),

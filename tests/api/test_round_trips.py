@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords.resources import operations
+from petrecords.resources import handlers
 from tests.support import auth, record_statements
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -78,7 +78,7 @@ async def test_a_create_with_an_idempotency_key(
     client: AsyncTestClient[Any], statements: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One create in _PURGE_EVERY, chosen by its random id, also purges the expired keys: not this one.
-    monkeypatch.setattr(operations, "_PURGE_EVERY", NEVER)
+    monkeypatch.setattr(handlers, "_PURGE_EVERY", NEVER)
     await _pet(client, **{"Idempotency-Key": "one"})
     # The key is held and looked up before the writes, which carry the response kept for it.
     assert [statement.split()[0] for statement in statements] == ["BEGIN", "SELECT", "SELECT", "WITH", "COMMIT"]
@@ -88,7 +88,7 @@ async def test_a_create_with_an_idempotency_key(
 async def test_a_create_that_purges_the_expired_idempotency_keys(
     client: AsyncTestClient[Any], statements: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(operations, "_PURGE_EVERY", 1)
+    monkeypatch.setattr(handlers, "_PURGE_EVERY", 1)
     await _pet(client, **{"Idempotency-Key": "one"})
     # The purge is one statement more, in the same transaction.
     assert [statement.split()[0] for statement in statements] == [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from petrecords.config import DEFAULT_PET_TYPES
-from petrecords.portability.records import Reader
+from petrecords.portability.records import ExportReader
 from petrecords.registry import RESOURCES
 from petrecords.resources.fields import PET_TYPES
 from petrecords.vaccinations import PET_VACCINATIONS
@@ -34,7 +34,7 @@ def test_a_vaccination_exported_before_the_clinics_fields_is_a_completed_dose_wi
         "notes": None,
     }
 
-    row = Reader(RESOURCES, {PET_TYPES: DEFAULT_PET_TYPES}).row(PET_VACCINATIONS, older)
+    row = ExportReader(RESOURCES, {PET_TYPES: DEFAULT_PET_TYPES}).row(PET_VACCINATIONS, older)
 
     assert row["status"] == "completed"
     new_columns = ("lot_number", "lot_expires_on", "dose_type", "veterinarian", "veterinarian_licence", "clinic")

@@ -53,7 +53,6 @@ pet_certificates = sa.Table(
     sa.Column("groups", Text, nullable=True, comment="the groups shown, a JSON array; null: every group"),
     sa.Column("expires_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.Column("token_digest", Text, nullable=False, comment="SHA-256 of the link's token, hexadecimal"),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     # The public answer's one lookup, by the token's digest.
     sa.Index(None, "token_digest", unique=True),
     # A pet's certificates: counted on create, deleted with the pet.

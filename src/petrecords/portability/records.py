@@ -245,7 +245,7 @@ def _members(resource: Resource, *, versioned: bool) -> tuple[frozenset[str], tu
     return frozenset(allowed), required
 
 
-class Reader:
+class ExportReader:
     """Turns exported records back into rows, against the configured lists of values (the pet types). (Not
     store.records.Reader, which turns a query's result rows into Rows.)"""
 
@@ -347,7 +347,7 @@ class ChangeBody(msgspec.Struct, forbid_unknown_fields=True):
     record: msgspec.Raw
 
 
-def change_row(reader: Reader, change: ChangeBody) -> dict[str, Any]:
+def change_row(reader: ExportReader, change: ChangeBody) -> dict[str, Any]:
     """A change as the log keeps it, but for its cursor. Whose the record was before the write is that of its
     previous change, which the loader fills in once every change is in; until then, as after the write."""
     resource = reader.resource(change.resource)

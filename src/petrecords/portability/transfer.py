@@ -33,8 +33,8 @@ from petrecords.portability.records import (
     REVOKED_LINKS,
     REVOKED_LINKS_QUERY,
     ChangeBody,
+    ExportReader,
     Malformed,
-    Reader,
     change_row,
     counted,
     exported_change,
@@ -178,7 +178,7 @@ def _problem(exc: msgspec.ValidationError | msgspec.DecodeError | Malformed | Un
 class ExportFile:
     """The lines of an export file, read and checked one at a time (with how many bytes were read)."""
 
-    def __init__(self, path: Path, reader: Reader) -> None:
+    def __init__(self, path: Path, reader: ExportReader) -> None:
         self.path = path
         self.reader = reader
         self.bytes_read = 0
@@ -306,7 +306,7 @@ async def _load(
 
 async def import_from(settings: Settings, resources: ResourceSet, path: Path, *, show_progress: bool) -> Tally:
     """Load an export file into the configured database, which must hold no record: all of it, or nothing."""
-    reader = Reader(resources, configured_lists(settings))
+    reader = ExportReader(resources, configured_lists(settings))
     source = ExportFile(path, reader)
     ordered = in_load_order(resources)
     tables = [*(resource.table for resource in ordered), revoked_certificate_links]

@@ -27,7 +27,7 @@ from petrecords.portability import databases
 from petrecords.portability.databases import Batch
 from petrecords.portability.errors import CommandFailed
 from petrecords.portability.progress import Meter
-from petrecords.portability.records import VERSION, Malformed, Reader, counted, owner_of
+from petrecords.portability.records import VERSION, ExportReader, Malformed, counted, owner_of
 from petrecords.portability.transfer import BATCH_ROWS, in_load_order
 from petrecords.resources.declaration import Resource, ResourceSet
 from petrecords.resources.fields import DAY_MS, LATEST_MS
@@ -237,7 +237,7 @@ async def import_whoof(
     settings: Settings, resources: ResourceSet, url: str, options: Options, *, show_progress: bool
 ) -> Report:
     mapper = Mapper(resources, settings, options)
-    reader = Reader(resources, configured_lists(settings), now_ms=mapper.now)
+    reader = ExportReader(resources, configured_lists(settings), now_ms=mapper.now)
     report = Report()
     try:
         connection = await databases.connect_postgres(settings, url)

@@ -488,12 +488,17 @@ class DeclarationError(ConfigurationError):
 
 
 AUDIT_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
+AUDIT_COLUMNS = ("id", "created_at", "created_by", "modified_at", "modified_by", "revision")
+"""The columns the layer writes in every record (tables.audit_columns)."""
 
 
 def _problem_of(resource: Resource, registered: Sequence[Resource]) -> str | None:
     """What is wrong with one declaration, in a few words, or None."""
     columns = set(resource.table.columns.keys())
     names = [field.name for field in resource.fields]
+    lacking = [column for column in AUDIT_COLUMNS if column not in columns]
+    if lacking:
+        return f"its table {resource.table.name} lacks the audit columns {', '.join(lacking)} (tables.audit_columns)"
     if len(set(names)) != len(names) or set(names) & set(AUDIT_FIELDS):
         return "its fields' names must be distinct, and none may be an audit field's"
     for declared in resource.fields:

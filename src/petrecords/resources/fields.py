@@ -84,11 +84,8 @@ Problem = str
 
 
 class Operation(enum.Enum):
-    """How a list may compare a field with a value a client names (beyond equality to one of several).
-
-    Not the other operations of the code: an OpenAPI operation (an endpoint's entry in the document,
-    petrecords.document), a resource's endpoint handlers (resources/operations.py) or the operational endpoints
-    (petrecords.ops)."""
+    """How a list may compare a field with a value a client names (beyond equality to one of several). Not an
+    OpenAPI operation (an endpoint's entry in the document, petrecords.openapi_document)."""
 
     MATCH = "like"
     """A pattern of its text (`{field}_like`)."""

@@ -1,6 +1,6 @@
 """The service functions every resource has, from its declaration: load what the caller may see, create,
 replace, update, delete. They read and write through a transaction and never commit; the endpoint handlers of
-resources/operations.py call them. What they hold first is in locks.py, the rules they check in checks.py, what a
+resources/handlers.py call them. What they hold first is in locks.py, the rules they check in checks.py, what a
 write keeps beside its record in kept.py; a list is listing.py's."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from petrecords.errors import NotFound
 from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, parameter
 from petrecords.resources import service
 from petrecords.resources.declaration import Resource
-from petrecords.resources.documents import if_match_parameter, paging_parameters
 from petrecords.resources.fields import UUID_SCHEMA
 from petrecords.resources.listing import parse_paging, query_pairs
+from petrecords.resources.openapi_operations import if_match_parameter, paging_parameters
 from petrecords.resources.requests import Body, EntityTags
 from petrecords.resources.schemas import page_schema
 from petrecords.resources.wire import show

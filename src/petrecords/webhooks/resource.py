@@ -48,7 +48,6 @@ webhooks = sa.Table(
     sa.Column("enabled", sa.Boolean(), nullable=False),
     sa.Column("disabled_reason", Text, nullable=True, comment="why the service disabled it"),
     sa.Column("position", Text, nullable=True, comment="the cursor acknowledged; null: after its created change"),
-    sa.Column("revision", sa.Integer(), nullable=False, comment="bumped on every write; the ETag derives from it"),
     sa.Column("secret", Text, nullable=False, comment="whsec_ and base64: never shown but when made"),
     sa.Column("previous_secret", Text, nullable=True, comment="the secret before the last rotation"),
     sa.Column("previous_secret_until", sa.BigInteger(), nullable=True, comment="epoch ms: until then, signed by both"),

@@ -1,5 +1,5 @@
-"""The OpenAPI operation of each endpoint of a resource, made from its declaration (see operations.py for the
-endpoints themselves). The operation id, summary and tag come from the endpoint; petrecords.document puts
+"""The OpenAPI operation of each endpoint of a resource, made from its declaration (see handlers.py for the
+endpoints themselves). The operation id, summary and tag come from the endpoint; petrecords.openapi_document puts
 every endpoint's operation into the whole document."""
 
 from __future__ import annotations

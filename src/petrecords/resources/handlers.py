@@ -1,8 +1,8 @@
 """The endpoints of a resource, made from its declaration: list, create, get, replace, update, delete and
 history. Each handler reads the request, calls one service function and shapes the answer.
 
-"Operations" here are a resource's endpoints; each one's OpenAPI operation is made in documents.py, the list
-comparisons are fields.Operation, and the health and metrics endpoints are petrecords.ops."""
+Each endpoint's OpenAPI operation is made in openapi_operations.py; the operational endpoints (health, metrics)
+are petrecords.ops."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import msgspec
 from petrecords.auth import Caller
 from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused, ValidationFailed
-from petrecords.resources import documents, service
+from petrecords.resources import openapi_operations, service
 from petrecords.resources.declaration import Resource, Values
 from petrecords.resources.history import history_page
 from petrecords.resources.listing import list_records, parse_list_query, parse_paging, query_pairs
@@ -65,7 +65,7 @@ def _caller(call: Call) -> Caller:
     return caller
 
 
-class ResourceOperations:
+class ResourceHandlers:
     """The handlers of one resource's endpoints, for one application."""
 
     def __init__(self, resource: Resource, services: Services) -> None:
@@ -278,13 +278,13 @@ class ResourceOperations:
 
 def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
     """`/v1/{name}`, `/v1/{name}/{id}` and `/v1/{name}/{id}/history` of one resource."""
-    operations = ResourceOperations(resource, services)
+    handlers = ResourceHandlers(resource, services)
     collection = resource.path
     record = f"{collection}/{{{resource.path_parameter}}}"
     noun, title, tag = resource.schema_name, resource.title, resource.name
     resources = services.resources
 
-    def documented(function: documents.OperationDocument) -> documents.Document:
+    def documented(function: openapi_operations.OperationDocument) -> openapi_operations.Document:
         return functools.partial(function, resource, resources)
 
     return [
@@ -294,8 +294,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"list{resource.plural}",
             tag,
             f"List {title} records, a page at a time",
-            operations.list_records,
-            documented(documents.list_operation),
+            handlers.list_records,
+            documented(openapi_operations.list_operation),
             direct=True,
             aliases=(f"{collection}/",),
         ),
@@ -305,8 +305,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"create{noun}",
             tag,
             f"Create a {title} record",
-            operations.create,
-            documented(documents.create_operation),
+            handlers.create,
+            documented(openapi_operations.create_operation),
             body_media_types=(JSON,),
             direct=True,
             aliases=(f"{collection}/",),
@@ -317,8 +317,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"get{noun}",
             tag,
             f"Get a {title} record",
-            operations.get_record,
-            documented(documents.get_operation),
+            handlers.get_record,
+            documented(openapi_operations.get_operation),
             direct=True,
         ),
         Endpoint(
@@ -327,8 +327,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"replace{noun}",
             tag,
             f"Replace a {title} record",
-            operations.replace,
-            documented(documents.replace_operation),
+            handlers.replace,
+            documented(openapi_operations.replace_operation),
             body_media_types=(JSON,),
             direct=True,
         ),
@@ -338,8 +338,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"update{noun}",
             tag,
             f"Update a {title} record with a JSON Merge Patch",
-            operations.update,
-            documented(documents.update_operation),
+            handlers.update,
+            documented(openapi_operations.update_operation),
             body_media_types=(MERGE_PATCH, JSON),
             direct=True,
         ),
@@ -349,8 +349,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"delete{noun}",
             tag,
             f"Delete a {title} record",
-            operations.delete,
-            documented(documents.delete_operation),
+            handlers.delete,
+            documented(openapi_operations.delete_operation),
             direct=True,
         ),
         Endpoint(
@@ -359,8 +359,8 @@ def resource_endpoints(resource: Resource, services: Services) -> list[Endpoint]
             f"get{noun}History",
             tag,
             f"A {title} record's changes, oldest first",
-            operations.history,
-            documented(documents.history_operation),
+            handlers.history,
+            documented(openapi_operations.history_operation),
             direct=True,
         ),
         *(() if resource.more_endpoints is None else resource.more_endpoints(resource, services)),

@@ -2,7 +2,7 @@
 and the declarations of its resources (their schemas), so that it says exactly what the service does.
 
 The whole document is put together here; petrecords.openapi holds its building blocks (parameters, headers,
-failure answers), and resources/documents.py the operation of each endpoint of a resource."""
+failure answers), and resources/openapi_operations.py the operation of each endpoint of a resource."""
 
 from __future__ import annotations
 
