@@ -5,14 +5,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import msgspec
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 
+from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import MIN_SQLITE_VERSION, SqliteTooOld, check_sqlite_version, create_sqlite_engine, migrate
+from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.pages import BLOCK
+from petrecords.store.queries import list_statement
+from petrecords.store.records import reader_of
+from petrecords.store.sql import SqlTransaction
 from petrecords.store.sqlite import SqliteStore
+from tests.support import ALICE, PET_RECORDS, pet_row
 
 PETRECORDS = Path(sys.executable).parent / "petrecords"
 
@@ -87,3 +96,59 @@ def test_connections_use_wal_full_sync_busy_timeout_and_foreign_keys(tmp_path: P
         engine.dispose()
     # synchronous 2 is FULL: the WAL is synced at every commit, before the commit is acknowledged.
     assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 4321, "foreign_keys": 1}
+
+
+async def test_a_deep_page_never_seeks_from_another_connections_anchors(tmp_path: Path) -> None:
+    """`PRAGMA data_version` counts the changes one connection has seen: two readers can show the same value for
+    different states of the data (one saw two commits as one change). Anchors kept under it are the reader's own."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'anchors.sqlite3'}", data_dir=tmp_path)
+    migrate(settings)
+    service, other = open_store(settings), open_store(settings)  # `other`: another process's writes
+    rows = 2 * BLOCK + 300
+    query = PageQuery(
+        conditions=(Condition(("owner_id",), Operator.EQUAL, (ALICE,)),),
+        sort=(SortKey("name_key"), SortKey("id")),
+        limit=20,
+        offset=BLOCK + 57,
+    )
+
+    async def first_ids(count: int) -> list[Row]:
+        async with other.transaction(write=False) as tx:
+            return list(await tx.list(PET_RECORDS, msgspec.structs.replace(query, limit=count, offset=0)))
+
+    async def deep_page(tx: Transaction) -> list[uuid.UUID]:
+        return [row["id"] for row in await tx.list(PET_RECORDS, query)]
+
+    async def offset_page() -> list[uuid.UUID]:
+        async with other.transaction(write=False) as tx:
+            assert isinstance(tx, SqlTransaction)
+            return [reader_of(PET_RECORDS).row(row)["id"] for row in await tx.fetch(list_statement(PET_RECORDS, query))]
+
+    async def delete_first(count: int) -> None:
+        doomed = await first_ids(count)
+        async with other.transaction(write=True) as tx:
+            for pet in doomed:
+                await tx.delete(PET_RECORDS, pet)
+
+    try:
+        async with other.transaction(write=True) as tx:
+            await tx.insert_many(PET_RECORDS, [pet_row(f"pet {index:05}") for index in range(rows)])
+        async with service.transaction(write=False) as first:  # both readers see the data once
+            first_seen = await first.data_version()
+            async with service.transaction(write=False) as second:
+                assert await second.data_version() == first_seen
+        async with service.transaction(write=False) as first:
+            assert await deep_page(first) == await offset_page()  # anchors kept on the first reader
+        await delete_first(150)
+        async with service.transaction(write=False) as first:
+            assert await deep_page(first) == await offset_page()
+            first_seen = await first.data_version()
+        await delete_first(150)  # the second reader sees both deletes as one change
+        async with service.transaction(write=False) as first:
+            await first.data_version()  # holds the first reader
+            async with service.transaction(write=False) as second:
+                assert await second.data_version() == first_seen  # the same value, another state
+                assert await deep_page(second) == await offset_page()
+    finally:
+        await service.close()
+        await other.close()

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.faults import CONNECTION, vanished
+from petrecords.store.pages import PageAnchors
 
 # Waits between attempts to take the write lock that another process holds, until busy_timeout. Under load
 # another worker holds it almost always, free only for moments between the commit of one of its groups and
@@ -93,6 +94,9 @@ class _Connection:
         """When the running statement is interrupted (time.monotonic()); infinity when none runs."""
         self.off_the_loop: asyncio.Future[Any] | None = None
         """The statement running on a thread, while one is."""
+        self.page_anchors = PageAnchors()
+        """The anchors of deep pages read on this connection: they are kept under its own `PRAGMA data_version`,
+        a counter of this connection's alone, which another connection may show for a different state of the data."""
         if bounded:
             driver.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
 

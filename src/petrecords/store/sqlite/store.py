@@ -15,7 +15,6 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Principal, Row
 from petrecords.store.faults import CONNECTION, DATABASE_ERRORS, VANISHED, raise_translated, vanished
 from petrecords.store.grants import PlanSizes
-from petrecords.store.pages import PageAnchors
 from petrecords.store.sql import SqlStore
 from petrecords.store.sqlite.connections import (
     _READ_CONNECTIONS,
@@ -61,7 +60,6 @@ class SqliteStore(SqlStore):
         self._database: _Database | None = None
         self._retired: list[_Database] = []
         """Databases no longer at the path whose connections a transaction still holds."""
-        self.page_anchors = PageAnchors()
         self.plan_sizes = PlanSizes()
         self.long_reads = concurrent.futures.ThreadPoolExecutor(_READ_CONNECTIONS, thread_name_prefix="sqlite-read")
         """Where reads that take longer than _ON_THE_LOOP_SECONDS run, and those of a transaction that took a long

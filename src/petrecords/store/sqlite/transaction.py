@@ -91,7 +91,6 @@ class SqliteTransaction(SqlTransaction):
         super().__init__(write=write)
         self._store = store
         self._single = single
-        self.page_anchors = store.page_anchors
         self.plan_sizes = store.plan_sizes
         self.long_read_turns = store.long_read_turns
         self._database: _Database | None = None
@@ -125,6 +124,7 @@ class SqliteTransaction(SqlTransaction):
                 database.release(reader)
                 raise vanished("the database file was replaced while this transaction waited")
             self._database, self._reader = database, reader
+            self.page_anchors = reader.page_anchors
             if self._single:
                 return  # one statement sees one state of the data: BEGIN and COMMIT would only cost time
             try:
@@ -136,6 +136,7 @@ class SqliteTransaction(SqlTransaction):
         await self._enter_write_group()
         database = self._bound()
         writer = database.writer
+        self.page_anchors = writer.page_anchors
         try:
             writer.driver.execute("SAVEPOINT request")
         except DATABASE_ERRORS as exc:
