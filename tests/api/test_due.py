@@ -458,6 +458,44 @@ class TestWhoSees:
         assert (groups(page), page["totalCount"]) == ([("Vet's cat", "Rabies"), ("Rex", "Rabies")], 2)
         assert groups(await due(client, as_vet(), access="owned")) == [("Vet's cat", "Rabies")]
 
+    async def test_a_vets_pages_merge_their_own_their_clinics_and_theirs_each_once(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        """Read from the due rows by grantee (the clinic's, the vet's own shares) and the vet's own rows, merged."""
+        own = (await create(client, VET, name="Vet's cat")).json()
+        both = (await create(client, ALICE, name="Both")).json()
+        await dose(client, rex, rabies, -400, -10)
+        await dose(client, rex, lepto, -400, -25)
+        await dose(client, own, rabies, -400, -30, user=VET)
+        await dose(client, both, rabies, -400, -20)
+        await share(client, rex, CLINIC)
+        await share(client, both, CLINIC)
+        await share(client, both, VET)
+
+        whole = await due(client, as_vet())
+
+        expected = [("Vet's cat", "Rabies"), ("Rex", "Lepto"), ("Both", "Rabies"), ("Rex", "Rabies")]
+        assert (groups(whole), whole["totalCount"]) == (expected, 4)
+        pages = [doses_of(await due(client, as_vet(), pageSize=1, pageIndex=index)) for index in (1, 2, 3, 4)]
+        assert pages == [[one] for one in doses_of(whole)]
+        assert groups(await due(client, as_vet(), access="shared")) == expected[1:]
+        assert groups(await due(client, as_vet(), access="shared", petType="Cat")) == []
+
+        # A booster takes its group off the list; a share gone takes its pet's rows, but the other share's stay.
+        await dose(client, rex, lepto, -5, 300)
+        assert groups(await due(client, as_vet(), access="shared")) == [("Both", "Rabies"), ("Rex", "Rabies")]
+        shares = {
+            found["grantee"]: found["id"]
+            for found in (await client.get("/v1/pet-shares", params={"petId": both["id"]}, headers=auth())).json()[
+                "items"
+            ]
+        }
+        assert (await client.delete(f"/v1/pet-shares/{shares[CLINIC]}", headers=auth())).status_code == 200
+        assert groups(await due(client, as_vet(), access="shared")) == [("Both", "Rabies"), ("Rex", "Rabies")]
+        assert groups(await due(client, as_vet(("clinic-b",)), access="shared")) == [("Both", "Rabies")]
+        assert (await client.delete(f"/v1/pet-shares/{shares[VET]}", headers=auth())).status_code == 200
+        assert groups(await due(client, as_vet(), access="shared")) == [("Rex", "Rabies")]
+
     async def test_a_transfer_moves_the_pet_and_ends_its_shares(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
