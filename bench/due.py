@@ -3,50 +3,57 @@ and a pet's vaccination status, each as a ratio to get by id measured in the sam
 
 The database of the chosen kind is seeded as bench/shares.py seeds its "with" database: the owner's `--rows` pets
 (with the vaccine catalogue), and `--shared-pets` pets of other owners, each shared once (`--clinic`, a fifth, to
-the clinic group `group:clinic-42`, as 50,000 of 250,000 pets) with about `--doses` doses each, bulk-loaded
-through the store. The due rows are then derived from the doses as a load derives them
-(petrecords.due.fill_statement) and counted, for the owners
-and for the grantees of the shares. (Not moved into PostgreSQL by export and import, as bench/shares.py's --reuse
-does: its seeded shares that expired did so before they were made, which an import refuses.)
+the clinic group `group:clinic-42`, as 50,000 of 250,000 pets) with about `--doses` doses each, those rows inserted
+in bulk (without their changes: no scenario reads the history or the feed). Then what a load derives is derived as
+it does (portability/databases.py): the due rows, the due rows by grantee, and every kept count, for the owners and
+for the grantees of the shares. (Not moved into PostgreSQL by export and import, as bench/shares.py's --reuse does:
+its seeded shares that expired did so before they were made, which an import refuses.)
 
 Then `petrecords serve` (its defaults: 2 workers × 2 threads, access log on) is measured with wrk (64 connections,
 `--duration` s each) for `--rounds` rounds: `get_by_id` as the owner, `vaccination_status` (a random vaccinated
 pet, as an admin), and `due_admin` and `due_vet` at each of `--page-sizes` (100, the default page, and 20). Each
 figure is the best round's (most req/s).
 
+Seeding 1,000,000 doses takes a while: `--keep DIR` keeps the seeded database (SQLite: in DIR; PostgreSQL: the
+database DIR/postgresql.txt names) and `--reuse DIR` measures it again, after applying any pending migration, as
+`serve` does.
+
 Usage: .venv/bin/python bench/due.py [--database sqlite|postgresql] [--shared-pets 25000] [--doses 4]
-       [--duration 5] [--rounds 2] [--json due.json]
+       [--duration 5] [--rounds 2] [--json due.json] [--keep DIR | --reuse DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import sqlalchemy as sa
 
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
-from petrecords.due import DUE_DOSES, due_doses, fill_statement
+from petrecords.due import due_doses, due_grants
 from petrecords.portability.databases import count_inserts
-from petrecords.shares import PET_SHARES
+from petrecords.registry import RESOURCES
 from petrecords.store.grants import grant_count_inserts
 from petrecords.store.records import stored_uuid
 from petrecords.store.sql import SqlTransaction
-from petrecords.tables import period_counts, record_counts
+from petrecords.tables import grant_expiries, period_counts, record_counts
 from petrecords.values import now_ms
 from run import (
     BIN,
     OWNER,
+    POSTGRES_ADMIN_URL,
     database,
     free_port,
     print_line,
@@ -54,6 +61,7 @@ from run import (
     run_wrk,
     server_env,
     settle,
+    sqlite_url,
     wait_until_answering,
 )
 from seed import seed
@@ -66,25 +74,25 @@ STATUS_PETS = 1000
 """The vaccinated pets whose status the status scenario asks for."""
 
 
-async def derive_due(settings: Settings) -> int:
-    """The due rows of the seeded doses, and their kept counts (the owners' and everyone's, and the grantees' of the
-    shares), in one transaction, as a load writes them; how many rows."""
+async def count_as_a_load(settings: Settings) -> int:
+    """What a load derives from its rows (portability/databases.py), for the rows seeded in bulk: the due rows and
+    the due rows by grantee, every kept count (the owners' and everyone's, and the grantees' of the shares) and the
+    listing of the shares that expire later; how many due rows. In one transaction."""
     store = open_store(settings)
-    shares = PET_SHARES.collection
-    granting = shares.granting
-    assert granting is not None
-    only_due = dataclasses.replace(shares, granting=dataclasses.replace(granting, granted=(DUE_DOSES.collection,)))
     try:
         async with store.transaction(write=True) as tx:
             assert isinstance(tx, SqlTransaction)
-            for table in (period_counts, record_counts):
-                await tx.execute(sa.delete(table).where(table.c.resource == DUE_DOSES.name), {})
-            await tx.execute(sa.delete(due_doses), {})
-            await tx.execute(fill_statement(), {})
-            # The grantees' counts of the due rows alone: the first insert lists the expiring shares, already listed.
-            granted = grant_count_inserts(only_due, now=now_ms())[1:]
-            for insert in [*count_inserts(DUE_DOSES.collection), *granted]:
-                await tx.execute(insert, {})
+            for table in (period_counts, record_counts, grant_expiries, due_grants, due_doses):
+                await tx.execute(sa.delete(table), {})
+            statements: list[sa.Insert] = []
+            for kept in RESOURCES.kept:
+                statements += [*kept.fill(), *count_inserts(kept.collection)]
+            for resource in RESOURCES.resources:
+                statements += count_inserts(resource.collection)
+                if resource.grants is not None:
+                    statements += grant_count_inserts(resource.collection, now=now_ms())
+            for statement in statements:
+                await tx.execute(statement, {})
             rows = await tx.fetch((sa.select(sa.func.count()).select_from(due_doses), {}))
             return int(rows[0][0])
     finally:
@@ -123,9 +131,10 @@ def seed_database(url: str, work_dir: Path, args: argparse.Namespace) -> dict[st
             users=args.users,
             clinic=args.clinic,
             vaccinations=args.doses,
+            bulk=True,
         )
     )
-    rows = asyncio.run(derive_due(settings))
+    rows = asyncio.run(count_as_a_load(settings))
     figures = {
         "owner_pets": args.rows,
         "shared_pets": shared.pets,
@@ -136,6 +145,28 @@ def seed_database(url: str, work_dir: Path, args: argparse.Namespace) -> dict[st
     }
     print(f"seeded: {figures}", flush=True)
     return figures
+
+
+@contextlib.contextmanager
+def kept_database(kind: str, kept: Path, *, reuse: bool) -> Iterator[str]:
+    """The database a --keep run seeds, or a --reuse run measures again: never dropped."""
+    if kind == "sqlite":
+        yield sqlite_url(kept)
+        return
+    named = kept / "postgresql.txt"
+    if not reuse:
+        name = f"petrecords_bench_due_{os.getpid()}"
+
+        async def create() -> None:
+            connection = await asyncpg.connect(POSTGRES_ADMIN_URL)
+            try:
+                await connection.execute(f'CREATE DATABASE "{name}"')
+            finally:
+                await connection.close()
+
+        asyncio.run(create())
+        named.write_text(name)
+    yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{named.read_text().strip()}"
 
 
 def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[str, list[dict[str, Any]]]) -> None:
@@ -187,18 +218,36 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--timeout", type=int, default=30, help="seconds before wrk gives up on a response")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--keep", type=Path, help="seed into this (new) directory and keep the database")
+    kept.add_argument("--reuse", type=Path, help="measure the database a --keep run seeded there")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: `make bench` installs it (apt-get install wrk)")
-    work = Path(tempfile.mkdtemp(prefix="petrecords-due-"))
     report: dict[str, Any] = {"database": args.database, "load_average_before": os.getloadavg()[0]}
     results: dict[str, list[dict[str, Any]]] = {}
-    try:
-        with database(args.database, work) as url:
-            report["seeded"] = seed_database(url, work, args)
+    if args.keep is not None or args.reuse is not None:
+        work = args.keep or args.reuse
+        if args.keep is not None:
+            work.mkdir(parents=True)
+        with kept_database(args.database, work, reuse=args.reuse is not None) as url:
+            if args.keep is not None:
+                report["seeded"] = seed_database(url, work, args)
+                (work / "seeded.json").write_text(json.dumps(report["seeded"]))
+            else:
+                migrate(Settings(database_url=url, data_dir=work))
+                report["seeded"] = json.loads((work / "seeded.json").read_text())
             measure(args, url, work, results)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="petrecords-due-"))
+        try:
+            with database(args.database, work) as url:
+                report["seeded"] = seed_database(url, work, args)
+                measure(args, url, work, results)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if not results:
+        return  # --rounds 0: seeded (and kept) only
     chosen = {name: best(rounds) for name, rounds in results.items()}
     anchor = chosen["get_by_id"]["rps"]
     ratios = {f"{name} ÷ get_by_id": round(figures["rps"] / anchor, 3) for name, figures in chosen.items()}
