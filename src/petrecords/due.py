@@ -48,7 +48,17 @@ from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
 from petrecords.shares import PET_SHARES
-from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Store, Transaction
+from petrecords.store.base import (
+    Collection,
+    Condition,
+    Lock,
+    Operator,
+    PageQuery,
+    Row,
+    SortKey,
+    Store,
+    Transaction,
+)
 from petrecords.store.records import Statement, reader_of
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
@@ -182,13 +192,33 @@ async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     return await of_pet(tx, PET_VACCINATIONS.collection, pet_id, Condition(("status",), Operator.EQUAL, (COMPLETED,)))
 
 
+VACCINE_RANK = 0
+"""Where a vaccine's lock comes in a transaction's order (ResourceSet.rank): vaccines refer to nothing."""
+if VACCINES.references:
+    raise TypeError("VACCINE_RANK is a vaccine's rank only while vaccines refer to nothing")
+
+
+async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
+    """A pet's completed doses, read again once their vaccines are held (shared). A vaccine's write (its group, its
+    name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
+    without this, a dose of another vaccine of its group, written meanwhile, would read the group as it was and,
+    committing last, leave rows the vaccine's write no longer matches. Held, the read is of the vaccine as its write
+    committed it (or that write waits for this one, and reads this one's doses)."""
+    doses = await pet_doses(tx, pet_id)
+    vaccines = sorted({dose["vaccine_id"] for dose in doses})
+    if not vaccines:
+        return doses
+    await tx.lock([Lock(VACCINE_RANK, VACCINES.name, vaccine, shared=True) for vaccine in vaccines])
+    return await pet_doses(tx, pet_id)
+
+
 async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
     """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
     group."""
     pet = await tx.get(PETS.collection, pet_id)
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
-        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
+        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await held_doses(tx, pet_id)).items()}
     held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
     return held, wanted
 

@@ -378,6 +378,44 @@ class TestConcurrentWriters:
         assert sorted(doses_of(page)) == sorted(one["id"] for one in latest.values())
         assert page["totalCount"] == 2
 
+    async def test_a_vaccines_group_changed_beside_doses_of_its_group_leaves_fresh_rows(
+        self, client: Client, settings: Settings, rabies: dict[str, Any], rabies_3y: dict[str, Any]
+    ) -> None:
+        """A vaccine's new group and a dose of another vaccine of its group, for the same pets, at once: the
+        vaccine's write rewrites the rows of the pets with a dose of it, and each dose's write its pet's; whichever
+        commits last, the rows are what the doses and the vaccines now say. (The dose's write reads its pet's doses
+        holding their vaccines, which the vaccine's write holds exclusively.)"""
+        pets = [(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(6)]
+        for pet in pets:
+            await dose(client, pet, rabies, -400, -10)
+        for round_, group in enumerate(("Core", "Rabies", "Core")):
+            async with overlapping_client(create_app(settings)) as concurrent:
+                bodies = [
+                    {"petId": pet["id"], "vaccineId": rabies_3y["id"], "appliedAt": at(-300 + round_), "dueAt": at(-5)}
+                    for pet in pets
+                ]
+                answers = await asyncio.gather(
+                    concurrent.patch(f"/v1/vaccines/{rabies['id']}", json={"group": group}, headers=admin()),
+                    *(concurrent.post(DOSES, json=body, headers=auth()) for body in bodies),
+                )
+            assert [answer.status_code for answer in answers] == [200] + [201] * len(pets), answers
+            for pet in pets:
+                # Fresh: the group of each dose as its vaccine now says, the latest of each group.
+                doses = (await client.get(DOSES, params={"petId": pet["id"], "pageSize": 100}, headers=auth())).json()
+                groups_now = {rabies["id"]: group, rabies_3y["id"]: "RABIES"}
+                latest: dict[str, dict[str, Any]] = {}
+                for one in doses["items"]:
+                    key = groups_now[one["vaccineId"]].lower()
+                    if key not in latest or (one["appliedAt"], one["id"]) > (
+                        latest[key]["appliedAt"],
+                        latest[key]["id"],
+                    ):
+                        latest[key] = one
+                found = sorted(
+                    (item["group"].lower(), item["vaccinationId"]) for item in (await status(client, pet))["items"]
+                )
+                assert found == sorted((key, one["id"]) for key, one in latest.items()), (round_, pet["name"])
+
 
 class TestRoomForReminders:
     """What reminders (contract section 15) will read: a row's `reminded` mark, which only a new dueAt clears."""
