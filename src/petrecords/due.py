@@ -212,23 +212,28 @@ async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     return await pet_doses(tx, pet_id)
 
 
-async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
+async def _rows_of_pet(
+    tx: Transaction, pet_id: uuid.UUID, *, hold_vaccines: bool
+) -> tuple[dict[object, Row], dict[object, Row]]:
     """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
     group."""
     pet = await tx.get(PETS.collection, pet_id)
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
-        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await held_doses(tx, pet_id)).items()}
+        doses = await (held_doses if hold_vaccines else pet_doses)(tx, pet_id)
+        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(doses).items()}
     held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
     return held, wanted
 
 
-async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
+async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines: bool = True) -> None:
     """Write the pets' due rows as their doses and records now say. Every row that goes, goes first: a dose moved to
-    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
+    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id. Every
+    pet's rows are read (and their vaccines held, see held_doses) before any is written. A vaccine's own write holds
+    no other vaccine: it would wait for another vaccine's write that waits for it."""
     collection = DUE_DOSES.collection
     ordered = sorted(pet_ids)
-    rows = [await _rows_of_pet(tx, pet_id) for pet_id in ordered]
+    rows = [await _rows_of_pet(tx, pet_id, hold_vaccines=hold_vaccines) for pet_id in ordered]
     gone: dict[uuid.UUID, Row] = {}
     moved: set[uuid.UUID] = set()
     for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
@@ -394,7 +399,7 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
         # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
         await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})
         return
-    await _keep_pets(tx, pets)
+    await _keep_pets(tx, pets, hold_vaccines=resource is not VACCINES)
 
 
 def _collection(vaccinations: Collection) -> Collection:
