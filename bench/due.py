@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import sqlalchemy as sa
 
 from petrecords.app import open_store
@@ -147,6 +149,49 @@ def seed_database(url: str, work_dir: Path, args: argparse.Namespace) -> dict[st
     return figures
 
 
+MANY_DOSES = 200
+"""The doses of the pet whose status `vaccination_status_200` asks for."""
+SPARE = ',"lotNumber":null,"lotExpiresOn":null,"doseType":null,"veterinarian":null,"veterinarianLicence":null'
+FULL = (
+    ',"lotNumber":"LOT-%d","lotExpiresOn":"2099-12-31","doseType":"booster","veterinarian":"Dr Ana Vet",'
+    '"veterinarianLicence":"LIC-2026-0042","clinic":"Northside Clinic, 1 Main Street","rabiesTag":"R-%d",'
+    '"status":"completed","statusReason":null'
+)
+"""Every field a clinic's record of a dose added (contract v4 section 10.2), and none of them."""
+
+
+def dose_scenarios(base: str, token: str, work_dir: Path) -> list[tuple[str, str, dict[str, str]]]:
+    """The owner's dogs, a dog vaccine, a dog with MANY_DOSES doses, and a dose with every new field and one without:
+    the scenarios of a pet's status at MANY_DOSES doses, and of a vaccination's create and get by id with and
+    without the new fields (each create of a random dog, so that no pet's doses pile up)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        dogs = [pet["id"] for pet in client.get("/v1/pets", params={"petType": "Dog", "pageSize": 100}).json()["items"]]
+        vaccine = client.get("/v1/vaccines", params={"petType": "Dog", "pageSize": 1}).json()["items"][0]["id"]
+        applied = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=MANY_DOSES + 1)
+        for day in range(MANY_DOSES):
+            at = (applied + datetime.timedelta(days=day)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            body = {"petId": dogs[0], "vaccineId": vaccine, "appliedAt": at}
+            client.post("/v1/pet-vaccination", json=body).raise_for_status()
+        yesterday = (applied + datetime.timedelta(days=MANY_DOSES)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        plain = f'{{"petId":"%p","vaccineId":"{vaccine}","appliedAt":"{yesterday}"'
+        ids = {}
+        for name, more in (("plain", SPARE), ("full", FULL)):
+            body = json.loads((plain + more + "}").replace("%p", dogs[1]).replace("%d", name.upper()))
+            created = client.post("/v1/pet-vaccination", json=body)
+            created.raise_for_status()
+            ids[name] = created.json()["id"]
+    (work_dir / "many-doses.txt").write_text(f"{dogs[0]}\n")
+    (work_dir / "dogs.txt").write_text("".join(f"{dog}\n" for dog in dogs[2:]))
+    many = {"VACCINATED_FILE": str(work_dir / "many-doses.txt")}
+    runs = [(f"vaccination_status_{MANY_DOSES}", "vaccination_status", many)]
+    for name, more in (("plain", SPARE), ("full", FULL)):
+        body = {"DOSE_BODY": plain + more + "}", "DOSE_PETS_FILE": str(work_dir / "dogs.txt")}
+        runs.append((f"dose_create_{name}", "dose_create", body))
+    runs += [(f"dose_get_{name}", "dose_get", {"DOSE_ID": ids[name]}) for name in ("plain", "full")]
+    return runs
+
+
 @contextlib.contextmanager
 def kept_database(kind: str, kept: Path, *, reuse: bool) -> Iterator[str]:
     """The database a --keep run seeds, or a --reuse run measures again: never dropped."""
@@ -187,9 +232,10 @@ def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[st
     with process(serve, env, work_dir / "serve.log"):
         wait_until_answering(f"{base}/readyz")
         time.sleep(1)
+        doses = dose_scenarios(base, wrk_env["TOKEN"], work_dir)
         for round_ in range(1, args.rounds + 1):
             print(f"round {round_}", flush=True)
-            runs = [("get_by_id", "get_by_id", {}), ("vaccination_status", "vaccination_status", {})]
+            runs = [("get_by_id", "get_by_id", {}), ("vaccination_status", "vaccination_status", {}), *doses]
             for size in args.page_sizes:
                 runs += [(f"{name} page {size}", name, {"DUE_PAGE_SIZE": str(size)}) for name in DUE_SCENARIOS]
             for label, script, extra in runs:
@@ -251,6 +297,10 @@ def main() -> None:
     chosen = {name: best(rounds) for name, rounds in results.items()}
     anchor = chosen["get_by_id"]["rps"]
     ratios = {f"{name} ÷ get_by_id": round(figures["rps"] / anchor, 3) for name, figures in chosen.items()}
+    for what in ("create", "get"):
+        if f"dose_{what}_full" in chosen:
+            ratio = chosen[f"dose_{what}_full"]["rps"] / chosen[f"dose_{what}_plain"]["rps"]
+            ratios[f"dose_{what}_full ÷ dose_{what}_plain"] = round(ratio, 3)
     print("\nbest of the rounds:")
     for name, figures in chosen.items():
         print_line(name, figures)
