@@ -177,7 +177,8 @@ def dose_scenarios(base: str, token: str, work_dir: Path) -> list[tuple[str, str
         plain = f'{{"petId":"%p","vaccineId":"{vaccine}","appliedAt":"{yesterday}"'
         ids = {}
         for name, more in (("plain", SPARE), ("full", FULL)):
-            body = json.loads((plain + more + "}").replace("%p", dogs[1]).replace("%d", name.upper()))
+            unique = f"{name.upper()}-{time.time_ns()}"
+            body = json.loads((plain + more + "}").replace("%p", dogs[1]).replace("%d", unique))
             created = client.post("/v1/pet-vaccination", json=body)
             created.raise_for_status()
             ids[name] = created.json()["id"]

@@ -10,11 +10,12 @@ for line in io.lines(os.getenv("DOSE_PETS_FILE")) do
 end
 local counter = 0
 setup = function(thread)
-  thread:set("thread_index", math.random(1000000))
+  -- Unique within the run, and from run to run (a second of this day; wrk seeds math.random alike every run).
+  thread:set("thread_index", (os.time() % 86400) * 1000 + math.random(1000))
 end
 request = function()
   counter = counter + 1
-  local number = (thread_index or 0) * 1000000 + counter
+  local number = (thread_index or 0) * 100000 + counter
   local body = template:gsub("%%p", pets[math.random(#pets)]):gsub("%%d", string.format("%d", number))
   return wrk.format("POST", "/v1/pet-vaccination", common.json, body)
 end
