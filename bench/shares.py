@@ -54,6 +54,7 @@ from petrecords.pets import PETS
 from petrecords.resources.fields import DAY_MS
 from petrecords.shares import PET_SHARES
 from petrecords.store.base import PageQuery, Row, SortKey
+from petrecords.store.records import insert_statement, record_values
 from petrecords.store.sql import SqlTransaction
 from petrecords.tables import changes, share_windows
 from petrecords.vaccinations import PET_VACCINATIONS
@@ -121,11 +122,20 @@ class SharedSeed(msgspec.Struct, kw_only=True):
 
 
 async def seed_shared(
-    settings: Settings, *, pets: int, owners: int, users: int, clinic: float, vaccinations: float
+    settings: Settings,
+    *,
+    pets: int,
+    owners: int,
+    users: int,
+    clinic: float,
+    vaccinations: float,
+    bulk: bool = False,
 ) -> SharedSeed:
     """`pets` pets of `owners` other owners, each shared once: with probability `clinic` to the clinic group, else
     to one of `users` users; most shares never expire, some expire within a year, a few have expired. About
-    `vaccinations` doses a pet (of the vaccine catalogue already seeded), as bench/seed.py gives them."""
+    `vaccinations` doses a pet (of the vaccine catalogue already seeded), as bench/seed.py gives them. `bulk`: the
+    rows alone, without their changes, kept counts or share windows, for a caller that counts them as a load does
+    (bench/due.py; several times faster)."""
     started = time.perf_counter()
     store = open_store(settings)
     rng = random.Random(pets)
@@ -184,6 +194,14 @@ async def seed_shared(
                         figures.overdue_seen_by_clinic += sum(1 for dose in given if dose["due_at"] < now)
             async with store.transaction(write=True) as tx:
                 assert isinstance(tx, SqlTransaction)
+                if bulk:
+                    for resource, rows in ((PETS, batch), (PET_SHARES, shares), (PET_VACCINATIONS, doses)):
+                        if rows:
+                            values = [record_values(resource.collection, row) for row in rows]
+                            await tx.execute(insert_statement(resource.collection), values)
+                    figures.shares += len(shares)
+                    figures.vaccinations += len(doses)
+                    continue
                 await tx.insert_many(PETS.collection, batch)
                 await keep_created(tx, PETS, batch)
                 await tx.insert_many(PET_SHARES.collection, shares)
@@ -194,9 +212,10 @@ async def seed_shared(
                     await keep_created(tx, PET_VACCINATIONS, shown)
             figures.shares += len(shares)
             figures.vaccinations += len(doses)
-        async with store.transaction(write=True) as tx:
-            assert isinstance(tx, SqlTransaction)
-            await tx.execute(_open_windows(), {})
+        if not bulk:
+            async with store.transaction(write=True) as tx:
+                assert isinstance(tx, SqlTransaction)
+                await tx.execute(_open_windows(), {})
     finally:
         await store.close()
     if not is_sqlite(settings.resolved_database_url):

@@ -17,9 +17,10 @@ certificate and the due list never disagree.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 import sqlalchemy as sa
@@ -46,7 +47,19 @@ from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_
 from petrecords.resources.openapi_operations import TOO_LONG_TARGET
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
-from petrecords.store.base import Collection, Condition, Operator, PageQuery, Row, SortKey, Store, Transaction
+from petrecords.shares import PET_SHARES
+from petrecords.store.base import (
+    Collection,
+    Condition,
+    Lock,
+    Operator,
+    PageQuery,
+    Row,
+    SortKey,
+    Store,
+    Transaction,
+)
+from petrecords.store.records import Statement, reader_of
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
 from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
@@ -92,6 +105,31 @@ due_doses = sa.Table(
     sa.Index(None, "reminded", "due_at", "id"),
 )
 hour_indexed(due_doses, "due_at")
+
+due_grants = sa.Table(
+    "due_grants",
+    metadata,
+    sa.Column("grantee", Text, nullable=False, comment="a share's grantee: an e-mail address, or group:NAME"),
+    sa.Column("due_id", sa.Uuid(), nullable=False, comment="the due row (its latest dose's vaccination id)"),
+    sa.Column("expires_at", sa.BigInteger(), nullable=True, comment="the share's expiry, kept equal to it"),
+    # The due row's columns that its filters and its order read, kept equal to it.
+    sa.Column("pet_id", sa.Uuid(), nullable=False),
+    sa.Column("owner_id", Text, nullable=False),
+    sa.Column("pet_type", Text, nullable=False),
+    sa.Column("label_key", Text, nullable=False),
+    sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    sa.PrimaryKeyConstraint("grantee", "due_id"),
+    # A grantee's due rows in the due list's default order: a clinic's page walks its own rows, none of others', and
+    # reads nothing but this index (what the filters and the expiry check ride along).
+    sa.Index(None, "grantee", "due_at", "pet_id", "label_key", "due_id", "expires_at", "owner_id", "pet_type"),
+    sa.Index(None, "pet_id"),
+)
+"""The due rows by grantee: one for each due row and each share of its pet (expired ones too, told apart by
+`expires_at` when read, as the shares themselves are), rewritten with the pet's rows by every write that moves them
+and by every write of the pet's shares. A grantee's page of `GET /v1/due` walks its rows in their order where the
+due rows' own order would pass every other grantee's too."""
+
+GRANT_COLUMNS = ("pet_id", "owner_id", "pet_type", "label_key", "due_at")
 
 DUE_COLUMNS = tuple(column.name for column in due_doses.c if column.name != "reminded")
 """What the keeper writes: `reminded` is the reminders' (a new row starts at `none`, its default)."""
@@ -154,29 +192,57 @@ async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     return await of_pet(tx, PET_VACCINATIONS.collection, pet_id, Condition(("status",), Operator.EQUAL, (COMPLETED,)))
 
 
-async def _rows_of_pet(tx: Transaction, pet_id: uuid.UUID) -> tuple[dict[object, Row], dict[object, Row]]:
+VACCINE_RANK = 0
+"""Where a vaccine's lock comes in a transaction's order (ResourceSet.rank): vaccines refer to nothing."""
+if VACCINES.references:
+    raise TypeError("VACCINE_RANK is a vaccine's rank only while vaccines refer to nothing")
+
+
+async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
+    """A pet's completed doses, read again once their vaccines are held (shared). A vaccine's write (its group, its
+    name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
+    without this, a dose of another vaccine of its group, written meanwhile, would read the group as it was and,
+    committing last, leave rows the vaccine's write no longer matches. Held, the read is of the vaccine as its write
+    committed it (or that write waits for this one, and reads this one's doses)."""
+    doses = await pet_doses(tx, pet_id)
+    vaccines = sorted({dose["vaccine_id"] for dose in doses})
+    if not vaccines:
+        return doses
+    await tx.lock([Lock(VACCINE_RANK, VACCINES.name, vaccine, shared=True) for vaccine in vaccines])
+    return await pet_doses(tx, pet_id)
+
+
+async def _rows_of_pet(
+    tx: Transaction, pet_id: uuid.UUID, *, hold_vaccines: bool
+) -> tuple[dict[object, Row], dict[object, Row]]:
     """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
     group."""
     pet = await tx.get(PETS.collection, pet_id)
     wanted: dict[object, Row] = {}
     if pet is not None and pet["deceased_at"] is None:
-        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(await pet_doses(tx, pet_id)).items()}
+        doses = await (held_doses if hold_vaccines else pet_doses)(tx, pet_id)
+        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(doses).items()}
     held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
     return held, wanted
 
 
-async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
+async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines: bool = True) -> None:
     """Write the pets' due rows as their doses and records now say. Every row that goes, goes first: a dose moved to
-    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id."""
+    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id. Every
+    pet's rows are read (and their vaccines held, see held_doses) before any is written. A vaccine's own write holds
+    no other vaccine: it would wait for another vaccine's write that waits for it."""
     collection = DUE_DOSES.collection
-    rows = [await _rows_of_pet(tx, pet_id) for pet_id in sorted(pet_ids)]
+    ordered = sorted(pet_ids)
+    rows = [await _rows_of_pet(tx, pet_id, hold_vaccines=hold_vaccines) for pet_id in ordered]
     gone: dict[uuid.UUID, Row] = {}
-    for held, wanted in rows:
+    moved: set[uuid.UUID] = set()
+    for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
         for key, row in held.items():
             if key not in wanted or wanted[key]["id"] != row["id"]:
                 await tx.delete(collection, row)
                 gone[row["id"]] = row
-    for held, wanted in rows:
+                moved.add(pet_id)
+    for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
         for key, row in wanted.items():
             before = held.get(key)
             if before is None or before["id"] != row["id"]:
@@ -184,16 +250,71 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
                 was = gone.get(row["id"])
                 reminded = was["reminded"] if was is not None and was["due_at"] == row["due_at"] else "none"
                 await tx.insert(collection, {**row, "reminded": reminded})
+                moved.add(pet_id)
             elif _stored(before) != row:
                 # A reminder is for one dueAt: a dose whose dueAt moved may be reminded again (contract section 15).
                 reminded = before["reminded"] if before["due_at"] == row["due_at"] else "none"
                 await tx.update(collection, {**row, "reminded": reminded}, previous=before)
+                if any(before[column] != row[column] for column in GRANT_COLUMNS):
+                    moved.add(pet_id)
+    await _keep_grants(tx, moved)
+
+
+@runtime_checkable
+class Statements(Protocol):
+    """What the due rows by grantee are written and read with: statements of their own (every store's transaction
+    runs them; see store/sql.py)."""
+
+    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]: ...
+
+    async def execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None: ...
+
+
+def _statements(tx: Transaction) -> Statements:
+    if not isinstance(tx, Statements):
+        raise TypeError(f"{type(tx).__name__} runs no statements")
+    return tx
+
+
+_PET = sa.bindparam("pet_id", type_=sa.Uuid())
+DROP_GRANTS = sa.delete(due_grants).where(due_grants.c.pet_id == _PET)
+
+
+def grants_select(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The due rows by grantee of the due rows and shares that meet `where`."""
+    shares = PET_SHARES.table
+    return (
+        sa.select(shares.c.grantee, due_doses.c.id, shares.c.expires_at, *(due_doses.c[name] for name in GRANT_COLUMNS))
+        .select_from(due_doses.join(shares, shares.c.pet_id == due_doses.c.pet_id))
+        .where(*where)
+    )
+
+
+GRANT_INSERT_COLUMNS = ["grantee", "due_id", "expires_at", *GRANT_COLUMNS]
+WRITE_GRANTS = sa.insert(due_grants).from_select(GRANT_INSERT_COLUMNS, grants_select(due_doses.c.pet_id == _PET))
+
+
+def fill_grants_statement() -> sa.Insert:
+    """The due rows by grantee of every due row, for a table of them that is empty: a load's."""
+    return sa.insert(due_grants).from_select(GRANT_INSERT_COLUMNS, grants_select())
+
+
+async def _keep_grants(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
+    """The pets' due rows by grantee, written again from their due rows and shares as they now are (a pet has at most
+    100 shares, and a row for each of its groups)."""
+    if not pet_ids:
+        return
+    statements = _statements(tx)
+    for pet_id in sorted(pet_ids):
+        await statements.execute(DROP_GRANTS, {"pet_id": pet_id})
+        await statements.execute(WRITE_GRANTS, {"pet_id": pet_id})
 
 
 async def _follow_pet(tx: Transaction, pet: Row) -> None:
     """A pet renamed, retyped or given away, alive or dead as before: its rows (the same doses) take its new values,
     one read of them and a write each, where a pet's death or its return reads its doses again."""
     collection = DUE_DOSES.collection
+    moved = False
     for before in await of_pet(tx, collection, pet["id"]):
         row = {
             **before,
@@ -204,6 +325,9 @@ async def _follow_pet(tx: Transaction, pet: Row) -> None:
         }
         if row != before:
             await tx.update(collection, row, previous=before)
+            moved = moved or any(before[column] != row[column] for column in GRANT_COLUMNS)
+    if moved:
+        await _keep_grants(tx, {pet["id"]})
 
 
 def fill_statement() -> sa.Insert:
@@ -248,6 +372,7 @@ def _stored(row: Row) -> Row:
 _DOSE_COLUMNS = ("pet_id", "vaccine_id", "applied_at", "due_at", "status")
 _PET_COLUMNS = ("owner_id", "name", "pet_type", "deceased_at")
 _VACCINE_COLUMNS = ("group_name", "name")
+_SHARE_COLUMNS = ("pet_id", "grantee", "expires_at")
 
 
 def _moved(before: Row | None, after: Row | None, columns: tuple[str, ...]) -> bool:
@@ -270,7 +395,11 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
     elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
         doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
         pets = {dose["pet_id"] for dose in doses}
-    await _keep_pets(tx, pets)
+    elif resource is PET_SHARES and _moved(before, after, _SHARE_COLUMNS):
+        # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
+        await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})
+        return
+    await _keep_pets(tx, pets, hold_vaccines=resource is not VACCINES)
 
 
 def _collection(vaccinations: Collection) -> Collection:
@@ -288,11 +417,11 @@ def _collection(vaccinations: Collection) -> Collection:
 
 DUE_DOSES = Kept(
     name="due",
-    follows=(PETS, VACCINES, PET_VACCINATIONS),
+    follows=(PETS, VACCINES, PET_VACCINATIONS, PET_SHARES),
     seen_as=PET_VACCINATIONS,
     keep=keep_due,
     make_collection=_collection,
-    fill=fill_statement,
+    fill=lambda: (fill_statement(), fill_grants_statement()),
 )
 
 
@@ -440,31 +569,153 @@ def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ..
 
 
 class DueItem(msgspec.Struct, rename="camel"):
-    pet_id: str
+    # Ids as UUIDs, which msgspec writes in their canonical form itself: a page of 100 formats 300 of them.
+    pet_id: uuid.UUID
     pet_name: str
     pet_type: str
     owner_id: str
     group: str
-    vaccine_id: str
+    vaccine_id: uuid.UUID
     vaccine_name: str
-    vaccination_id: str
+    vaccination_id: uuid.UUID
     applied_at: str
     due_at: str
 
 
 def _due_item(row: Row) -> DueItem:
     return DueItem(
-        pet_id=str(row["pet_id"]),
+        pet_id=row["pet_id"],
         pet_name=row["pet_name"],
         pet_type=row["pet_type"],
         owner_id=row["owner_id"],
         group=row["group_label"],
-        vaccine_id=str(row["vaccine_id"]),
+        vaccine_id=row["vaccine_id"],
         vaccine_name=row["vaccine_name"],
-        vaccination_id=str(row["id"]),
+        vaccination_id=row["id"],
         applied_at=format_timestamp(row["applied_at"]),
         due_at=format_timestamp(row["due_at"]),
     )
+
+
+GRANTED_PAGE_DEPTH = 10_000
+"""How deep a grantee's page is read from the due rows by grantee: each of the caller's keys gives up to this many
+rows, merged; a deeper page walks the due rows' order (see the store's shared lists)."""
+_PLAIN = {Operator.EQUAL, Operator.IN, Operator.BELOW, Operator.AT_LEAST, Operator.DIFFERS}
+_GRANTED = {Operator.SHARED, Operator.OWNED_OR_SHARED}
+DUE_ORDER = ("due_at", "pet_id", "label_key", "id")
+
+PlainShape = tuple[tuple[str, Operator, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class GrantedPage:
+    """A page of what is shared with a caller (and, `owners`, their own) in the default order, from the due rows by
+    grantee: what every other condition (`plain`) lets through, the rows of each grantee's shares that grant `now`
+    and those of each owner, merged."""
+
+    plain: tuple[Condition, ...]
+    now: int
+    grantees: tuple[str, ...]
+    owners: tuple[str, ...]
+
+
+def granted_page(conditions: tuple[Condition, ...], sort: tuple[SortKey, ...], depth: int) -> GrantedPage | None:
+    """Whether the page's conditions and order are served by the due rows by grantee, and how; None otherwise."""
+    if (
+        tuple(key.column for key in sort) != DUE_ORDER
+        or any(key.descending for key in sort)
+        or depth > (GRANTED_PAGE_DEPTH)
+    ):
+        return None
+    granted = [condition for condition in conditions if condition.operator in _GRANTED]
+    plain = tuple(condition for condition in conditions if condition.operator in _PLAIN)
+    if len(granted) != 1 or len(plain) + 1 != len(conditions):
+        return None
+    if any(len(condition.columns) != 1 or condition.columns[0] not in due_grants.c for condition in plain):
+        return None
+    now, *keys = granted[0].values
+    grantees = tuple(dict.fromkeys(keys))
+    owners = grantees if granted[0].operator is Operator.OWNED_OR_SHARED else ()
+    return GrantedPage(plain, int(now), grantees, owners)
+
+
+def _plain_conditions(table: sa.Table, shape: PlainShape) -> list[sa.ColumnElement[bool]]:
+    where: list[sa.ColumnElement[bool]] = []
+    for index, (column, operator, count) in enumerate(shape):
+        values = [sa.bindparam(f"c{index}_{position}", type_=table.c[column].type) for position in range(count)]
+        first = table.c[column]
+        if operator is Operator.IN:
+            where.append(first.in_(values))
+        elif operator is Operator.DIFFERS:
+            where.append(first.not_in(values))
+        elif operator is Operator.EQUAL:
+            where.append(first == values[0])
+        elif operator is Operator.BELOW:
+            where.append(first < values[0])
+        else:
+            where.append(first >= values[0])
+    return where
+
+
+@functools.lru_cache(maxsize=256)
+def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Select[Any]:
+    """The page's due rows (parameters `limit`, `offset`, `depth`; `now`, `grantee_{i}`, `owner_{i}` and the plain
+    conditions' `c{i}_{j}`): each grantee's rows in its index's order, and each owner's in theirs, up to `depth`
+    each, merged in order (each row once), then the page of them, each joined to its due row."""
+    depth = sa.bindparam("depth", type_=sa.Integer())
+    arms: list[sa.Select[Any]] = []
+    for index in range(grantees):
+        grant = due_grants.c
+        arms.append(
+            sa.select(grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
+            .where(
+                grant.grantee == sa.bindparam(f"grantee_{index}", type_=grant.grantee.type),
+                sa.or_(grant.expires_at.is_(None), grant.expires_at > sa.bindparam("now", type_=sa.BigInteger())),
+                *_plain_conditions(due_grants, shape),
+            )
+            .order_by(grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
+            .limit(depth)
+        )
+    for index in range(owners):
+        due = due_doses.c
+        arms.append(
+            sa.select(due.due_at, due.pet_id, due.label_key, due.id.label("due_id"))
+            .where(
+                due.owner_id == sa.bindparam(f"owner_{index}", type_=due.owner_id.type),
+                *_plain_conditions(due_doses, shape),
+            )
+            .order_by(due.due_at, due.pet_id, due.label_key, due.id)
+            .limit(depth)
+        )
+    # Each arm a subquery of its own: its ORDER BY and LIMIT stay its own on both databases. A row that two arms give
+    # (a pet shared with the vet and with their clinic) is the same row: kept once.
+    merged = (
+        sa.union_all(*(sa.select(arm.subquery()) for arm in arms)).subquery() if len(arms) > 1 else arms[0].subquery()
+    )
+    order = (merged.c.due_at, merged.c.pet_id, merged.c.label_key, merged.c.due_id)
+    page = (
+        sa.select(*merged.c)
+        .distinct()
+        .order_by(*order)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+        .offset(sa.bindparam("offset", type_=sa.Integer()))
+        .subquery()
+    )
+    return (
+        sa.select(*due_doses.c)
+        .select_from(page.join(due_doses, due_doses.c.id == page.c.due_id))
+        .order_by(page.c.due_at, page.c.pet_id, page.c.label_key, page.c.due_id)
+    )
+
+
+def granted_page_statement(page: GrantedPage, *, limit: int, offset: int) -> Statement:
+    shape = tuple((condition.columns[0], condition.operator, len(condition.values)) for condition in page.plain)
+    values: dict[str, Any] = {"limit": limit, "offset": offset, "depth": offset + limit, "now": page.now}
+    for index, condition in enumerate(page.plain):
+        values.update({f"c{index}_{position}": value for position, value in enumerate(condition.values)})
+    values.update({f"grantee_{index}": name for index, name in enumerate(page.grantees)})
+    values.update({f"owner_{index}": name for index, name in enumerate(page.owners)})
+    return granted_page_select(shape, len(page.grantees), len(page.owners)), values
 
 
 async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> dict[str, Any]:
@@ -476,8 +727,14 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
     offset = (request.page_index - 1) * request.page_size
     rows: Sequence[Row] = []
     if offset < total:
-        query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
-        rows = await tx.list(collection, query)
+        granted = granted_page(conditions, request.sort, offset + request.page_size)
+        if granted is not None and granted.grantees:
+            statement = granted_page_statement(granted, limit=request.page_size, offset=offset)
+            reader = reader_of(collection)
+            rows = [reader.row(row) for row in await _statements(tx).fetch(statement)]
+        else:
+            query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
+            rows = await tx.list(collection, query)
     total_pages = -(-total // request.page_size)
     return {
         "items": [_due_item(row) for row in rows],

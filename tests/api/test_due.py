@@ -354,6 +354,44 @@ class TestConcurrentWriters:
         assert sorted(doses_of(page)) == sorted(one["id"] for one in latest.values())
         assert page["totalCount"] == 2
 
+    async def test_a_vaccines_group_changed_beside_doses_of_its_group_leaves_fresh_rows(
+        self, client: Client, settings: Settings, rabies: dict[str, Any], rabies_3y: dict[str, Any]
+    ) -> None:
+        """A vaccine's new group and a dose of another vaccine of its group, for the same pets, at once: the
+        vaccine's write rewrites the rows of the pets with a dose of it, and each dose's write its pet's; whichever
+        commits last, the rows are what the doses and the vaccines now say. (The dose's write reads its pet's doses
+        holding their vaccines, which the vaccine's write holds exclusively.)"""
+        pets = [(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(6)]
+        for pet in pets:
+            await dose(client, pet, rabies, -400, -10)
+        for round_, group in enumerate(("Core", "Rabies", "Core")):
+            async with overlapping_client(create_app(settings)) as concurrent:
+                bodies = [
+                    {"petId": pet["id"], "vaccineId": rabies_3y["id"], "appliedAt": at(-300 + round_), "dueAt": at(-5)}
+                    for pet in pets
+                ]
+                answers = await asyncio.gather(
+                    concurrent.patch(f"/v1/vaccines/{rabies['id']}", json={"group": group}, headers=admin()),
+                    *(concurrent.post(DOSES, json=body, headers=auth()) for body in bodies),
+                )
+            assert [answer.status_code for answer in answers] == [200] + [201] * len(pets), answers
+            for pet in pets:
+                # Fresh: the group of each dose as its vaccine now says, the latest of each group.
+                doses = (await client.get(DOSES, params={"petId": pet["id"], "pageSize": 100}, headers=auth())).json()
+                groups_now = {rabies["id"]: group, rabies_3y["id"]: "RABIES"}
+                latest: dict[str, dict[str, Any]] = {}
+                for one in doses["items"]:
+                    key = groups_now[one["vaccineId"]].lower()
+                    if key not in latest or (one["appliedAt"], one["id"]) > (
+                        latest[key]["appliedAt"],
+                        latest[key]["id"],
+                    ):
+                        latest[key] = one
+                found = sorted(
+                    (item["group"].lower(), item["vaccinationId"]) for item in (await status(client, pet))["items"]
+                )
+                assert found == sorted((key, one["id"]) for key, one in latest.items()), (round_, pet["name"])
+
 
 class TestRoomForReminders:
     """What reminders (contract section 15) will read: a row's `reminded` mark, which only a new dueAt clears."""
@@ -433,6 +471,44 @@ class TestWhoSees:
 
         assert (groups(page), page["totalCount"]) == ([("Vet's cat", "Rabies"), ("Rex", "Rabies")], 2)
         assert groups(await due(client, as_vet(), access="owned")) == [("Vet's cat", "Rabies")]
+
+    async def test_a_vets_pages_merge_their_own_their_clinics_and_theirs_each_once(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        """Read from the due rows by grantee (the clinic's, the vet's own shares) and the vet's own rows, merged."""
+        own = (await create(client, VET, name="Vet's cat")).json()
+        both = (await create(client, ALICE, name="Both")).json()
+        await dose(client, rex, rabies, -400, -10)
+        await dose(client, rex, lepto, -400, -25)
+        await dose(client, own, rabies, -400, -30, user=VET)
+        await dose(client, both, rabies, -400, -20)
+        await share(client, rex, CLINIC)
+        await share(client, both, CLINIC)
+        await share(client, both, VET)
+
+        whole = await due(client, as_vet())
+
+        expected = [("Vet's cat", "Rabies"), ("Rex", "Lepto"), ("Both", "Rabies"), ("Rex", "Rabies")]
+        assert (groups(whole), whole["totalCount"]) == (expected, 4)
+        pages = [doses_of(await due(client, as_vet(), pageSize=1, pageIndex=index)) for index in (1, 2, 3, 4)]
+        assert pages == [[one] for one in doses_of(whole)]
+        assert groups(await due(client, as_vet(), access="shared")) == expected[1:]
+        assert groups(await due(client, as_vet(), access="shared", petType="Cat")) == []
+
+        # A booster takes its group off the list; a share gone takes its pet's rows, but the other share's stay.
+        await dose(client, rex, lepto, -5, 300)
+        assert groups(await due(client, as_vet(), access="shared")) == [("Both", "Rabies"), ("Rex", "Rabies")]
+        shares = {
+            found["grantee"]: found["id"]
+            for found in (await client.get("/v1/pet-shares", params={"petId": both["id"]}, headers=auth())).json()[
+                "items"
+            ]
+        }
+        assert (await client.delete(f"/v1/pet-shares/{shares[CLINIC]}", headers=auth())).status_code == 200
+        assert groups(await due(client, as_vet(), access="shared")) == [("Both", "Rabies"), ("Rex", "Rabies")]
+        assert groups(await due(client, as_vet(("clinic-b",)), access="shared")) == [("Both", "Rabies")]
+        assert (await client.delete(f"/v1/pet-shares/{shares[VET]}", headers=auth())).status_code == 200
+        assert groups(await due(client, as_vet(), access="shared")) == [("Rex", "Rabies")]
 
     async def test_a_transfer_moves_the_pet_and_ends_its_shares(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]

@@ -282,6 +282,9 @@ class SharingModel(RuleBasedStateMachine):
             f"SELECT id, 'pet-shares', grantee, pet_id, {moment} FROM pet_shares WHERE id = '{stored}' "
             "ON CONFLICT (share_id) DO UPDATE SET expires_at = excluded.expires_at",
             f"UPDATE share_windows SET expires_at = {moment} WHERE share_id = '{stored}' AND until_xid IS NULL",  # noqa: S608
+            # And the share's expiry as the due rows by grantee keep it (petrecords.due.due_grants).
+            f"UPDATE due_grants SET expires_at = {moment} WHERE EXISTS (SELECT 1 FROM pet_shares s "  # noqa: S608
+            f"WHERE s.id = '{stored}' AND s.pet_id = due_grants.pet_id AND s.grantee = due_grants.grantee)",
         ):
             asyncio.run(run_sql(self.database_url, statement))
         time.sleep(0.002)
@@ -553,6 +556,9 @@ class SharingModel(RuleBasedStateMachine):
             body = response.json()
             found = {(item["petId"], item["vaccinationId"]) for item in body["items"]}
             assert (found, body["totalCount"]) == (expected, len(expected)), (caller, scope)
+            # In the list's order: by dueAt, then petId (one group each), whichever rows the page was read from.
+            order = [(item["dueAt"], item["petId"]) for item in body["items"]]
+            assert order == sorted(order), (caller, scope, order)
         for pet in self.owner:
             response = self.client.get(f"/v1/pets/{pet}/vaccination-status", headers=self.headers[caller])
             if pet not in pets:

@@ -5,12 +5,13 @@ pet. So the cost grows with the page and with the caller's pets, never with the 
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 
 import pytest
 
-from petrecords.due import DUE_DOSES, TIE_BREAKERS
+from petrecords.due import DUE_DOSES, TIE_BREAKERS, granted_page, granted_page_statement
 from petrecords.store import grants
 from petrecords.store.base import Condition, Operator, PageQuery, SortKey
 from petrecords.store.queries import count_statement, list_statement
@@ -121,3 +122,50 @@ async def test_a_pets_rows_are_found_by_the_pet(database_url: str) -> None:
     query = PageQuery(conditions=(A_PET,), sort=(SortKey("id"),), limit=100_000, offset=0)
     plan = await _plan(database_url, *list_statement(DUE, query), forbid=("enable_seqscan", "enable_bitmapscan"))
     assert "ix_due_doses_pet_id_id" in plan, plan
+
+
+GRANTED_PAGES = {
+    "a vet's, own or shared": (Condition(("owner_id", "pet_id"), Operator.OWNED_OR_SHARED, (NOW, *VETS_GRANTEES)),),
+    "a clinic's patients": (NOT_THE_VETS, Condition(("pet_id",), Operator.SHARED, (NOW, *VETS_GRANTEES))),
+    "a clinic's dogs due this year": (
+        NOT_THE_VETS,
+        Condition(("pet_type",), Operator.IN, ("Dog",)),
+        Condition(("due_at",), Operator.AT_LEAST, (NOW - 365 * 86_400_000,)),
+        Condition(("pet_id",), Operator.SHARED, (NOW, *VETS_GRANTEES)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GRANTED_PAGES))
+async def test_a_grantees_page_walks_the_grantees_own_rows(database_url: str, name: str) -> None:
+    """Each of the vet's keys walks its own rows in the page's order (the clinic's, the vet's own shares, their own
+    pets' rows), up to the page's depth; only those few rows are merged, and the page's rows looked up by id."""
+    page = granted_page((*GRANTED_PAGES[name], BEFORE_NOW), BY_DUE_DATE, 100)
+    assert page is not None
+    plan = await _plan(
+        database_url, *granted_page_statement(page, limit=100, offset=0), forbid=("enable_seqscan", "enable_bitmapscan")
+    )
+    arms = len(page.grantees) + len(page.owners)
+    if database_url.startswith("sqlite"):
+        lines = plan.split(" | ")
+        grantees = [
+            line for line in lines if re.match(r"SEARCH due_grants USING COVERING INDEX ix_due_grants_grantee_", line)
+        ]
+        owners = [
+            line for line in lines if re.match(r"SEARCH due_doses USING COVERING INDEX ix_due_doses_owner_id_", line)
+        ]
+        assert (len(grantees), len(owners)) == (len(page.grantees), len(page.owners)), plan
+        # Sorted: only what an arm gave (its subquery's rows, at most the page's depth), never a table's rows.
+        for before, line in itertools.pairwise(lines):
+            if "TEMP B-TREE" in line:
+                assert before.startswith("SCAN anon_"), plan
+        assert not [line for line in lines if _reads_whole(line) and not line.startswith("SCAN anon_")], plan
+        assert "SEARCH due_doses USING INDEX sqlite_autoindex_due_doses_1 (id=?)" in plan, plan
+        return
+    assert "Seq Scan" not in plan, plan
+    walks = re.findall(r"Limit [^|]*\|\s*->\s*Index (?:Only )?Scan using ix_due_(grants_grantee|doses_owner_id)_", plan)
+    assert len(walks) == arms, plan
+    # The one sort: of the arms' rows, at most the page's depth each, above their Append.
+    assert plan.count("Sort  (") <= 1, plan
+    if "Sort  (" in plan:
+        assert plan.index("Sort  (") < plan.index("Append"), plan

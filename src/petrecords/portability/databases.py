@@ -326,7 +326,8 @@ class Target(abc.ABC):
         await self.execute(owner_before_fix(issued))
         for derived in kept:
             # Before the shares' grants are counted, which count the derived records too.
-            await self.execute(derived.fill())
+            for fill in derived.fill():
+                await self.execute(fill)
             for insert in kept_count_inserts(derived.collection):
                 await self.execute(insert)
         for resource in resources:

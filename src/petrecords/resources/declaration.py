@@ -404,8 +404,9 @@ class Kept:
     keep: KeepWrite
     make_collection: Callable[[Collection], Collection]
     """Its collection, from the collection of `seen_as` (which says how that is shared)."""
-    fill: Callable[[], sa.Insert]
-    """The statement that derives every kept record from the stored records, into an empty table: after a load."""
+    fill: Callable[[], Sequence[sa.Insert]]
+    """The statements that derive every kept record from the stored records, into empty tables, in order: after a
+    load."""
 
     @functools.cached_property
     def collection(self) -> Collection:
