@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from petrecords.app import create_app
+from petrecords.store.planner import LONG_READ_SCOPE
 from petrecords.store.postgres import PostgresTransaction, reads
-from petrecords.store.sql import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from petrecords.text import match_key
 from tests.conftest import test_settings as settings_of

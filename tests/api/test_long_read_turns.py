@@ -16,7 +16,7 @@ import pytest
 
 from petrecords.app import create_app
 from petrecords.errors import DatabaseUnavailable
-from petrecords.store.sql import LONG_READ_SCOPE
+from petrecords.store.planner import LONG_READ_SCOPE
 from petrecords.store.turns import LongReadTurns
 from tests.conftest import test_settings as settings_of
 from tests.support import ALICE, BOB, auth, overlapping_client, seeded_database, store_pets
