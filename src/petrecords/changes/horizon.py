@@ -17,7 +17,7 @@ class HorizonWatch:
     """Watches the write in flight that the change log's horizon waits for (PostgreSQL): its age is in /metrics,
     and a wait of WARN_SECONDS or more is said as a warning, once every REPEAT_SECONDS while it lasts. Such a wait
     holds back the feed, the live streams and NATS on every instance: a session of the service whose client went
-    away is ended within seconds (see store/postgres.py), so a long wait is someone else's (a migration, a
+    away is ended within seconds (see store/postgres/connections.py), so a long wait is someone else's (a migration, a
     session left open in psql, an import)."""
 
     INTERVAL_SECONDS = 5.0
