@@ -830,6 +830,23 @@ class PetRecordsModel(RuleBasedStateMachine):
         ]
         self.check_page(path, user, params, matching, sort, order, page_size, page_index)
 
+    @rule(
+        user=st.sampled_from(USERS),
+        data=st.data(),
+        method=st.sampled_from(["PATCH", "DELETE"]),
+        value=st.sampled_from(["not-quoted", 'W/"x', '"a" "b"']),
+    )
+    def bad_condition(self, user: str, data: st.DataObject, method: str, value: str) -> None:
+        """An If-Match that is no list of ETags is 400 on any resource, whoever asks, before the record is looked
+        up, and writes nothing."""
+        path = data.draw(st.sampled_from(PATHS), label="resource")
+        record_id = self.pick(data, path)
+        self.touched.add(path)
+        body = {"json": {}} if method == "PATCH" else {}
+        headers = {**self.headers[user], "If-Match": value}
+        response = self.client.request(method, f"{path}/{record_id}", headers=headers, **body)
+        self.assert_error(response, 400, 994)
+
     @rule(user=st.sampled_from(USERS), data=st.data())
     def history(self, user: str, data: st.DataObject) -> None:
         """A record's history: every change of it, oldest first, readable by whoever may read it now, or, once it
