@@ -1,9 +1,17 @@
 """A model of the contract, driven by hypothesis against the service on each database.
 
-A `RuleBasedStateMachine` creates, reads, replaces, deletes and lists pets, vaccines and pet vaccinations
+A `RuleBasedStateMachine` creates, reads, replaces, deletes and lists the records of every registered resource
 as two users and an admin, with and without If-Match, If-None-Match and Idempotency-Key, and with filters,
 sorting and paging. It keeps what the contract says the service holds, and compares every answer with it:
-status, error code, body, ETag, ownership, references and page counts.
+status, error code, body, ETag, ownership, references, history and page counts.
+
+What is alike for every resource is written once and read from the registry's declarations: a read and its
+embedded records, a delete (who may, If-Match, what refers to the record: OnDelete.RESTRICT's 409, CASCADE's
+deletions), a missing id, a list (visibility by ownership, the filters of references, owner and every list,
+the declared sort fields, paging), a history, a transfer's followers, and the counts. A resource without rules
+of its own below is created from its declared examples (`create_example`), so that a new resource has that
+coverage with no new rule. Pets, vaccines and vaccinations add their own: what their writes hold and refuse,
+and their own filters.
 
 What the model keeps of a vaccination is what was written; its `ownerId` follows its pet, and its
 `vaccine` is the vaccine as it is now. Its ETag changes when the vaccination, its vaccine or its pet's
@@ -35,27 +43,32 @@ from hypothesis.stateful import (
     initialize,
     invariant,
     multiple,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
 from litestar.testing import TestClient
 
 from petrecords.config import DEFAULT_PET_TYPES
+from petrecords.registry import RESOURCES
+from petrecords.resources.declaration import OnDelete, Resource, Writers
 from tests.conftest import stateful_settings
-from tests.support import ADMIN, ALICE, BOB, token, wipe
+from tests.support import ADMIN, ALICE, BOB, as_read, token, wipe
 
 Client = TestClient[Any]
 Body = dict[str, Any]
 USERS = (ALICE, BOB, ADMIN)
+REGISTERED: dict[str, Resource] = {resource.path: resource for resource in RESOURCES.resources}
+"""Every registered resource, by its path: the generic rules (read, delete, list, history, a record made from the
+declared examples, the counts) take in each, its references and its ownership from its declaration."""
+PATHS = sorted(REGISTERED)
 PETS, VACCINES, VACCINATIONS = "/v1/pets", "/v1/vaccines", "/v1/pet-vaccination"
-AUDIT_SORT_FIELDS = ("id", "createdAt", "createdBy", "modifiedAt", "modifiedBy")
-SORT_FIELDS = {
-    PETS: ("name", "petType", "ownerId", *AUDIT_SORT_FIELDS),
-    VACCINES: ("name", "petType", "duration", "group", *AUDIT_SORT_FIELDS),
-    VACCINATIONS: ("petId", "vaccineId", "ownerId", "appliedAt", "dueAt", "status", "doseType", *AUDIT_SORT_FIELDS),
-}
-CASE_IGNORED = ("name", "petType", "group")
+assert {PETS, VACCINES, VACCINATIONS} <= set(REGISTERED)
+OWN_RULES = (PETS, VACCINES, VACCINATIONS)
+"""The resources whose creates, replaces and updates have rules of their own below (what their fields hold);
+every other one is created from its declared examples by `create_example`."""
+EXAMPLES_ONLY = [path for path in PATHS if path not in OWN_RULES]
+FILTERS = {path: {one.parameter for one in resource.filters} for path, resource in REGISTERED.items()}
+CASE_IGNORED = ("name", "petType", "group", "breed")
 """The sort fields compared case-insensitively (the others are stored in one case)."""
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
@@ -220,13 +233,16 @@ class Record:
     """The current ETag, None when it changed since it was last seen."""
     # Every ETag the record ever had: a write must never bring one back.
     etags: set[str] = field(default_factory=set)
+    writes: int = 1
+    """The changes its history holds: its create, each replace and update, each move with the record it follows."""
 
     def __post_init__(self) -> None:
         self.etag = self.last
         self.etags.add(self.last)
 
-    def changed(self) -> None:
+    def changed(self, *, written: bool = False) -> None:
         self.etag = None
+        self.writes += written
 
     def seen(self, etag: str, *, written: bool = False) -> None:
         if written or self.etag is None:
@@ -327,8 +343,10 @@ class PetRecordsModel(RuleBasedStateMachine):
         # Made here, not at import: a token lives ten minutes, and a whole test session takes longer.
         self.headers = {user: {"Authorization": f"Bearer {token(user, admin=user == ADMIN)}"} for user in USERS}
         asyncio.run(wipe(database_url))
-        self.records: dict[str, dict[str, Record]] = {PETS: {}, VACCINES: {}, VACCINATIONS: {}}
+        self.records: dict[str, dict[str, Record]] = {path: {} for path in PATHS}
         self.deleted: dict[str, set[str]] = {path: set() for path in self.records}
+        # A deleted record's history: who could read it just before, and how many changes it holds.
+        self.gone: dict[tuple[str, str], tuple[Record, int]] = {}
         self.replays: dict[tuple[str, str], Replay] = {}
         # The collections whose totals a request since the last check could have changed (a write, whatever
         # its answer): the invariant asks for those.
@@ -349,17 +367,58 @@ class PetRecordsModel(RuleBasedStateMachine):
         return self.records[VACCINATIONS]
 
     def body_of(self, path: str, record: Record) -> Body:
-        """A record as the service returns it: a vaccination embeds its vaccine as that is now."""
-        if path != VACCINATIONS:
+        """A record as the service returns it, with the records it embeds as they are now (a vaccination's
+        vaccine)."""
+        resource = REGISTERED[path]
+        if not resource.embeds:
             return record.body
-        return {**record.body, "vaccine": self.vaccine_records[record.body["vaccineId"]].body}
+        embedded = {
+            embed.field: self.records[resource.reference_of(embed.reference).target.path][
+                record.body[embed.reference]
+            ].body
+            for embed in resource.embeds
+        }
+        return {**record.body, **embedded}
+
+    @staticmethod
+    def sees(user: str, path: str, record: Record) -> bool:
+        """Whether the user may read the record, by its resource's ownership: every record of a resource that has
+        no owners; else an administrator, the owner, and the issuer of an issued one."""
+        ownership = REGISTERED[path].ownership
+        if ownership.column is None or user == ADMIN:
+            return True
+        issued = ownership.issuer is not None and record.body["createdBy"] == user
+        return bool(record.body[ownership.field] == user or issued)
 
     def visible(self, user: str, path: str, record_id: str) -> Record | None:
-        """Someone else's pet or vaccination is, to a non-admin, exactly like one that does not exist."""
+        """Someone else's record is, to a non-admin, exactly like one that does not exist."""
         record = self.records[path].get(record_id)
-        if record is None or (path != VACCINES and user != ADMIN and record.body["ownerId"] != user):
+        if record is None or not self.sees(user, path, record):
             return None
         return record
+
+    def referring(self, path: str, record_id: str) -> Iterable[tuple[str, Record, OnDelete, bool]]:
+        """The records that refer to one (its resource's dependents): their path, the record, what its deletion
+        does to them, and whether they follow its owner."""
+        for dependent in RESOURCES.dependents(REGISTERED[path]):
+            reference = dependent.reference
+            follows = dependent.resource.ownership.through == reference.field
+            for record in list(self.records[dependent.resource.path].values()):
+                if record.body[reference.field] == record_id:
+                    yield dependent.resource.path, record, reference.on_delete, follows
+
+    def transferred(self, path: str, record_id: str, owner: str) -> None:
+        """A record's new owner: the records that follow it go with it (a write of each: a new ETag, though not by
+        anyone, the same modifiedAt and modifiedBy); its shares, and what was issued for it, are deleted."""
+        for follower_path, follower, _, follows in self.referring(path, record_id):
+            if not follows:
+                continue
+            resource = REGISTERED[follower_path]
+            if resource.grants is not None or resource.ownership.issuer is not None:
+                self.forget(follower_path, follower.body["id"])
+            else:
+                follower.body[resource.ownership.field] = owner
+                follower.changed(written=True)
 
     def of_pet(self, pet_id: str) -> list[Record]:
         return [record for record in self.vaccination_records.values() if record.body["petId"] == pet_id]
@@ -517,8 +576,14 @@ class PetRecordsModel(RuleBasedStateMachine):
         return str(body["id"])
 
     def forget(self, path: str, record_id: str) -> None:
-        del self.records[path][record_id]
+        """A record deleted, and with it those that refer to it with OnDelete.CASCADE (each a change of its own)."""
+        record = self.records[path].pop(record_id)
         self.deleted[path].add(record_id)
+        self.gone[(path, record_id)] = (record, record.writes + 1)
+        self.touched.add(path)
+        for dependent_path, dependent, on_delete, _ in list(self.referring(path, record_id)):
+            assert on_delete is OnDelete.CASCADE, "a record still referred to is not deleted"
+            self.forget(dependent_path, dependent.body["id"])
 
     def pick(self, data: st.DataObject, path: str) -> str:
         """The id of a record of `path`: mostly one that exists, sometimes one deleted or one that never was."""
@@ -561,6 +626,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         }
         assert replaced == self.body_of(path, record)
         record.seen(response.headers["etag"], written=True)
+        record.writes += 1
 
     def check_page(
         self,
@@ -645,6 +711,225 @@ class PetRecordsModel(RuleBasedStateMachine):
                         matcher.fullmatch(text.lower()) is not None for text in searched(record)
                     )
                 )
+
+    # --- every resource: what the declarations say --------------------------------------------------
+
+    def declared_filters(
+        self,
+        resource: Resource,
+        data: st.DataObject,
+        known: list[Body],
+        params: dict[str, str],
+        filters: list[Callable[[Body], bool]],
+        chosen: set[str] | None = None,
+    ) -> None:
+        """The filters every resource has by its declaration: the ids of the records it refers to, its owner, and
+        those of every list; each drawn sometimes, or, when `chosen`, those it names ("common": every list's)."""
+
+        def wanted(parameter: str) -> bool:
+            return parameter in chosen if chosen is not None else data.draw(sometimes, label=f"by {parameter}")
+
+        for reference in resource.references:
+            parameter = reference.field
+            if parameter in FILTERS[resource.path] and wanted(parameter):
+                # Mostly records that the listed ones name, and always an id of none.
+                named = sorted({record[parameter] for record in known})
+                ids = data.draw(st.lists(st.sampled_from(named or [str(uuid.uuid4())]), max_size=2), label=parameter)
+                ids = [*ids, str(uuid.uuid4())]
+                params[parameter] = ",".join(ids)
+                filters.append(lambda record, parameter=parameter, ids=ids: record[parameter] in ids)
+        # For a non-admin, another owner matches nothing (their own records are all they see).
+        if "ownerId" in FILTERS[resource.path] and wanted("ownerId"):
+            owner = data.draw(st.sampled_from(USERS), label="owner")
+            params["ownerId"] = owner
+            filters.append(lambda record: record["ownerId"] == owner)
+        if chosen is None or "common" in chosen:
+            self.common_filters(data, known, params, filters)
+
+    @rule(user=st.sampled_from(USERS), data=st.data(), condition=conditions)
+    def read(self, user: str, data: st.DataObject, condition: str | None) -> None:
+        """A GET of any resource's record, with or without If-None-Match."""
+        path = data.draw(st.sampled_from(PATHS), label="resource")
+        record_id = self.pick(data, path)
+        self.check_get(user, path, record_id, condition)
+        record = self.visible(user, path, record_id)
+        if record is None:
+            return
+        resource = REGISTERED[path]
+        for embed in resource.embeds:
+            # A record it embeds is that record as its own GET returns it, to the same caller.
+            target = resource.reference_of(embed.reference).target.path
+            embedded = record.body[embed.reference]
+            response = self.client.get(f"{target}/{embedded}", headers=self.headers[user])
+            self.assert_record(response, target, self.records[target][embedded])
+
+    @rule(user=st.sampled_from(USERS), data=st.data(), condition=conditions)
+    def delete(self, user: str, data: st.DataObject, condition: str | None) -> None:
+        """A DELETE of any resource's record: in the contract's order 404, 403 (a resource that administrators
+        alone write), 412, then 409 for a record others still refer to (OnDelete.RESTRICT), which changes nothing;
+        else the record as it was, and the records that refer to it with OnDelete.CASCADE go with it."""
+        path = data.draw(st.sampled_from(PATHS), label="resource")
+        resource = REGISTERED[path]
+        record_id = self.pick(data, path)
+        record = self.visible(user, path, record_id)
+
+        self.touched |= {path, *(dependent.resource.path for dependent in RESOURCES.dependents(resource))}
+        response = self.client.delete(
+            f"{path}/{record_id}", headers=self.with_condition(user, "If-Match", record, condition)
+        )
+
+        if record is None:
+            self.assert_error(response, 404, 995)
+        elif resource.ownership.writers is Writers.ADMIN and user != ADMIN:
+            self.assert_error(response, 403, 997)
+        elif not self.if_match_holds(record, condition):
+            self.assert_error(response, 412, 992)
+        elif any(on_delete is OnDelete.RESTRICT for _, _, on_delete, _ in self.referring(path, record_id)):
+            self.assert_error(response, 409, 985)
+        else:
+            self.assert_record(response, path, record)
+            self.forget(path, record_id)
+
+    @rule(
+        user=st.sampled_from(USERS),
+        data=st.data(),
+        page_size=st.integers(1, 4),
+        page_index=st.integers(1, 3),
+        order=st.sampled_from([None, "asc", "desc"]),
+    )
+    def list_records(self, user: str, data: st.DataObject, page_size: int, page_index: int, order: str | None) -> None:
+        """A page of any resource's list: the records the user may see, filtered by the resource's own filters
+        (below) or else by those its declaration gives, sorted by its declared sort fields."""
+        # A list of a resource that refers to others says little while it has no records: the steps go elsewhere.
+        path = data.draw(
+            st.sampled_from([path for path in PATHS if self.records[path] or not REGISTERED[path].references]),
+            label="resource",
+        )
+        resource = REGISTERED[path]
+        sort = data.draw(
+            st.lists(
+                st.tuples(st.sampled_from(resource.sort_fields), st.booleans()),
+                max_size=3,
+                unique_by=lambda key: key[0],
+            ),
+            label="sort",
+        )
+        records = list(self.records[path].values())
+        known = [self.body_of(path, record) for record in records]
+        params: dict[str, str] = {}
+        filters: list[Callable[[Body], bool]] = []
+        own = {PETS: self.filter_pets, VACCINES: self.filter_vaccines, VACCINATIONS: self.filter_vaccinations}
+        if path in own:
+            own[path](data, known, params, filters)
+        else:
+            self.declared_filters(resource, data, known, params, filters)
+        matching = [
+            body
+            for record, body in zip(records, known, strict=True)
+            if self.sees(user, path, record) and all(keep(body) for keep in filters)
+        ]
+        self.check_page(path, user, params, matching, sort, order, page_size, page_index)
+
+    @rule(
+        user=st.sampled_from(USERS),
+        data=st.data(),
+        method=st.sampled_from(["PATCH", "DELETE"]),
+        value=st.sampled_from(["not-quoted", 'W/"x', '"a" "b"']),
+    )
+    def bad_condition(self, user: str, data: st.DataObject, method: str, value: str) -> None:
+        """An If-Match that is no list of ETags is 400 on any resource, whoever asks, before the record is looked
+        up, and writes nothing."""
+        path = data.draw(st.sampled_from(PATHS), label="resource")
+        record_id = self.pick(data, path)
+        self.touched.add(path)
+        body = {"json": {}} if method == "PATCH" else {}
+        headers = {**self.headers[user], "If-Match": value}
+        response = self.client.request(method, f"{path}/{record_id}", headers=headers, **body)
+        self.assert_error(response, 400, 994)
+
+    @rule(user=st.sampled_from(USERS), data=st.data())
+    def history(self, user: str, data: st.DataObject) -> None:
+        """A record's history: every change of it, oldest first, readable by whoever may read it now, or, once it
+        is deleted, by whoever could just before; 404 for anyone else."""
+        path = data.draw(st.sampled_from(PATHS), label="resource")
+        record_id = self.pick(data, path)
+        record = self.records[path].get(record_id)
+        gone = self.gone.get((path, record_id))
+        last, writes = (record, record.writes) if record is not None else gone if gone is not None else (None, 0)
+
+        response = self.client.get(
+            f"{path}/{record_id}/history", params={"pageSize": "100"}, headers=self.headers[user]
+        )
+
+        if last is None or not self.sees(user, path, last):
+            self.assert_error(response, 404, 995)
+            return
+        assert response.status_code == 200, response.text
+        page = response.json()
+        assert page["totalCount"] == writes, (page, writes)
+        items = page["items"]
+        assert [item["version"] for item in items] == list(range(1, writes + 1)), items
+        actions = ["created", *["replaced"] * (writes - 1)]
+        if record is None:
+            actions[-1] = "deleted"
+        assert [item["action"] for item in items] == actions, items
+        assert all(item["id"] == record_id and item["resource"] == REGISTERED[path].name for item in items)
+        if not REGISTERED[path].embeds:
+            # The record as its last write left it (an embedded record may have changed since).
+            assert items[-1]["record"] == last.body, (items[-1], last.body)
+
+    @rule(user=st.sampled_from(USERS), data=st.data())
+    def create_example(self, user: str, data: st.DataObject) -> None:
+        """A record of a resource without rules of its own here, made from its declared examples: each reference
+        names mostly a record the user may name (see, or own when the reference says so), else any or none, which
+        is 400 naming it. A valid body is created (or refused by the resource's own rules, a 400 or 409 that
+        makes nothing: the counts say so)."""
+        if not EXAMPLES_ONLY:
+            return
+        path = data.draw(st.sampled_from(EXAMPLES_ONLY), label="resource")
+        resource = REGISTERED[path]
+        body: Body = dict(resource.examples)
+        refused: list[str] = []
+        for reference in resource.references:
+            target = reference.target.path
+            ids = sorted(self.records[target])
+            ownership = reference.target.ownership
+            fitting = [
+                record_id
+                for record_id in ids
+                if self.sees(user, target, self.records[target][record_id])
+                and (
+                    not reference.owned
+                    or user == ADMIN
+                    or self.records[target][record_id].body[ownership.field] == user
+                )
+            ]
+            named = data.draw(st.sampled_from(fitting * 4 + ids + [str(uuid.uuid4())]), label=reference.field)
+            body[reference.field] = named
+            if named not in fitting:
+                refused.append(reference.field)
+
+        self.touched.add(path)
+        response = self.client.post(path, json=body, headers=self.headers[user])
+
+        if refused:
+            self.assert_invalid(response, *refused)
+            return
+        if response.status_code != 201:
+            assert response.status_code in (400, 409), response.text
+            self.assert_error(response, response.status_code, 994 if response.status_code == 400 else 982)
+            return
+        created = self.assert_new(response, path, user)
+        for name in resource.examples:
+            assert created[name] == body[name], (name, created)
+        ownership = resource.ownership
+        if ownership.through is not None:
+            target = resource.reference_of(ownership.through).target
+            owner = self.records[target.path][body[ownership.through]].body[target.ownership.field]
+            assert created[ownership.field] == owner, created
+        elif ownership.column is not None:
+            assert created[ownership.field] == user, created
+        self.records[path][created["id"]] = Record(body=as_read(resource, created), last=response.headers["etag"])
 
     # --- pets ----------------------------------------------------------------------------------------
 
@@ -743,10 +1028,6 @@ class PetRecordsModel(RuleBasedStateMachine):
         self.touched |= {PETS}
         self.assert_error(self.client.post(PETS, json=body, headers=self.with_key(user, key)), 400, 994)
 
-    @rule(user=st.sampled_from(USERS), pet_id=pets, condition=conditions)
-    def get(self, user: str, pet_id: str, condition: str | None) -> None:
-        self.check_get(user, PETS, pet_id, condition)
-
     @rule(
         user=st.sampled_from(USERS),
         pet_id=pets,
@@ -800,11 +1081,7 @@ class PetRecordsModel(RuleBasedStateMachine):
         expected = {"name": name.strip(" \t\n"), "petType": canonical_type(pet_type), "ownerId": owner_id, **kept}
         self.check_replaced(response, PETS, user, record, expected)
         if moved:
-            # Its vaccinations follow it: a write of each (a new ETag), though not by anyone (the same
-            # modifiedAt and modifiedBy).
-            for vaccination in self.of_pet(pet_id):
-                vaccination.body["ownerId"] = owner_id
-                vaccination.changed()
+            self.transferred(PETS, pet_id, owner_id)
 
     @rule(
         user=st.sampled_from(USERS),
@@ -863,13 +1140,11 @@ class PetRecordsModel(RuleBasedStateMachine):
         }
         self.check_replaced(response, PETS, user, record, expected)
         if moved:
-            for vaccination in self.of_pet(pet_id):
-                vaccination.body["ownerId"] = owner_id
-                vaccination.changed()
+            self.transferred(PETS, pet_id, owner_id)
 
     @rule(
         user=st.sampled_from(USERS),
-        path=st.sampled_from([PETS, VACCINES, VACCINATIONS]),
+        path=st.sampled_from(PATHS),
         method=st.sampled_from(["GET", "PUT", "PATCH", "DELETE"]),
         record_id=st.sampled_from([str(uuid.uuid4()), "not-an-id", "01890A5D-AC96-774B-BCCE-B302099A8057", "%20"]),
         condition=st.sampled_from([None, "*"]),
@@ -881,19 +1156,42 @@ class PetRecordsModel(RuleBasedStateMachine):
             **self.headers[user],
             **({"If-Match" if method != "GET" else "If-None-Match": "*"} if condition else {}),
         }
-        valid = {PETS: {"name": "Rex", "petType": "Dog"}, VACCINES: {"name": "R", "petType": "Dog", "duration": 1}}
-        if path == VACCINATIONS:
-            fitting = self.fitting(user)
-            if method in ("PUT", "PATCH") and fitting is None:
-                return
-            if fitting is not None:
-                pet_id, vaccine_id = fitting
-                valid[VACCINATIONS] = {"petId": pet_id, "vaccineId": vaccine_id, "appliedAt": APPLIED[0][0]}
-        body = {"json": valid[path]} if method == "PUT" else {"json": {}} if method == "PATCH" else {}
+        valid = self.valid_body(user, path)
+        if method in ("PUT", "PATCH") and valid is None:
+            return
+        body = {"json": valid} if method == "PUT" else {"json": {}} if method == "PATCH" else {}
         if method != "GET":
             self.touched.add(path)
         response = self.client.request(method, f"{path}/{record_id}", headers=headers, **body)
         self.assert_error(response, 404, 995)
+
+    def valid_body(self, user: str, path: str) -> Body | None:
+        """A body that passes validation, references included, when the user may make one: a resource's own, or
+        its declared examples naming the first records the user may name."""
+        if path == PETS:
+            return {"name": "Rex", "petType": "Dog"}
+        if path == VACCINES:
+            return {"name": "R", "petType": "Dog", "duration": 1}
+        if path == VACCINATIONS:
+            fitting = self.fitting(user)
+            if fitting is None:
+                return None
+            pet_id, vaccine_id = fitting
+            return {"petId": pet_id, "vaccineId": vaccine_id, "appliedAt": APPLIED[0][0]}
+        resource = REGISTERED[path]
+        body: Body = dict(resource.examples)
+        for reference in resource.references:
+            target = reference.target
+            named = [
+                record_id
+                for record_id, record in sorted(self.records[target.path].items())
+                if self.sees(user, target.path, record)
+                and (not reference.owned or user == ADMIN or record.body[target.ownership.field] == user)
+            ]
+            if not named:
+                return None
+            body[reference.field] = named[0]
+        return body
 
     def fitting(self, user: str) -> tuple[str, str] | None:
         """A pet the user may see, alive on the day of APPLIED[0], and a vaccine for its type, when there are such."""
@@ -917,70 +1215,20 @@ class PetRecordsModel(RuleBasedStateMachine):
         self.touched |= {PETS}
         self.assert_error(self.client.put(f"{PETS}/{pet_id}", json=body, headers=headers), 400, 994)
 
-    @rule(user=st.sampled_from(USERS), pet_id=pets, condition=conditions)
-    def delete(self, user: str, pet_id: str, condition: str | None) -> None:
-        record = self.visible(user, PETS, pet_id)
-
-        self.touched |= {PETS, VACCINATIONS}
-        response = self.client.delete(
-            f"{PETS}/{pet_id}", headers=self.with_condition(user, "If-Match", record, condition)
-        )
-
-        if record is None:
-            self.assert_error(response, 404, 995)
-            return
-        if not self.if_match_holds(record, condition):
-            self.assert_error(response, 412, 992)
-            return
-        self.assert_record(response, PETS, record)
-        self.forget(PETS, pet_id)
-        for vaccination in self.of_pet(pet_id):  # deleted with it
-            self.forget(VACCINATIONS, vaccination.body["id"])
-
-    @rule(
-        user=st.sampled_from(USERS),
-        data=st.data(),
-        page_size=st.integers(1, 4),
-        page_index=st.integers(1, 3),
-        sort=st.lists(
-            st.tuples(st.sampled_from(SORT_FIELDS[PETS]), st.booleans()), max_size=3, unique_by=lambda key: key[0]
-        ),
-        order=st.sampled_from([None, "asc", "desc"]),
-    )
-    def list_pets(
-        self,
-        user: str,
-        data: st.DataObject,
-        page_size: int,
-        page_index: int,
-        sort: list[tuple[str, bool]],
-        order: str | None,
+    def filter_pets(
+        self, data: st.DataObject, known: list[Body], params: dict[str, str], filters: list[Callable[[Body], bool]]
     ) -> None:
-        known = [record.body for record in self.pet_records.values()]
-        params: dict[str, str] = {}
-        filters: list[Callable[[Body], bool]] = []
+        """A pet's own filters: its type, whether it died, its name."""
         if data.draw(sometimes, label="by type"):
             types = data.draw(st.lists(pet_types, min_size=1, max_size=3), label="types")
             params["petType"] = ",".join(types)
             filters.append(lambda pet: pet["petType"] in {canonical_type(pet_type) for pet_type in types})
-        self.owner_filter(data, params, filters)
         if data.draw(sometimes, label="by death"):
             deceased = data.draw(st.booleans(), label="deceased")
             params["deceased"] = str(deceased).lower()
             filters.append(lambda pet: (pet["deceasedAt"] is not None) == deceased)
         self.text_filters(data, lambda pet: [pet["name"]], known, params, filters)
-        self.common_filters(data, known, params, filters)
-        visible = [pet for pet in known if user == ADMIN or pet["ownerId"] == user]
-        matching = [pet for pet in visible if all(keep(pet) for keep in filters)]
-        self.check_page(PETS, user, params, matching, sort, order, page_size, page_index)
-
-    @staticmethod
-    def owner_filter(data: st.DataObject, params: dict[str, str], filters: list[Callable[[Body], bool]]) -> None:
-        """`ownerId`: for a non-admin, another owner matches nothing (their own records are all they see)."""
-        if data.draw(sometimes, label="by owner"):
-            owner = data.draw(st.sampled_from(USERS), label="owner")
-            params["ownerId"] = owner
-            filters.append(lambda record: record["ownerId"] == owner)
+        self.declared_filters(REGISTERED[PETS], data, known, params, filters)
 
     # --- vaccines ------------------------------------------------------------------------------------
 
@@ -1079,10 +1327,6 @@ class PetRecordsModel(RuleBasedStateMachine):
         self.touched |= {VACCINES}
         self.assert_invalid(self.client.post(VACCINES, json=body, headers=self.with_key(user, key)), field_name)
 
-    @rule(user=st.sampled_from(USERS), data=st.data(), condition=conditions)
-    def get_vaccine(self, user: str, data: st.DataObject, condition: str | None) -> None:
-        self.check_get(user, VACCINES, self.pick(data, VACCINES), condition)
-
     @rule(
         user=st.sampled_from([ADMIN, ADMIN, ALICE]),
         data=st.data(),
@@ -1139,52 +1383,10 @@ class PetRecordsModel(RuleBasedStateMachine):
         for vaccination in self.of_vaccine(vaccine_id):
             vaccination.changed()
 
-    @rule(user=st.sampled_from([ADMIN, ADMIN, ALICE]), data=st.data(), condition=conditions)
-    def delete_vaccine(self, user: str, data: st.DataObject, condition: str | None) -> None:
-        vaccine_id = self.pick(data, VACCINES)
-        record = self.visible(user, VACCINES, vaccine_id)
-
-        self.touched |= {VACCINES, VACCINATIONS}
-        response = self.client.delete(
-            f"{VACCINES}/{vaccine_id}", headers=self.with_condition(user, "If-Match", record, condition)
-        )
-
-        # The contract's order: 404, 403, 412, then 409 for a vaccine still in use, which changes nothing.
-        if record is None:
-            self.assert_error(response, 404, 995)
-        elif user != ADMIN:
-            self.assert_error(response, 403, 997)
-        elif not self.if_match_holds(record, condition):
-            self.assert_error(response, 412, 992)
-        elif self.of_vaccine(vaccine_id):
-            self.assert_error(response, 409, 985)
-        else:
-            self.assert_record(response, VACCINES, record)
-            self.forget(VACCINES, vaccine_id)
-
-    @rule(
-        user=st.sampled_from(USERS),
-        data=st.data(),
-        page_size=st.integers(1, 4),
-        page_index=st.integers(1, 3),
-        sort=st.lists(
-            st.tuples(st.sampled_from(SORT_FIELDS[VACCINES]), st.booleans()), max_size=3, unique_by=lambda key: key[0]
-        ),
-        order=st.sampled_from([None, "asc", "desc"]),
-    )
-    def list_vaccines(
-        self,
-        user: str,
-        data: st.DataObject,
-        page_size: int,
-        page_index: int,
-        sort: list[tuple[str, bool]],
-        order: str | None,
+    def filter_vaccines(
+        self, data: st.DataObject, known: list[Body], params: dict[str, str], filters: list[Callable[[Body], bool]]
     ) -> None:
-        """Everyone lists the whole catalogue."""
-        known = [record.body for record in self.vaccine_records.values()]
-        params: dict[str, str] = {}
-        filters: list[Callable[[Body], bool]] = []
+        """A vaccine's own filters: its type, name and description, group and duration."""
         if data.draw(sometimes, label="by type"):
             types = data.draw(st.lists(pet_types, min_size=1, max_size=3), label="types")
             params["petType"] = ",".join(types)
@@ -1209,9 +1411,7 @@ class PetRecordsModel(RuleBasedStateMachine):
                         vaccine["duration"] >= bound if at_least else vaccine["duration"] <= bound
                     )
                 )
-        self.common_filters(data, known, params, filters)
-        matching = [vaccine for vaccine in known if all(keep(vaccine) for keep in filters)]
-        self.check_page(VACCINES, user, params, matching, sort, order, page_size, page_index)
+        self.declared_filters(REGISTERED[VACCINES], data, known, params, filters)
 
     # --- pet vaccinations ----------------------------------------------------------------------------
 
@@ -1411,17 +1611,6 @@ class PetRecordsModel(RuleBasedStateMachine):
         self.touched |= {VACCINATIONS}
         self.assert_invalid(self.client.post(VACCINATIONS, json=body, headers=self.with_key(user, key)), name)
 
-    @rule(user=st.sampled_from(USERS), data=st.data(), condition=conditions)
-    def get_vaccination(self, user: str, data: st.DataObject, condition: str | None) -> None:
-        vaccination_id = self.pick(data, VACCINATIONS)
-        self.check_get(user, VACCINATIONS, vaccination_id, condition)
-        record = self.visible(user, VACCINATIONS, vaccination_id)
-        if record is not None:
-            # The vaccine it embeds is the vaccine as its own GET returns it, to the same caller.
-            vaccine_id = record.body["vaccineId"]
-            response = self.client.get(f"{VACCINES}/{vaccine_id}", headers=self.headers[user])
-            self.assert_record(response, VACCINES, self.vaccine_records[vaccine_id])
-
     @rule(
         user=st.sampled_from(USERS),
         data=st.data(),
@@ -1562,64 +1751,13 @@ class PetRecordsModel(RuleBasedStateMachine):
         )
         self.check_replaced(response, VACCINATIONS, user, record, expected)
 
-    @rule(user=st.sampled_from(USERS), data=st.data(), condition=conditions)
-    def delete_vaccination(self, user: str, data: st.DataObject, condition: str | None) -> None:
-        vaccination_id = self.pick(data, VACCINATIONS)
-        record = self.visible(user, VACCINATIONS, vaccination_id)
-
-        self.touched |= {VACCINATIONS}
-        response = self.client.delete(
-            f"{VACCINATIONS}/{vaccination_id}", headers=self.with_condition(user, "If-Match", record, condition)
-        )
-
-        if record is None:
-            self.assert_error(response, 404, 995)
-            return
-        if not self.if_match_holds(record, condition):
-            self.assert_error(response, 412, 992)
-            return
-        self.assert_record(response, VACCINATIONS, record)
-        self.forget(VACCINATIONS, vaccination_id)
-
-    # With no vaccination at all, a list of them says little; the steps go to the rules that make some.
-    @precondition(lambda self: bool(self.vaccination_records))
-    @rule(
-        user=st.sampled_from(USERS),
-        data=st.data(),
-        page_size=st.integers(1, 4),
-        page_index=st.integers(1, 3),
-        sort=st.lists(
-            st.tuples(st.sampled_from(SORT_FIELDS[VACCINATIONS]), st.booleans()),
-            max_size=3,
-            unique_by=lambda key: key[0],
-        ),
-        order=st.sampled_from([None, "asc", "desc"]),
-    )
-    def list_vaccinations(
-        self,
-        user: str,
-        data: st.DataObject,
-        page_size: int,
-        page_index: int,
-        sort: list[tuple[str, bool]],
-        order: str | None,
+    def filter_vaccinations(
+        self, data: st.DataObject, known: list[Body], params: dict[str, str], filters: list[Callable[[Body], bool]]
     ) -> None:
-        known = [self.body_of(VACCINATIONS, record) for record in self.vaccination_records.values()]
-        params: dict[str, str] = {}
-        filters: list[Callable[[Body], bool]] = []
-        # Two filters at most: with its many parameters, a list would otherwise mostly match nothing.
+        """A dose's own filters, two at most: with its many parameters, a list would otherwise mostly match
+        nothing."""
         chosen = data.draw(st.sets(st.sampled_from(VACCINATION_FILTERS), max_size=2), label="filters")
-        for parameter in {"petId", "vaccineId"} & chosen:
-            # Mostly records that vaccinations name, and always an id of none.
-            named = sorted({record[parameter] for record in known})
-            ids = data.draw(st.lists(st.sampled_from(named or [str(uuid.uuid4())]), max_size=2), label=parameter)
-            ids = [*ids, str(uuid.uuid4())]
-            params[parameter] = ",".join(ids)
-            filters.append(lambda record, parameter=parameter, ids=ids: record[parameter] in ids)
-        if "ownerId" in chosen:
-            owner = data.draw(st.sampled_from(USERS), label="owner")
-            params["ownerId"] = owner
-            filters.append(lambda record: record["ownerId"] == owner)
+        self.declared_filters(REGISTERED[VACCINATIONS], data, known, params, filters, chosen)
         if "appliedAt" in chosen:
             applied = sorted({record["appliedAt"] for record in known}) or [APPLIED[0][1]]
             exact = data.draw(st.sampled_from(applied), label="appliedAt")
@@ -1638,11 +1776,6 @@ class PetRecordsModel(RuleBasedStateMachine):
             params[parameter] = bound
             filters.append(lambda record, name=name, holds=holds, bound=bound: holds(record[name], bound))
         self.dose_filters(data, chosen, params, filters)
-        if "common" in chosen:
-            self.common_filters(data, known, params, filters)
-        visible = [record for record in known if user == ADMIN or record["ownerId"] == user]
-        matching = [record for record in visible if all(keep(record) for keep in filters)]
-        self.check_page(VACCINATIONS, user, params, matching, sort, order, page_size, page_index)
 
     @staticmethod
     def dose_filters(
