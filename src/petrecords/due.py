@@ -384,7 +384,9 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
 # --- the endpoints -----------------------------------------------------------------------------------------------
 
 
-class DueOperations:
+class DueHandlers:
+    """The handlers of the two due endpoints, for one application."""
+
     def __init__(self, services: Services) -> None:
         self.services = services
 
@@ -414,7 +416,7 @@ class DueOperations:
 
 
 def due_endpoints(services: Services) -> list[Endpoint]:
-    operations = DueOperations(services)
+    handlers = DueHandlers(services)
     return [
         Endpoint(
             "GET",
@@ -422,7 +424,7 @@ def due_endpoints(services: Services) -> list[Endpoint]:
             "getPetVaccinationStatus",
             PETS.name,
             "A pet's groups of vaccines, each at its latest dose, and whether it is due",
-            operations.status,
+            handlers.status,
             _status_document,
             direct=True,
         ),
@@ -432,7 +434,7 @@ def due_endpoints(services: Services) -> list[Endpoint]:
             "listDue",
             PET_VACCINATIONS.name,
             "The groups whose latest dose is due, among the living pets the caller may see",
-            operations.due,
+            handlers.due,
             _due_document,
             direct=True,
         ),

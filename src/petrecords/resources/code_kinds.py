@@ -11,9 +11,9 @@ from typing import Any
 from petrecords.resources.field_kind import (
     SPACE_CLASS,
     UUID_SCHEMA,
+    Comparison,
     Context,
     Kind,
-    Operation,
     PlainKind,
     Problem,
     SchemaContext,
@@ -49,7 +49,7 @@ class Microchip(PlainKind):
 
     description: str = ""
     nullable: bool = True
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         text, problem = _code_text(self, value, context)
@@ -114,7 +114,7 @@ class Code(PlainKind):
     description: str = ""
     example: str = ""
     nullable: bool = True
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def _core(self, *, shown: bool = False) -> str:
         """The code as a regular expression: its first and last characters of `allowed`, the others of `allowed`
@@ -178,7 +178,7 @@ class RecordId(PlainKind):
     """The id of a record of another resource (checked against it by the resource's references)."""
 
     description: str = ""
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         record_id = parse_record_id(value) if isinstance(value, str) else None

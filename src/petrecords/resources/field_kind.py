@@ -1,5 +1,5 @@
 """The base of every kind of field: the `Kind` protocol and `PlainKind`, what reading a value depends on
-(`Context`, `SchemaContext`, `Choices`), how a list compares a field (`Operation`), and the JSON Schema
+(`Context`, `SchemaContext`, `Choices`), how a list compares a field (`Comparison`), and the JSON Schema
 building blocks the kinds share. A kind knows no resource."""
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ Problem = str
 """What was expected, as the tail of a validation message: "must be a string."."""
 
 
-class Operation(enum.Enum):
-    """How a list may compare a field with a value a client names (beyond equality to one of several). Not an
-    OpenAPI operation (an endpoint's entry in the document, petrecords.openapi_document)."""
+class Comparison(enum.Enum):
+    """How a list may compare a field with a value a client names (beyond equality to one of several): a kind's
+    `comparisons` give the list's `{field}_like`, `_gte`, `_lte` and `_ne` parameters."""
 
     MATCH = "like"
     """A pattern of its text (`{field}_like`)."""
@@ -101,7 +101,7 @@ class Kind(Protocol):
         ...
 
     @property
-    def operations(self) -> frozenset[Operation]:
+    def comparisons(self) -> frozenset[Comparison]:
         """The comparisons a list may make of it."""
         ...
 
@@ -155,7 +155,7 @@ class PlainKind:
     nullable = False
     key_column: str | None = None
     embeds: str | None = None
-    operations: frozenset[Operation] = frozenset()
+    comparisons: frozenset[Comparison] = frozenset()
     kept_controls = ""
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:

@@ -16,8 +16,8 @@ from petrecords.resources.field_kind import (
     LATEST_MS,
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
+    Comparison,
     Context,
-    Operation,
     PlainKind,
     Problem,
     SchemaContext,
@@ -41,7 +41,7 @@ class WholeNumber(PlainKind):
     minimum: int
     maximum: int
     description: str = ""
-    operations: frozenset[Operation] = frozenset({Operation.BOUND})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.BOUND})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         if isinstance(value, float) and value.is_integer():
@@ -82,7 +82,7 @@ class Instant(PlainKind):
     example: str = "2026-11-21T16:06:29.123Z"
     nullable: bool = False
     future: bool = False
-    operations: frozenset[Operation] = frozenset({Operation.BOUND})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.BOUND})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         moment = parse_datetime_ms(value) if isinstance(value, str) else None
@@ -135,7 +135,7 @@ class CalendarDate(PlainKind):
     until_today: bool = True
     description: str = ""
     nullable: bool = False
-    operations: frozenset[Operation] = frozenset({Operation.BOUND})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.BOUND})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         days = _days_of(value)
@@ -194,7 +194,7 @@ class Flag(PlainKind):
 
     description: str = ""
     nullable: bool = False
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         if not isinstance(value, bool):

@@ -16,8 +16,8 @@ from petrecords.resources.field_kind import (
     USER_OR_GROUP,
     USER_OR_GROUP_SCHEMA,
     Choices,
+    Comparison,
     Context,
-    Operation,
     PlainKind,
     Problem,
     SchemaContext,
@@ -55,7 +55,7 @@ class Name(PlainKind):
     example: str = "Rex"
     nullable: bool = False
     meaning: str = ""
-    operations: frozenset[Operation] = frozenset({Operation.MATCH})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.MATCH})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         if self.nullable and isinstance(value, str) and not _VISIBLE_TEXT.search(value):
@@ -115,7 +115,7 @@ class Prose(PlainKind):
     key_column: str | None = None
     nullable: bool = True
     meaning: str = ""
-    operations: frozenset[Operation] = frozenset({Operation.MATCH})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.MATCH})
     kept_controls = PROSE_CONTROLS
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
@@ -151,7 +151,7 @@ class Listed(PlainKind):
     setting: str | None = None
     description: str = ""
     nullable: bool = False
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def __post_init__(self) -> None:
         if bool(self.values) == (self.setting is not None):
@@ -209,7 +209,7 @@ class Email(PlainKind):
     """A user identifier: an e-mail address, stored in lower case."""
 
     description: str = ""
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         email = normalize_email(value) if isinstance(value, str) else None
@@ -231,7 +231,7 @@ class UserOrGroup(PlainKind):
 
     description: str = ""
     examples: tuple[str, ...] = ("alice@example.com", "group:clinic-42")
-    operations: frozenset[Operation] = frozenset({Operation.DIFFER})
+    comparisons: frozenset[Comparison] = frozenset({Comparison.DIFFER})
 
     def read(self, value: Any, context: Context) -> tuple[Any, Problem | None]:
         named = user_or_group(value) if isinstance(value, str) else None
