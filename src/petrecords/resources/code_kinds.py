@@ -19,12 +19,8 @@ from petrecords.resources.field_kind import (
     SchemaContext,
     character_class,
 )
-from petrecords.text import (
-    WHITE_SPACE,
-)
-from petrecords.values import (
-    parse_record_id,
-)
+from petrecords.text import WHITE_SPACE
+from petrecords.values import parse_record_id
 
 
 def _code_text(kind: Kind, value: Any, context: Context) -> tuple[str, Problem | None]:

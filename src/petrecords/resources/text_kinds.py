@@ -34,9 +34,7 @@ from petrecords.text import (
     clean_name,
     clean_prose,
 )
-from petrecords.values import (
-    normalize_email,
-)
+from petrecords.values import normalize_email
 
 _INVISIBLE_ONLY = {"pattern": f"^[{SPACE_CLASS}{character_class(INVISIBLE_CHARACTERS)}]*$"}
 _VISIBLE_TEXT = re.compile(f"[^{WHITE_SPACE}{INVISIBLE_CHARACTERS}]")
