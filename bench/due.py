@@ -44,7 +44,7 @@ import sqlalchemy as sa
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
-from petrecords.due import due_doses, due_grants
+from petrecords.due_rows import due_doses, due_grants
 from petrecords.registry import RESOURCES
 from petrecords.store.counts import kept_count_inserts as count_inserts
 from petrecords.store.grants import grant_count_inserts

@@ -1,4 +1,7 @@
-"""Service configuration: one Settings object, read from PETRECORDS_* variables and passed in."""
+"""Service configuration: one Settings object, read from PETRECORDS_* variables and passed in.
+
+One file above 600 lines on purpose: it is one subject, every setting with its bound, default and description and
+the checks between settings, kept together so that a setting and the rules that name it are read in one place."""
 
 from __future__ import annotations
 

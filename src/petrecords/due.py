@@ -1,17 +1,6 @@
-"""What is due (contract section 14): each living pet's latest completed dose of each group, kept in `due_doses` in
-the transaction of every write that can move it, and the two endpoints that read it:
-`GET /v1/pets/{petId}/vaccination-status` and `GET /v1/due`.
-
-A group's latest dose moves when a dose is created, replaced, updated, marked in error or deleted (its pet's doses
-are read again), when a vaccine's `group` or `name` changes (the pets with a dose of it), and when a pet is renamed,
-changes type or owner, dies or is deleted (its rows follow it, or go). The writes of a pet's vaccinations hold the
-pet exclusively (Reference.exclusive), and a pet's own writes hold it too, so that one transaction at a time reads a
-pet's doses and writes its rows. The rows are counted like the vaccinations they show, for their owners and the
-grantees of the pets' shares (see store/counts.py and store/grants.py): `GET /v1/due`'s exact total is a few kept
-rows, and a page walks the index of its order.
-
-The group key, label and state rules are those of certificates (petrecords.certificates.facts), so that a
-certificate and the due list never disagree.
+"""What is due (contract section 14), the two endpoints that read the due rows (petrecords.due_rows):
+`GET /v1/pets/{petId}/vaccination-status` and `GET /v1/due`. A pet's status is read from its kept rows, or from its
+doses when the caller may not see them all; the due list pages the rows its caller may see, by owner or by grantee.
 """
 
 from __future__ import annotations
@@ -20,19 +9,28 @@ import dataclasses
 import functools
 import uuid
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import msgspec
 import sqlalchemy as sa
 
 from petrecords.auth import Caller
-from petrecords.certificates.facts import DAY_MS, due_state, group_key, group_label
+from petrecords.certificates.facts import DAY_MS, due_state
+from petrecords.due_rows import (
+    DUE_DOSES,
+    due_doses,
+    due_grants,
+    due_row,
+    latest_doses,
+    of_pet,
+    pet_doses,
+    statements_of,
+)
 from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import NotFound, ValidationFailed
 from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope
-from petrecords.resources.declaration import Kept, Resource
 from petrecords.resources.fields import (
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
@@ -47,11 +45,8 @@ from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_
 from petrecords.resources.openapi_operations import TOO_LONG_TARGET
 from petrecords.resources.service import read_visible
 from petrecords.services import Services
-from petrecords.shares import PET_SHARES
 from petrecords.store.base import (
-    Collection,
     Condition,
-    Lock,
     Operator,
     PageQuery,
     Row,
@@ -60,370 +55,9 @@ from petrecords.store.base import (
     Transaction,
 )
 from petrecords.store.records import Statement, reader_of
-from petrecords.tables import Text, hour_indexed, metadata
-from petrecords.text import match_key
-from petrecords.vaccinations import COMPLETED, PET_VACCINATIONS
-from petrecords.vaccines import GROUP, VACCINES
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.vaccines import GROUP
 from petrecords.values import format_timestamp, now_ms
-
-READ_AT_ONCE = 10_000
-"""A pet's records read in one statement: pages of this many, as long as there are more."""
-
-due_doses = sa.Table(
-    "due_doses",
-    metadata,
-    sa.Column("id", sa.Uuid(), primary_key=True, comment="the latest dose's vaccination id"),
-    sa.Column("pet_id", sa.Uuid(), nullable=False),
-    sa.Column("owner_id", Text, nullable=False, comment="the pet's owner, kept equal to it"),
-    sa.Column(
-        "group_key", Text, nullable=True, comment="the group's match key; null: the vaccine is a group of its own"
-    ),
-    sa.Column("label_key", Text, nullable=False, comment="match key of the group's label, for sorting and matching"),
-    sa.Column("vaccine_id", sa.Uuid(), nullable=False),
-    sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
-    sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
-    sa.Column("pet_type", Text, nullable=False),
-    sa.Column("pet_name_key", Text, nullable=False, comment="the pet's name_key, kept equal to it"),
-    # What an item shows, kept here so that a page reads these rows alone.
-    sa.Column("pet_name", Text, nullable=False, comment="the pet's name, kept equal to it"),
-    sa.Column("group_label", Text, nullable=False, comment="the vaccine's group, or its name when it has none"),
-    sa.Column("vaccine_name", Text, nullable=False, comment="the vaccine's name, kept equal to it"),
-    sa.Column(
-        "reminded",
-        Text,
-        nullable=False,
-        server_default="none",
-        comment="the last reminder written for this dueAt: none, due-soon or overdue (see petrecords.reminders)",
-    ),
-    sa.Index(None, "pet_id", "id"),
-    # The default order, for everyone (an admin) and for an owner; the tie-breakers ride along so that a page is read
-    # from the index in its order. A clinic's vet walks the first and looks each row up in the shares.
-    sa.Index(None, "due_at", "pet_id", "label_key", "id"),
-    sa.Index(None, "owner_id", "due_at", "pet_id", "label_key", "id"),
-    # Reminders (contract section 15) come to a dose at dueAt minus the due-soon days, then at dueAt, and skip a
-    # moment more than those days past: each pass reads a range of this order, never the whole table.
-    sa.Index(None, "reminded", "due_at", "id"),
-)
-hour_indexed(due_doses, "due_at")
-
-due_grants = sa.Table(
-    "due_grants",
-    metadata,
-    sa.Column("grantee", Text, nullable=False, comment="a share's grantee: an e-mail address, or group:NAME"),
-    sa.Column("due_id", sa.Uuid(), nullable=False, comment="the due row (its latest dose's vaccination id)"),
-    sa.Column("expires_at", sa.BigInteger(), nullable=True, comment="the share's expiry, kept equal to it"),
-    # The due row's columns that its filters and its order read, kept equal to it.
-    sa.Column("pet_id", sa.Uuid(), nullable=False),
-    sa.Column("owner_id", Text, nullable=False),
-    sa.Column("pet_type", Text, nullable=False),
-    sa.Column("label_key", Text, nullable=False),
-    sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
-    sa.PrimaryKeyConstraint("grantee", "due_id"),
-    # A grantee's due rows in the due list's default order: a clinic's page walks its own rows, none of others', and
-    # reads nothing but this index (what the filters and the expiry check ride along).
-    sa.Index(None, "grantee", "due_at", "pet_id", "label_key", "due_id", "expires_at", "owner_id", "pet_type"),
-    sa.Index(None, "pet_id"),
-)
-"""The due rows by grantee: one for each due row and each share of its pet (expired ones too, told apart by
-`expires_at` when read, as the shares themselves are), rewritten with the pet's rows by every write that moves them
-and by every write of the pet's shares. A grantee's page of `GET /v1/due` walks its rows in their order where the
-due rows' own order would pass every other grantee's too."""
-
-GRANT_COLUMNS = ("pet_id", "owner_id", "pet_type", "label_key", "due_at")
-
-DUE_COLUMNS = tuple(column.name for column in due_doses.c if column.name != "reminded")
-"""What the keeper writes: `reminded` is the reminders' (a new row starts at `none`, its default)."""
-
-
-def _stored_group(row: Row) -> object:
-    """The group of a due row, as facts.group_key names a vaccine's."""
-    group = row["group_key"]
-    return ("vaccine", row["vaccine_id"]) if group is None else ("group", group)
-
-
-def latest_doses(doses: Sequence[Row]) -> dict[object, Row]:
-    """Each group's latest dose among a pet's vaccinations (each with its `vaccine`), by facts.group_key: the
-    completed dose applied last, then of the greater id."""
-    latest: dict[object, Row] = {}
-    for dose in doses:
-        if dose["status"] != COMPLETED:
-            continue
-        key = group_key(dose["vaccine"])
-        current = latest.get(key)
-        if current is None or (dose["applied_at"], dose["id"].int) > (current["applied_at"], current["id"].int):
-            latest[key] = dose
-    return latest
-
-
-def _due_row(pet: Row, dose: Row) -> Row:
-    vaccine = dose["vaccine"]
-    group = vaccine["group_name"]
-    return {
-        "id": dose["id"],
-        "pet_id": pet["id"],
-        "owner_id": pet["owner_id"],
-        "group_key": None if group is None else match_key(group),
-        "label_key": match_key(group_label(vaccine)),
-        "vaccine_id": vaccine["id"],
-        "applied_at": dose["applied_at"],
-        "due_at": dose["due_at"],
-        "pet_type": pet["pet_type"],
-        "pet_name_key": pet["name_key"],
-        "pet_name": pet["name"],
-        "group_label": group_label(vaccine),
-        "vaccine_name": vaccine["name"],
-    }
-
-
-async def of_pet(tx: Transaction, collection: Collection, pet_id: uuid.UUID, *also: Condition) -> list[Row]:
-    """Every record of the collection that names the pet (and meets `also`), by id."""
-    conditions = (Condition(("pet_id",), Operator.EQUAL, (pet_id,)), *also)
-    found: list[Row] = []
-    while True:
-        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=READ_AT_ONCE, offset=len(found))
-        page = await tx.list(collection, query)
-        found.extend(page)
-        if len(page) < READ_AT_ONCE:
-            return found
-
-
-async def pet_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
-    """A pet's completed vaccinations, each with its vaccine."""
-    return await of_pet(tx, PET_VACCINATIONS.collection, pet_id, Condition(("status",), Operator.EQUAL, (COMPLETED,)))
-
-
-VACCINE_RANK = 0
-"""Where a vaccine's lock comes in a transaction's order (ResourceSet.rank): vaccines refer to nothing."""
-if VACCINES.references:
-    raise TypeError("VACCINE_RANK is a vaccine's rank only while vaccines refer to nothing")
-
-
-async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
-    """A pet's completed doses, read again once their vaccines are held (shared). A vaccine's write (its group, its
-    name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
-    without this, a dose of another vaccine of its group, written meanwhile, would read the group as it was and,
-    committing last, leave rows the vaccine's write no longer matches. Held, the read is of the vaccine as its write
-    committed it (or that write waits for this one, and reads this one's doses)."""
-    doses = await pet_doses(tx, pet_id)
-    vaccines = sorted({dose["vaccine_id"] for dose in doses})
-    if not vaccines:
-        return doses
-    await tx.lock([Lock(VACCINE_RANK, VACCINES.name, vaccine, shared=True) for vaccine in vaccines])
-    return await pet_doses(tx, pet_id)
-
-
-async def _rows_of_pet(
-    tx: Transaction, pet_id: uuid.UUID, *, hold_vaccines: bool
-) -> tuple[dict[object, Row], dict[object, Row]]:
-    """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
-    group."""
-    pet = await tx.get(PETS.collection, pet_id)
-    wanted: dict[object, Row] = {}
-    if pet is not None and pet["deceased_at"] is None:
-        doses = await (held_doses if hold_vaccines else pet_doses)(tx, pet_id)
-        wanted = {key: _due_row(pet, dose) for key, dose in latest_doses(doses).items()}
-    held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
-    return held, wanted
-
-
-async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines: bool = True) -> None:
-    """Write the pets' due rows as their doses and records now say. Every row that goes, goes first: a dose moved to
-    another pet, or to another group (its vaccine's group changed), is then its row there, under the same id. Every
-    pet's rows are read (and their vaccines held, see held_doses) before any is written. A vaccine's own write holds
-    no other vaccine: it would wait for another vaccine's write that waits for it."""
-    collection = DUE_DOSES.collection
-    ordered = sorted(pet_ids)
-    rows = [await _rows_of_pet(tx, pet_id, hold_vaccines=hold_vaccines) for pet_id in ordered]
-    gone: dict[uuid.UUID, Row] = {}
-    moved: set[uuid.UUID] = set()
-    for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
-        for key, row in held.items():
-            if key not in wanted or wanted[key]["id"] != row["id"]:
-                await tx.delete(collection, row)
-                gone[row["id"]] = row
-                moved.add(pet_id)
-    for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
-        for key, row in wanted.items():
-            before = held.get(key)
-            if before is None or before["id"] != row["id"]:
-                # A dose moved to another pet or group keeps what was reminded for its dueAt (contract section 15).
-                was = gone.get(row["id"])
-                reminded = was["reminded"] if was is not None and was["due_at"] == row["due_at"] else "none"
-                await tx.insert(collection, {**row, "reminded": reminded})
-                moved.add(pet_id)
-            elif _stored(before) != row:
-                # A reminder is for one dueAt: a dose whose dueAt moved may be reminded again (contract section 15).
-                reminded = before["reminded"] if before["due_at"] == row["due_at"] else "none"
-                await tx.update(collection, {**row, "reminded": reminded}, previous=before)
-                if any(before[column] != row[column] for column in GRANT_COLUMNS):
-                    moved.add(pet_id)
-    await _keep_grants(tx, moved)
-
-
-@runtime_checkable
-class Statements(Protocol):
-    """What the due rows by grantee are written and read with: statements of their own (every store's transaction
-    runs them; see store/sql.py)."""
-
-    async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]: ...
-
-    async def execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None: ...
-
-
-def _statements(tx: Transaction) -> Statements:
-    if not isinstance(tx, Statements):
-        raise TypeError(f"{type(tx).__name__} runs no statements")
-    return tx
-
-
-_PET = sa.bindparam("pet_id", type_=sa.Uuid())
-DROP_GRANTS = sa.delete(due_grants).where(due_grants.c.pet_id == _PET)
-
-
-def grants_select(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
-    """The due rows by grantee of the due rows and shares that meet `where`."""
-    shares = PET_SHARES.table
-    return (
-        sa.select(shares.c.grantee, due_doses.c.id, shares.c.expires_at, *(due_doses.c[name] for name in GRANT_COLUMNS))
-        .select_from(due_doses.join(shares, shares.c.pet_id == due_doses.c.pet_id))
-        .where(*where)
-    )
-
-
-GRANT_INSERT_COLUMNS = ["grantee", "due_id", "expires_at", *GRANT_COLUMNS]
-WRITE_GRANTS = sa.insert(due_grants).from_select(GRANT_INSERT_COLUMNS, grants_select(due_doses.c.pet_id == _PET))
-
-
-def fill_grants_statement() -> sa.Insert:
-    """The due rows by grantee of every due row, for a table of them that is empty: a load's."""
-    return sa.insert(due_grants).from_select(GRANT_INSERT_COLUMNS, grants_select())
-
-
-async def _keep_grants(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
-    """The pets' due rows by grantee, written again from their due rows and shares as they now are (a pet has at most
-    100 shares, and a row for each of its groups)."""
-    if not pet_ids:
-        return
-    statements = _statements(tx)
-    for pet_id in sorted(pet_ids):
-        await statements.execute(DROP_GRANTS, {"pet_id": pet_id})
-        await statements.execute(WRITE_GRANTS, {"pet_id": pet_id})
-
-
-async def _follow_pet(tx: Transaction, pet: Row) -> None:
-    """A pet renamed, retyped or given away, alive or dead as before: its rows (the same doses) take its new values,
-    one read of them and a write each, where a pet's death or its return reads its doses again."""
-    collection = DUE_DOSES.collection
-    moved = False
-    for before in await of_pet(tx, collection, pet["id"]):
-        row = {
-            **before,
-            "owner_id": pet["owner_id"],
-            "pet_type": pet["pet_type"],
-            "pet_name_key": pet["name_key"],
-            "pet_name": pet["name"],
-        }
-        if row != before:
-            await tx.update(collection, row, previous=before)
-            moved = moved or any(before[column] != row[column] for column in GRANT_COLUMNS)
-    if moved:
-        await _keep_grants(tx, {pet["id"]})
-
-
-def fill_statement() -> sa.Insert:
-    """The due rows of every stored dose, in one statement, for a table of them that is empty: a load's. The ranks
-    of a pet's completed doses of each group (its vaccines' group_key, or the vaccine alone), latest first, as
-    latest_doses chooses; ids compare as their bytes on both databases (SQLite keeps them as lower-case hex)."""
-    doses, pets, vaccines = PET_VACCINATIONS.table, PETS.table, VACCINES.table
-    group = vaccines.c.group_key
-    alone = sa.case((group.is_(None), doses.c.vaccine_id))
-    ranked = (
-        sa.select(
-            doses.c.id,
-            doses.c.pet_id,
-            pets.c.owner_id,
-            group.label("group_key"),
-            sa.func.coalesce(group, vaccines.c.name_key).label("label_key"),
-            doses.c.vaccine_id,
-            doses.c.applied_at,
-            doses.c.due_at,
-            pets.c.pet_type,
-            pets.c.name_key.label("pet_name_key"),
-            pets.c.name.label("pet_name"),
-            sa.func.coalesce(vaccines.c.group_name, vaccines.c.name).label("group_label"),
-            vaccines.c.name.label("vaccine_name"),
-            sa.func.row_number()
-            .over(partition_by=(doses.c.pet_id, group, alone), order_by=(doses.c.applied_at.desc(), doses.c.id.desc()))
-            .label("latest"),
-        )
-        .join_from(doses, pets, pets.c.id == doses.c.pet_id)
-        .join(vaccines, vaccines.c.id == doses.c.vaccine_id)
-        .where(doses.c.status == COMPLETED, pets.c.deceased_at.is_(None))
-        .subquery()
-    )
-    select = sa.select(*(ranked.c[column] for column in DUE_COLUMNS)).where(ranked.c.latest == 1)
-    return sa.insert(due_doses).from_select(list(DUE_COLUMNS), select)
-
-
-def _stored(row: Row) -> Row:
-    return {column: row[column] for column in DUE_COLUMNS}
-
-
-_DOSE_COLUMNS = ("pet_id", "vaccine_id", "applied_at", "due_at", "status")
-_PET_COLUMNS = ("owner_id", "name", "pet_type", "deceased_at")
-_VACCINE_COLUMNS = ("group_name", "name")
-_SHARE_COLUMNS = ("pet_id", "grantee", "expires_at")
-
-
-def _moved(before: Row | None, after: Row | None, columns: tuple[str, ...]) -> bool:
-    return before is None or after is None or any(before[column] != after[column] for column in columns)
-
-
-async def keep_due(tx: Transaction, resource: Resource, before: Row | None, after: Row | None) -> None:
-    """Keep the due rows as a write of a pet, a vaccine or a vaccination leaves them (see Kept)."""
-    pets: set[uuid.UUID] = set()
-    if resource is PET_VACCINATIONS and _moved(before, after, _DOSE_COLUMNS):
-        pets = {row["pet_id"] for row in (before, after) if row is not None}
-    elif (
-        resource is PETS and before is not None and after is not None and before["deceased_at"] == after["deceased_at"]
-    ):
-        if _moved(before, after, _PET_COLUMNS):
-            await _follow_pet(tx, after)
-        return
-    elif resource is PETS and before is not None and _moved(before, after, _PET_COLUMNS):
-        pets = {before["id"]}
-    elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
-        doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
-        pets = {dose["pet_id"] for dose in doses}
-    elif resource is PET_SHARES and _moved(before, after, _SHARE_COLUMNS):
-        # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
-        await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})
-        return
-    await _keep_pets(tx, pets, hold_vaccines=resource is not VACCINES)
-
-
-def _collection(vaccinations: Collection) -> Collection:
-    """Seen and counted as the vaccinations are (the same owner and shared-through columns), by the hour of dueAt."""
-    return dataclasses.replace(
-        vaccinations,
-        name="due",
-        table=due_doses,
-        counted_by=None,
-        counted_over="due_at",
-        joins=(),
-        searchable=(),
-    )
-
-
-DUE_DOSES = Kept(
-    name="due",
-    follows=(PETS, VACCINES, PET_VACCINATIONS, PET_SHARES),
-    seen_as=PET_VACCINATIONS,
-    keep=keep_due,
-    make_collection=_collection,
-    fill=lambda: (fill_statement(), fill_grants_statement()),
-)
-
 
 # --- GET /v1/pets/{petId}/vaccination-status --------------------------------------------------------------------
 
@@ -452,7 +86,7 @@ async def vaccination_status(*, store: Store, caller: Caller, record_id: str, du
     deceased = pet["deceased_at"] is not None
     async with store.transaction(write=False, single=not deceased, caller=caller) as tx:
         if deceased:
-            latest = [_due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
+            latest = [due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
         else:
             latest = await of_pet(tx, DUE_DOSES.collection, pet["id"])
     at = now_ms()
@@ -731,7 +365,7 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
         if granted is not None and granted.grantees:
             statement = granted_page_statement(granted, limit=request.page_size, offset=offset)
             reader = reader_of(collection)
-            rows = [reader.row(row) for row in await _statements(tx).fetch(statement)]
+            rows = [reader.row(row) for row in await statements_of(tx).fetch(statement)]
         else:
             query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
             rows = await tx.list(collection, query)
@@ -750,7 +384,9 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
 # --- the endpoints -----------------------------------------------------------------------------------------------
 
 
-class DueOperations:
+class DueHandlers:
+    """The handlers of the two due endpoints, for one application."""
+
     def __init__(self, services: Services) -> None:
         self.services = services
 
@@ -780,7 +416,7 @@ class DueOperations:
 
 
 def due_endpoints(services: Services) -> list[Endpoint]:
-    operations = DueOperations(services)
+    handlers = DueHandlers(services)
     return [
         Endpoint(
             "GET",
@@ -788,7 +424,7 @@ def due_endpoints(services: Services) -> list[Endpoint]:
             "getPetVaccinationStatus",
             PETS.name,
             "A pet's groups of vaccines, each at its latest dose, and whether it is due",
-            operations.status,
+            handlers.status,
             _status_document,
             direct=True,
         ),
@@ -798,7 +434,7 @@ def due_endpoints(services: Services) -> list[Endpoint]:
             "listDue",
             PET_VACCINATIONS.name,
             "The groups whose latest dose is due, among the living pets the caller may see",
-            operations.due,
+            handlers.due,
             _due_document,
             direct=True,
         ),

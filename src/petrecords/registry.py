@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from petrecords.certificates.resource import PET_CERTIFICATES
-from petrecords.due import DUE_DOSES
+from petrecords.due_rows import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.resources.declaration import ResourceSet
 from petrecords.shares import PET_SHARES

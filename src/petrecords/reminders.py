@@ -1,7 +1,7 @@
 """Reminders in the change feed (contract section 15): when a dose's moment comes, a change that says so, `due-soon`
 at its dueAt minus PETRECORDS_DUE_SOON_DAYS days, `overdue` at its dueAt.
 
-The doses that may be reminded are the due rows (petrecords.due): each living pet's latest completed dose of each
+The doses that may be reminded are the due rows (petrecords.due_rows): each living pet's latest completed dose of each
 group, kept in the transaction of every write that moves it, so that a reminder is only written while it is true (a
 booster, a dose entered in error or deleted, a death remove the row). Each row remembers the last reminder written for
 its dueAt in `reminded`, which the keeper sets back to `none` when dueAt moves; so a pass reads two ranges of the index
@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from petrecords.config import Settings
-from petrecords.due import DUE_DOSES
+from petrecords.due_rows import DUE_DOSES
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices

@@ -315,7 +315,7 @@ PET_VACCINATIONS = Resource(
             OnDelete.CASCADE,
             "must be the id of a pet you may see.",
             requires=_no_dose_after_death,
-            exclusive=True,  # a pet's due doses (petrecords.due) are kept from all its doses
+            exclusive=True,  # a pet's due doses (petrecords.due_rows) are kept from all its doses
         ),
         Reference("vaccineId", VACCINES, OnDelete.RESTRICT, "must be the id of an existing vaccine."),
     ),

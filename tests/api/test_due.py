@@ -12,7 +12,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from petrecords import due as due_module
+from petrecords import due_rows
 from petrecords.app import create_app
 from petrecords.config import Settings
 from tests.api.test_shares import CLINIC, VET, as_vet, share
@@ -202,7 +202,7 @@ class TestLatestDose:
     async def test_a_pet_with_more_doses_than_one_read_takes(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], lepto: dict[str, Any], monkeypatch: Any
     ) -> None:
-        monkeypatch.setattr(due_module, "READ_AT_ONCE", 2)
+        monkeypatch.setattr(due_rows, "READ_AT_ONCE", 2)
         for days in (-900, -700, -500):
             await dose(client, rex, rabies, days, days + 100)
         latest = await dose(client, rex, rabies, -300, -200)

@@ -50,7 +50,7 @@ async def test_a_replace_reads_then_writes_once(client: AsyncTestClient[Any], st
 
 
 async def test_a_rename_also_reads_the_pets_due_rows(client: AsyncTestClient[Any], statements: list[str]) -> None:
-    """A pet's name, type and owner are also its due rows' (petrecords.due): a replace that changes one reads them,
+    """A pet's name, type and owner are also its due rows' (petrecords.due_rows): a replace that changes one reads them,
     after the write it waits for, whose counts then go in a statement of their own."""
     created = await _pet(client)
     statements.clear()

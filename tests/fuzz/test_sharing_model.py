@@ -282,7 +282,7 @@ class SharingModel(RuleBasedStateMachine):
             f"SELECT id, 'pet-shares', grantee, pet_id, {moment} FROM pet_shares WHERE id = '{stored}' "
             "ON CONFLICT (share_id) DO UPDATE SET expires_at = excluded.expires_at",
             f"UPDATE share_windows SET expires_at = {moment} WHERE share_id = '{stored}' AND until_xid IS NULL",  # noqa: S608
-            # And the share's expiry as the due rows by grantee keep it (petrecords.due.due_grants).
+            # And the share's expiry as the due rows by grantee keep it (petrecords.due_rows.due_grants).
             f"UPDATE due_grants SET expires_at = {moment} WHERE EXISTS (SELECT 1 FROM pet_shares s "  # noqa: S608
             f"WHERE s.id = '{stored}' AND s.pet_id = due_grants.pet_id AND s.grantee = due_grants.grantee)",
         ):

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from petrecords.due import DUE_DOSES, TIE_BREAKERS, granted_page, granted_page_statement
+from petrecords.due import TIE_BREAKERS, granted_page, granted_page_statement
+from petrecords.due_rows import DUE_DOSES
 from petrecords.store import grants
 from petrecords.store.base import Condition, Operator, PageQuery, SortKey
 from petrecords.store.queries import count_statement, list_statement

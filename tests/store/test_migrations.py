@@ -34,7 +34,7 @@ from petrecords.db import (
     migrate,
     postgres_dsn,
 )
-from petrecords.due import DUE_DOSES, due_doses
+from petrecords.due_rows import DUE_DOSES, due_doses
 from petrecords.registry import SCHEMA as metadata
 from petrecords.store.counts import count_changes, period_changes
 from petrecords.store.grants import add_grant_changes

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from petrecords.due import DUE_DOSES
+from petrecords.due_rows import DUE_DOSES
 from petrecords.reminders import DUE_SOON, NOT_YET, reminder_range
 from petrecords.store.queries import list_statement
 from tests.store.test_query_plans import NOW, _plan

@@ -14,7 +14,7 @@ from petrecords.auth import Caller
 from petrecords.errors import MalformedRequest, ValidationFailed
 from petrecords.resources.access import list_scope
 from petrecords.resources.declaration import Resource
-from petrecords.resources.fields import MAX_SAFE_INTEGER, Context, Email, Kind, Operation, RecordId
+from petrecords.resources.fields import MAX_SAFE_INTEGER, Comparison, Context, Email, Kind, RecordId
 from petrecords.resources.filters import (
     ANY_MOMENT,
     AnyOf,
@@ -74,7 +74,7 @@ AUDIT_FIELDS: dict[str, tuple[str, Kind]] = {
     "modifiedBy": ("modified_by", Email()),
 }
 """The fields every record has: their columns and kinds."""
-SUFFIXES = {"_like": Operation.MATCH, "_gte": Operation.BOUND, "_lte": Operation.BOUND, "_ne": Operation.DIFFER}
+SUFFIXES = {"_like": Comparison.MATCH, "_gte": Comparison.BOUND, "_lte": Comparison.BOUND, "_ne": Comparison.DIFFER}
 
 
 def compared_fields(resource: Resource) -> dict[str, tuple[str, Kind]]:
@@ -101,7 +101,7 @@ def convention_filters(resource: Resource) -> tuple[Filter, ...]:
     e-mails), `q` (the same as `search`) and `id` (the same as `ids`)."""
     found: list[Filter] = []
     for name, (column, kind) in compared_fields(resource).items():
-        if Operation.MATCH in kind.operations:
+        if Comparison.MATCH in kind.comparisons:
             found.append(
                 Matches(
                     f"{name}_like",
@@ -111,10 +111,10 @@ def convention_filters(resource: Resource) -> tuple[Filter, ...]:
                     kept=kind.kept_controls,
                 )
             )
-        if Operation.BOUND in kind.operations:
+        if Comparison.BOUND in kind.comparisons:
             found.append(Compared(f"{name}_gte", column, kind, Operator.AT_LEAST, f"{name} ≥ this."))
             found.append(Compared(f"{name}_lte", column, kind, Operator.AT_MOST, f"{name} ≤ this."))
-        if Operation.DIFFER in kind.operations:
+        if Comparison.DIFFER in kind.comparisons:
             found.append(Compared(f"{name}_ne", column, kind, Operator.DIFFERS, f"{name} differs (null included)."))
     search = next((one for one in resource.filters if one.parameters == ("search",)), None)
     if isinstance(search, Matches):
@@ -130,8 +130,8 @@ def _misfit(resource: Resource, name: str) -> str | None:
         if field != name and field in compared_fields(resource):
             fitting = [
                 other
-                for other, operation in SUFFIXES.items()
-                if operation in compared_fields(resource)[field][1].operations
+                for other, comparison in SUFFIXES.items()
+                if comparison in compared_fields(resource)[field][1].comparisons
             ]
             takes = ", ".join(f"{field}{other}" for other in fitting) if fitting else "no such operator"
             return f"is not a parameter of this operation: {suffix} does not fit {field} (it takes {takes})."

@@ -34,7 +34,9 @@ SECRET_SCHEMA: dict[str, Any] = {
 ROTATION_OVERLAP_HOURS = 24
 
 
-class WebhookOperations:
+class WebhookHandlers:
+    """The handlers of a webhook's own endpoints (a new secret, its deliveries), for one application."""
+
     def __init__(self, resource: Resource, services: Services) -> None:
         self.resource = resource
         self.services = services
@@ -77,7 +79,7 @@ class WebhookOperations:
 
 
 def webhook_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
-    operations = WebhookOperations(resource, services)
+    handlers = WebhookHandlers(resource, services)
     record = f"{resource.path}/{{{resource.path_parameter}}}"
     webhook_id = parameter(
         resource.path_parameter, UUID_SCHEMA, "Record id. A malformed id answers 404.", where="path", required=True
@@ -125,7 +127,7 @@ def webhook_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
             f"rotate{noun}Secret",
             tag,
             "Make a new secret for a webhook",
-            operations.new_secret,
+            handlers.new_secret,
             new_secret_document,
         ),
         Endpoint(
@@ -134,7 +136,7 @@ def webhook_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
             f"list{noun}Deliveries",
             tag,
             "A webhook's delivery attempts, newest first",
-            operations.deliveries,
+            handlers.deliveries,
             deliveries_document,
         ),
     ]

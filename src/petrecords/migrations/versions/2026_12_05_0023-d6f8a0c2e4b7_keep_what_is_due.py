@@ -1,6 +1,6 @@
 """What is due: each living pet's latest completed dose of each group (contract section 14), kept in `due_doses`
-(see petrecords.due), filled from the doses stored so far, and counted as the vaccinations are: for every owner, each
-owner and each grantee of a share, by the hour of dueAt and the periods above it (see tables.period_counts).
+(see petrecords.due_rows), filled from the doses stored so far, and counted as the vaccinations are: for every
+owner, each owner and each grantee of a share, by the hour of dueAt and the periods above it (see tables.period_counts).
 
 A group is its vaccines' `group`, case ignored (their group_key), or a vaccine alone when it has none; its latest
 dose is the one applied last, then of the greater id.

@@ -1,4 +1,4 @@
-"""The due rows by grantee (see petrecords.due.due_grants): one for each due row and each share of its pet, in the
+"""The due rows by grantee (see petrecords.due_rows.due_grants): one for each due row and each share of its pet, in the
 due list's default order for each grantee, so that a clinic's page of `GET /v1/due` walks its own rows and none of
 the others'; filled from the due rows and shares stored so far.
 
