@@ -281,8 +281,12 @@ async def _keep_grants(tx: Transaction, pet_ids: set[uuid.UUID]) -> None:
     if not pet_ids:
         return
     statements = statements_of(tx)
-    for pet_id in sorted(pet_ids):
+    ordered = sorted(pet_ids)
+    # Every pet's rows go before any is written: a dose moved between two pets names the same due row id in the
+    # rows of both until the one it left is dropped.
+    for pet_id in ordered:
         await statements.execute(DROP_GRANTS, {"pet_id": pet_id})
+    for pet_id in ordered:
         await statements.execute(WRITE_GRANTS, {"pet_id": pet_id})
 
 

@@ -435,6 +435,23 @@ class TestWhoSees:
         assert [item["ownerId"] for item in everyone["items"]] == [BOB, ALICE]
         assert groups(await due(client, admin(), ownerId=ALICE)) == [("Rex", "Rabies")]
 
+    @pytest.mark.parametrize("to_the_first", [False, True], ids=["to a later pet", "to an earlier pet"])
+    async def test_a_dose_moved_between_two_pets_shared_with_one_clinic(
+        self, client: Client, rabies: dict[str, Any], to_the_first: bool
+    ) -> None:
+        pets = [(await create(client, ALICE, name=name)).json() for name in ("First", "Second")]
+        for pet in pets:
+            assert (await share(client, pet, CLINIC)).status_code == 201
+        origin, target = pets[::-1] if to_the_first else pets
+        moved = await dose(client, origin, rabies, -100, -10)
+
+        answer = await client.patch(f"{DOSES}/{moved['id']}", json={"petId": target["id"]}, headers=auth())
+
+        assert answer.status_code == 200, answer.text
+        page = await due(client, as_vet())
+        assert [(item["petId"], item["vaccinationId"]) for item in page["items"]] == [(target["id"], moved["id"])]
+        assert page["totalCount"] == 1
+
     async def test_a_clinic_sees_its_patients_while_shared(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
