@@ -7,7 +7,7 @@ are petrecords.ops."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -212,47 +212,52 @@ class ResourceHandlers:
         await self._screen(patch.values)
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
-        for attempt in range(_UPDATE_ATTEMPTS):
-            try:
-                async with self.services.store.transaction(write=True, caller=caller) as tx:
-                    row = await service.update_record(
-                        tx=tx,
-                        caller=caller,
-                        resource=self.resource,
-                        resources=self.services.resources,
-                        record_id=record_id,
-                        patch=patch,
-                        context=context,
-                        if_match=if_match,
-                        settings=self.services.settings,
-                    )
-                return record_answer(self.resource, row)
-            except service.ReferencesMoved:
-                if attempt == _UPDATE_ATTEMPTS - 1:
-                    raise DatabaseUnavailable(
-                        "The record kept changing while it was being updated. Retry later.", cause="contention"
-                    ) from None
-        raise AssertionError("unreachable")
+
+        async def update(tx: Transaction) -> Row:
+            return await service.update_record(
+                tx=tx,
+                caller=caller,
+                resource=self.resource,
+                resources=self.services.resources,
+                record_id=record_id,
+                patch=patch,
+                context=context,
+                if_match=if_match,
+                settings=self.services.settings,
+            )
+
+        return record_answer(self.resource, await self._until_references_hold(caller, update, "updated"))
 
     async def delete(self, call: Call) -> Answer:
         if_match = _entity_tags(call, b"if-match", "If-Match")
         caller = _caller(call)
+        record_id = self._record_id(call)
+
+        async def delete(tx: Transaction) -> Row:
+            return await service.delete_record(
+                tx=tx,
+                caller=caller,
+                resource=self.resource,
+                resources=self.services.resources,
+                record_id=record_id,
+                if_match=if_match,
+            )
+
+        return record_answer(self.resource, await self._until_references_hold(caller, delete, "deleted"))
+
+    async def _until_references_hold(
+        self, caller: Caller, write: Callable[[Transaction], Awaitable[Row]], done: str
+    ) -> Row:
+        """`write` in a transaction of its own, again while the records it references move under it (up to
+        _UPDATE_ATTEMPTS times); `done`: what the record was being, for the answer when it never settles."""
         for attempt in range(_UPDATE_ATTEMPTS):
             try:
                 async with self.services.store.transaction(write=True, caller=caller) as tx:
-                    row = await service.delete_record(
-                        tx=tx,
-                        caller=caller,
-                        resource=self.resource,
-                        resources=self.services.resources,
-                        record_id=self._record_id(call),
-                        if_match=if_match,
-                    )
-                return record_answer(self.resource, row)
+                    return await write(tx)
             except service.ReferencesMoved:
                 if attempt == _UPDATE_ATTEMPTS - 1:
                     raise DatabaseUnavailable(
-                        "The record kept changing while it was being deleted. Retry later.", cause="contention"
+                        f"The record kept changing while it was being {done}. Retry later.", cause="contention"
                     ) from None
         raise AssertionError("unreachable")
 
