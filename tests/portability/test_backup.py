@@ -153,6 +153,8 @@ class TestRestore:
             listed = httpx.get(f"{server.url}/v1/pets", params={"pageSize": 1}, headers=headers).json()
             assert listed["totalCount"] == 10  # and the kept counts are the backup's
 
+    # Long: the database must be big enough (60,000 pets) that the restore is still copying when it is killed.
+    @pytest.mark.long
     def test_a_restore_killed_midway_leaves_the_database_as_it_was(self, tmp_path: Path) -> None:
         url, data = database_of(tmp_path, 60_000)
         backup = tmp_path / "backup.sqlite3"

@@ -198,6 +198,8 @@ class TestRefusals:
 
 
 class TestKilledMidway:
+    # Long: the file must be big enough (60,000 pets) that the import is still loading when it is killed.
+    @pytest.mark.long
     def test_an_import_killed_midway_leaves_the_target_as_it_was(self, tmp_path: Path, target_url: str) -> None:
         big = tmp_path / "big.jsonl"
         synthetic_export(big, 60_000)
