@@ -38,7 +38,7 @@ SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 REPOSITORY = Path(__file__).resolve().parents[2]
 # Test cases per operation and phase (the stateful phase makes about as many scenarios): a few in `make test` (whose
 # quick run leaves out the coverage phase, see QUICK_PHASES), and many in `make test-long`.
-QUICK = 8
+QUICK = 5
 THOROUGH = 50
 ENOUGH_FOR_A_RATE = THOROUGH
 """Examples per operation from which schemathesis' "mostly rejected" warning is a finding, not chance."""
