@@ -105,7 +105,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         migrate(Settings(database_url=url, data_dir=directory))
         yield url
         return
-    with throwaway_postgres() as url:
+    with throwaway_postgres(migrated=True) as url:
         migrate(Settings(database_url=url, data_dir=tmp_path_factory.mktemp("pg")))
         yield url
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import datetime
 import importlib.util
@@ -10,6 +11,7 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -94,20 +96,78 @@ async def _admin_execute(statement: str) -> None:
 
 
 @contextlib.contextmanager
-def throwaway_postgres() -> Iterator[str]:
-    """A new, empty PostgreSQL database for the duration of the block, dropped afterwards."""
+def throwaway_postgres(*, migrated: bool = False) -> Iterator[str]:
+    """A new PostgreSQL database for the duration of the block, dropped afterwards: empty, or with `migrated` a copy
+    of one this process migrated once, the database's own settings that the migrations made included (a copy takes
+    a fifth of a second; migrating a new database, one and a half)."""
     name = f"petrecords_test_{uuid.uuid4().hex[:12]}"
     try:
-        asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
+        if migrated:
+            asyncio.run(_copy_database(_MIGRATED_TEMPLATE.name(), name))
+        else:
+            asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
     except (OSError, asyncpg.PostgresError) as exc:
         postgres_unavailable(str(exc))
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    url = f"{base}/{name}"
+    url = _database_url(name)
     try:
         yield url
     finally:
         _KEPT.forget(url)
         asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _database_url(name: str) -> str:
+    return f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+
+
+async def _copy_database(template: str, name: str) -> None:
+    """CREATE DATABASE … TEMPLATE, then the template's database-level settings (ALTER DATABASE … SET), which a copy
+    does not take with it."""
+    connection = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        settings = await connection.fetchval(
+            "SELECT setconfig FROM pg_db_role_setting WHERE setrole = 0 "
+            "AND setdatabase = (SELECT oid FROM pg_database WHERE datname = $1)",
+            template,
+        )
+        for assignment in settings or ():
+            setting, value = assignment.split("=", 1)
+            await connection.execute(f'ALTER DATABASE "{name}" SET "{setting}" = {_quoted(value)}')
+    finally:
+        await connection.close()
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class _MigratedTemplate:
+    """A database migrated once per test process, that `throwaway_postgres(migrated=True)` copies; dropped when the
+    process ends."""
+
+    def __init__(self) -> None:
+        self._name: str | None = None
+        self._making = threading.Lock()
+
+    def name(self) -> str:
+        with self._making:
+            if self._name is None:
+                name = f"petrecords_template_{uuid.uuid4().hex[:12]}"
+                asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
+                atexit.register(self._drop, name)
+                with tempfile.TemporaryDirectory() as data_dir:
+                    migrate(Settings(database_url=_database_url(name), data_dir=Path(data_dir)))
+                self._name = name
+            return self._name
+
+    @staticmethod
+    def _drop(name: str) -> None:
+        with contextlib.suppress(OSError, asyncpg.PostgresError):
+            asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+_MIGRATED_TEMPLATE = _MigratedTemplate()
 
 
 @contextlib.contextmanager
@@ -118,7 +178,7 @@ def seeded_database(kind: str, data_dir: Path, seed: Callable[[str, Path], Await
         if kind == "sqlite":
             database_url = f"sqlite:///{data_dir / 'pets.sqlite3'}"
         else:
-            database_url = stack.enter_context(throwaway_postgres())
+            database_url = stack.enter_context(throwaway_postgres(migrated=True))
         migrate(Settings(database_url=database_url, data_dir=data_dir))
         asyncio.run(seed(database_url, data_dir))
         yield database_url

@@ -46,7 +46,7 @@ def throwaway_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         migrate(Settings(database_url=url, data_dir=tmp_path))
         yield url
         return
-    with throwaway_postgres() as url:
+    with throwaway_postgres(migrated=True) as url:
         migrate(Settings(database_url=url, data_dir=tmp_path))
         yield url
 

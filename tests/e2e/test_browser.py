@@ -76,7 +76,7 @@ def _page_server() -> Iterator[str]:
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Server, str]]:
     with _page_server() as origin, contextlib.ExitStack() as stack:
         settings = {"PETRECORDS_CORS_ORIGINS": origin, "PETRECORDS_EVENTS_KEEP_ALIVE_SECONDS": "1"}
-        url = stack.enter_context(throwaway_postgres()) if request.param == "postgresql" else None
+        url = stack.enter_context(throwaway_postgres(migrated=True)) if request.param == "postgresql" else None
         server = stack.enter_context(
             running_server(tmp_path / "data", database_url=url, workers=2, users=[ALICE], settings=settings)
         )

@@ -386,5 +386,5 @@ def test_sqlite_loses_no_acknowledged_write(tmp_path: Path, cycles: int) -> None
 
 @pytest.mark.parametrize("cycles", CYCLES)
 def test_postgresql_loses_no_acknowledged_write(tmp_path: Path, cycles: int) -> None:
-    with throwaway_postgres() as database_url:
+    with throwaway_postgres(migrated=True) as database_url:
         _crash_cycles(tmp_path / "data", database_url, cycles)

@@ -594,7 +594,7 @@ def _cluster(database: str, tmp_path: Path) -> Iterator[list[Server]]:
     users = [*OWNERS, ADMIN, *GRANTEES]
     with contextlib.ExitStack() as stack:
         if database == "postgresql":
-            url = stack.enter_context(throwaway_postgres())
+            url = stack.enter_context(throwaway_postgres(migrated=True))
             servers = stack.enter_context(
                 running_servers(2, tmp_path / "data", database_url=url, workers=1, users=users, settings=SETTINGS)
             )

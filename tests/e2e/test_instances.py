@@ -49,7 +49,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     data_dir = tmp_path_factory.mktemp("instances") / "data"
     with (
-        throwaway_postgres() as database_url,
+        throwaway_postgres() as database_url,  # empty: the instances migrate it as they start, all at once
         running_servers(INSTANCES, data_dir, database_url=database_url, users=[USER]) as servers,
     ):
         yield Cluster(servers, database_url)
@@ -198,7 +198,7 @@ class TestRacesAcrossInstances:
 def test_sigterm_drains_in_flight_requests_and_exits_cleanly(tmp_path: Path) -> None:
     """A request blocked in the database when SIGTERM arrives still completes; then the server exits 0."""
     with (
-        throwaway_postgres() as database_url,
+        throwaway_postgres(migrated=True) as database_url,
         running_server(
             tmp_path / "data",
             database_url=database_url,
@@ -273,7 +273,7 @@ def test_sigterm_under_write_load_answers_what_it_took_and_keeps_it(database: st
     acknowledged create in the database."""
     data_dir = tmp_path / "data"
     with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(throwaway_postgres()) if database == "postgresql" else None
+        database_url = stack.enter_context(throwaway_postgres(migrated=True)) if database == "postgresql" else None
         server = stack.enter_context(running_server(data_dir, database_url=database_url, workers=2, users=[USER]))
         headers = {"Authorization": f"Bearer {server.tokens[USER]}"}
         acknowledged: list[str] = []

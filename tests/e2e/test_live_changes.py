@@ -36,7 +36,7 @@ DELIVERY_SECONDS = 1.0
 def _started(database: str, data_dir: Path) -> Iterator[Server]:
     """A server of two workers on a new database of the kind named."""
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(throwaway_postgres()) if database == "postgresql" else None
+        url = stack.enter_context(throwaway_postgres(migrated=True)) if database == "postgresql" else None
         yield stack.enter_context(running_server(data_dir, database_url=url, workers=2, users=USERS, settings=SETTINGS))
 
 
@@ -200,7 +200,7 @@ async def test_a_quiet_stream_sends_comments(server: Server) -> None:
 @pytest.fixture
 def two_instances(tmp_path: Path) -> Iterator[list[Server]]:
     with (
-        throwaway_postgres() as url,
+        throwaway_postgres(migrated=True) as url,
         running_servers(2, tmp_path / "data", database_url=url, users=USERS, settings=SETTINGS) as servers,
     ):
         yield servers

@@ -232,7 +232,7 @@ class Load:
 
 def test_stopping_an_instance_under_load_loses_nothing(tmp_path: Path) -> None:
     with (
-        throwaway_postgres() as database_url,
+        throwaway_postgres(migrated=True) as database_url,
         running_servers(
             INSTANCES,
             tmp_path / "data",

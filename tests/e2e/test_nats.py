@@ -182,7 +182,7 @@ def test_every_change_reaches_the_stream_once_through_an_outage_and_a_kill(
     started = time.monotonic()
     data_dir = tmp_path / "data"
     with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(throwaway_postgres()) if database == "postgresql" else None
+        database_url = stack.enter_context(throwaway_postgres(migrated=True)) if database == "postgresql" else None
         broker = stack.enter_context(nats_server(tmp_path / "nats"))
         settings = {"PETRECORDS_NATS_URL": broker.url, "PETRECORDS_RATE_LIMIT": "0"}
         load = Load()

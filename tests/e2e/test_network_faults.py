@@ -430,7 +430,7 @@ def _two_instances(run: Run, tmp_path: Path) -> Iterator[tuple[str, str, list[Se
     """A database, NATS, and two instances on them, each through proxies of its own."""
     data_dir = tmp_path / "data"
     with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(throwaway_postgres())
+        database_url = stack.enter_context(throwaway_postgres(migrated=True))
         broker = stack.enter_context(nats_server(tmp_path / "nats"))
         proxies = [stack.enter_context(_proxies(database_url, broker.url)) for _ in range(2)]
         servers = []

@@ -206,7 +206,7 @@ async def _long_search_is_exact(servers: list[Server], database_url: str, data_d
 @pytest.mark.parametrize("mode", ["transaction", "session"])
 def test_concurrent_requests_through_pgbouncer(mode: str, tmp_path: Path) -> None:
     with (
-        throwaway_postgres() as database_url,
+        throwaway_postgres(migrated=True) as database_url,
         pgbouncer(tmp_path / "pgbouncer", mode=mode) as port,
         running_servers(
             INSTANCES,
@@ -265,7 +265,7 @@ async def _idle_in_transaction_bound(settings: Settings) -> str:
 def test_a_session_is_bounded_through_pgbouncer(mode: str, tmp_path: Path) -> None:
     """PgBouncer refuses startup parameters it does not know: through it, the bound on a session idle inside a
     transaction is set by a statement (for each session, or in each transaction's BEGIN)."""
-    with throwaway_postgres() as database_url, pgbouncer(tmp_path / "pgbouncer", mode=mode) as port:
+    with throwaway_postgres(migrated=True) as database_url, pgbouncer(tmp_path / "pgbouncer", mode=mode) as port:
         settings = Settings(
             database_url=_through(database_url, port),
             data_dir=tmp_path / "data",

@@ -38,7 +38,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             yield started
         return
     with (
-        throwaway_postgres() as url,
+        throwaway_postgres(migrated=True) as url,
         running_server(data, database_url=url, workers=2, users=[ALICE, BOB], settings=SETTINGS) as started,
     ):
         yield started

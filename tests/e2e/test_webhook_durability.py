@@ -149,7 +149,7 @@ def test_postgresql_another_instance_takes_over(receiver: Receiver, tmp_path: Pa
     url = f"http://127.0.0.1:{receiver.port}/ok?{mark}"
     data_dir = tmp_path / "data"
     with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(throwaway_postgres())
+        database_url = stack.enter_context(throwaway_postgres(migrated=True))
         first, second = stack.enter_context(
             running_servers(2, data_dir, database_url=database_url, users=[USER], settings=SETTINGS)
         )

@@ -100,7 +100,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
             yield started
         return
     with (
-        throwaway_postgres() as url,
+        throwaway_postgres(migrated=True) as url,
         running_server(tmp_path / "data", database_url=url, users=users, settings=settings) as started,
     ):
         yield started

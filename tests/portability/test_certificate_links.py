@@ -33,7 +33,7 @@ def test_an_imported_certificate_keeps_its_link_and_its_issuers_feed(tmp_path: P
     exported = tmp_path / "export.jsonl"
     commands.export(source, output=exported)
     assert certificate["link"].rsplit("/", 1)[1] not in exported.read_text()
-    with throwaway_postgres() as url:
+    with throwaway_postgres(migrated=True) as url:
         target = migrated(url, tmp_path)
         commands.import_file(target, exported)
         with _client(target) as client:
@@ -69,7 +69,7 @@ def test_a_revoked_link_is_410_after_a_move_both_ways(tmp_path: Path) -> None:
     text = exported.read_text()
     assert '"resource":"revoked-certificate-links"' in text
     assert not [link for link in (live, deleted, transferred) if link.rsplit("/", 1)[1] in text]
-    with throwaway_postgres() as url:
+    with throwaway_postgres(migrated=True) as url:
         target = migrated(url, tmp_path)
         commands.import_file(target, exported)
         with _client(target) as client:
