@@ -41,7 +41,7 @@ class TestRoundTrip:
         before = view(first)
         exported = tmp_path / "first.jsonl"
         commands.export(first, output=exported)
-        with throwaway_postgres() as url:
+        with throwaway_postgres(migrated=True) as url:
             moved = migrated(url, tmp_path)
             commands.import_file(moved, exported)
             assert view(moved) == before
@@ -118,7 +118,7 @@ def target_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "sqlite":
         yield _sqlite(tmp_path / "target", "target.sqlite3")
         return
-    with throwaway_postgres() as url:
+    with throwaway_postgres(migrated=True) as url:
         yield url
 
 
@@ -128,11 +128,14 @@ def _last_pet(lines: list[bytes]) -> bytes:
 
 
 class TestRefusals:
-    @pytest.fixture
-    def exported(self, tmp_path: Path) -> Path:
-        source = migrated(_sqlite(tmp_path / "source", "source.sqlite3"), tmp_path)
+    @pytest.fixture(scope="class")
+    @classmethod
+    def exported(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        """One export for the class's tests, which only read it."""
+        directory = tmp_path_factory.mktemp("exported")
+        source = migrated(_sqlite(directory / "source", "source.sqlite3"), directory)
         seed(source)
-        path = tmp_path / "source.jsonl"
+        path = directory / "source.jsonl"
         commands.export(source, output=path)
         return path
 
