@@ -1,6 +1,6 @@
 """The transaction both SQL stores run: its life cycle (begun on the first statement, counts and deferred writes
 written at its end) and the records' writes and reads. Its other parts, each a class it combines: the list planner
-(store/planner.py), the kept counts and grants (store/kept.py), the change log (store/log.py), and idempotency
+(store/planner.py), the kept counts and grants (store/kept_counts.py), the change log (store/log.py), and idempotency
 keys, tickets and leases (store/bookkeeping.py); what they run on is store/runner.py's.
 
 Statements are built once per collection and query shape (which conditions, how many values each has, the
@@ -22,7 +22,7 @@ from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Lock, Principal, Row, Store, Transaction
 from petrecords.store.bookkeeping import SqlBookkeeping
 from petrecords.store.faults import DATABASE_ERRORS, raise_translated
-from petrecords.store.kept import KeptCounts
+from petrecords.store.kept_counts import KeptCounts
 from petrecords.store.log import SqlChangeLog
 from petrecords.store.planner import ListPlanner
 from petrecords.store.records import (
