@@ -1,11 +1,12 @@
 """The facts of the links answered lately, kept by each process for as long as they cannot have changed.
 
 What a certificate shows depends on its record, its pet, the pet's doses and their vaccines, and on the time of the
-answer: `asOf`, and the state of each group's latest dose. A kept answer is vouched for by the data's version
-(`Store.data_version`, read before the rows it was made from: it moves with every committed write, through any
-instance), and by the moment of its first state change or of the link's expiry, whichever comes first. Asked again
-while both hold, a link costs the version's read and no other statement: a revocation, a new expiry or groups, a
-dose marked in error, a vaccine renamed, the pet changing hands, each moves the version, and is shown at once.
+answer: `asOf`, and the state of each group's latest dose. A kept answer is vouched for by what it was made from
+(reads.Link.vouch: the certificate's and the pet's revisions and a summary of the pet's doses and their vaccines,
+read in the statement that finds the link, before the rows the facts are made from), and by the moment of its first
+state change or of the link's expiry, whichever comes first. Asked again while both hold, a link costs that one
+statement and no other: a revocation, a new expiry or groups, a dose added, deleted or marked in error, a vaccine
+renamed, the pet changing hands, each moves the vouch and is shown at once; a write to another pet moves nothing.
 
 Only a live link that was just read is kept, by its token's digest: a token of no link never reaches this
 table, so it cannot be filled with guesses. The JSON is kept as the bytes around `asOf`, which each answer fills
@@ -30,7 +31,7 @@ _AS_OF = b'"asOf":"'
 @dataclass(frozen=True)
 class Kept:
     version: Hashable
-    """The data's version read before the rows the facts were made from."""
+    """What vouched for the facts when they were made (reads.Link.vouch)."""
     facts: CertificateFacts
     good_until_ms: int
     """The link's expiry, or the first moment a dose's state changes, whichever comes first."""

@@ -6,7 +6,6 @@ import concurrent.futures
 import math
 import stat
 import uuid
-from collections.abc import Hashable
 
 import pysqlite3.dbapi2 as sqlite3
 
@@ -167,16 +166,6 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
-
-    async def data_version(self) -> Hashable:
-        # On the lookups' connection, always the same one, as `read` uses it: the pragma's value is that
-        # connection's own, comparable only with what the same connection said before.
-        database = self.database()
-        try:
-            other = database.lookups.cursor.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error as exc:
-            raise_translated(exc)
-        return (id(database), other, self.commits)
 
     @property
     def read_connections(self) -> int:
