@@ -373,8 +373,13 @@ class TestPublic:
 class TestAskedAgain:
     """A link asked again answers from what its process kept, until anything it shows may have changed."""
 
-    async def test_it_reads_one_statement_the_link_and_what_vouches_for_it(
-        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    async def test_it_reads_at_most_one_statement_the_link_and_what_vouches_for_it(
+        self,
+        client: Client,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
     ) -> None:
         await vaccinate(client, rex, rabies)
         created = await issue(client, rex)
@@ -388,10 +393,17 @@ class TestAskedAgain:
         assert {**again.json(), "asOf": None} == {**first.json(), "asOf": None}
         assert _ms(again.json()["asOf"]) >= _ms(first.json()["asOf"])
         assert jws.status_code == 200
-        assert steps == signed_steps == [("read", str(LINK))]
+        # SQLite tells from its connection that nothing was written since the link's vouch was read: no statement.
+        expected = [] if database_url.startswith("sqlite") else [("read", str(LINK))]
+        assert steps == signed_steps == expected
 
     async def test_writes_to_other_pets_leave_it_kept(
-        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+        self,
+        client: Client,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
     ) -> None:
         await vaccinate(client, rex, rabies)
         created = await issue(client, rex)
@@ -404,9 +416,11 @@ class TestAskedAgain:
         work = WorkDone(monkeypatch)
 
         again, steps = await work.of(client.get(created["link"]))
+        once_more, more_steps = await work.of(client.get(created["link"]))
 
-        assert again.status_code == 200
+        assert again.status_code == once_more.status_code == 200
         assert steps == [("read", str(LINK))]
+        assert more_steps == ([] if database_url.startswith("sqlite") else [("read", str(LINK))])
 
     async def test_every_write_it_shows_is_shown_at_once(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any]

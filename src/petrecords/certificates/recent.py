@@ -7,6 +7,8 @@ read in the statement that finds the link, before the rows the facts are made fr
 state change or of the link's expiry, whichever comes first. Asked again while both hold, a link costs that one
 statement and no other: a revocation, a new expiry or groups, a dose added, deleted or marked in error, a vaccine
 renamed, the pet changing hands, each moves the vouch and is shown at once; a write to another pet moves nothing.
+Where the store tells without a statement that nothing at all was written since the vouch last held (SQLite), not
+even the vouch is read.
 
 Only a live link that was just read is kept, by its token's digest: a token of no link never reaches this
 table, so it cannot be filled with guesses. The JSON is kept as the bytes around `asOf`, which each answer fills
@@ -67,18 +69,32 @@ def next_state_change(due_at_ms: Iterable[int], *, now_ms: int, due_soon_ms: int
 
 
 class RecentCertificates:
-    """The kept answers of one process, by their token's digest, the least recently asked for dropped first."""
+    """The kept answers of one process, by their token's digest, the least recently asked for dropped first.
+
+    Beside each, the store's unread data version (Store.unread_data_version, where it has one: SQLite's) read just
+    before its vouch was last found to hold: while that version has not moved, nothing was written since, and the
+    answer holds without the vouch being read again (no statement at all)."""
 
     def __init__(self, most_bytes: int = KEPT_BYTES) -> None:
         self._most_bytes = most_bytes
         self._bytes = 0
         self._kept: collections.OrderedDict[str, Kept] = collections.OrderedDict()
+        self._confirmed: dict[str, Hashable] = {}
 
     def __contains__(self, digest: str) -> bool:
         return digest in self._kept
 
-    def get(self, digest: str, *, version: Hashable, now_ms: int) -> Kept | None:
-        """The answer kept for a link, when it still holds: made at this version, and now before its end."""
+    def unchanged(self, digest: str, *, data_version: Hashable, now_ms: int) -> Kept | None:
+        """The answer kept for a link, when nothing was written since its vouch last held, and now before its end."""
+        found = self._kept.get(digest)
+        if found is None or self._confirmed.get(digest) != data_version or now_ms >= found.good_until_ms:
+            return None
+        self._kept.move_to_end(digest)
+        return found
+
+    def get(self, digest: str, *, version: Hashable, now_ms: int, data_version: Hashable | None = None) -> Kept | None:
+        """The answer kept for a link, when it still holds: made at this version (its vouch), and now before its
+        end. `data_version`: the store's unread data version, read before the vouch was."""
         found = self._kept.get(digest)
         if found is None:
             return None
@@ -86,19 +102,29 @@ class RecentCertificates:
             self.forget(digest)
             return None
         self._kept.move_to_end(digest)
+        self._confirm(digest, data_version)
         return found
 
-    def keep(self, digest: str, answer: Kept) -> None:
+    def keep(self, digest: str, answer: Kept, *, data_version: Hashable | None = None) -> None:
         self.forget(digest)
         if answer.size > self._most_bytes:
             return
         self._kept[digest] = answer
+        self._confirm(digest, data_version)
         self._bytes += answer.size
         while self._bytes > self._most_bytes:
-            _, dropped = self._kept.popitem(last=False)
+            dropped_digest, dropped = self._kept.popitem(last=False)
+            self._confirmed.pop(dropped_digest, None)
             self._bytes -= dropped.size
 
     def forget(self, digest: str) -> None:
         dropped = self._kept.pop(digest, None)
+        self._confirmed.pop(digest, None)
         if dropped is not None:
             self._bytes -= dropped.size
+
+    def _confirm(self, digest: str, data_version: Hashable | None) -> None:
+        if data_version is None:
+            self._confirmed.pop(digest, None)
+        else:
+            self._confirmed[digest] = data_version

@@ -494,6 +494,11 @@ class Store(abc.ABC):
         async with self.transaction(write=False, single=True, caller=caller) as tx:
             return await tx.get(collection, record_id)
 
+    def unread_data_version(self) -> Hashable | None:
+        """A value that changes whenever a stored record may have, when the store can tell it without running a
+        statement (SQLite asks its connection); None otherwise. Read it before whatever it is to vouch for."""
+        return None
+
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...
 

@@ -6,6 +6,7 @@ import concurrent.futures
 import math
 import stat
 import uuid
+from collections.abc import Hashable
 
 import pysqlite3.dbapi2 as sqlite3
 
@@ -166,6 +167,17 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
+
+    def unread_data_version(self) -> Hashable:
+        # On the lookups' connection, always the same one, as `read` uses it: the pragma's value is that
+        # connection's own, comparable only with what the same connection said before. It moves when another
+        # connection commits: this process's writer, or another process.
+        database = self.database()
+        try:
+            other = database.lookups.cursor.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise_translated(exc)
+        return (id(database), other, self.commits)
 
     @property
     def read_connections(self) -> int:
