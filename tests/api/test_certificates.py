@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import httpx
 import jwt
+import pysqlite3.dbapi2 as sqlite3
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -22,6 +25,8 @@ from petrecords.certificates.links import digest_of
 from petrecords.certificates.reads import LINK
 from petrecords.config import Settings
 from petrecords.logs import JsonFormatter
+from petrecords.store.postgres.statements import as_asyncpg_runs_it
+from petrecords.store.sqlite.statements import as_sqlite_runs_it
 from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
 from tests.api.test_shares import WorkDone
 from tests.certificates.support import DOSE_MEMBERS
@@ -525,6 +530,54 @@ class TestLogs:
         access = [json.loads(line) for line in lines if '"petrecords.access"' in line]
         assert len([line for line in access if "/certificates/" in line["path"].lower()]) == 4
         assert not [line for line in lines if token in line or token.upper() in line]
+
+
+class TestGuessedTokens:
+    """A flood of random tokens costs one indexed lookup each, and leaves nothing kept."""
+
+    async def test_each_costs_one_statement_and_none_is_kept(
+        self, client: Client, rex: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        link = (await issue(client, rex))["link"]
+        assert (await client.get(link)).status_code == 200
+        work = WorkDone(monkeypatch)
+
+        for _ in range(20):
+            response, steps = await work.of(client.get("/public/certificates/" + secrets.token_urlsafe(32)))
+            assert_error(response, 404, 995)
+            assert steps == [("read", str(LINK))]
+        again, steps = await work.of(client.get("/public/certificates/" + "B" * 43))
+
+        assert_error(again, 404, 995)
+        assert steps == [("read", str(LINK))]  # a token once guessed is not remembered either
+
+    async def test_the_statement_probes_the_digest_index_of_each_table(self, database_url: str) -> None:
+        plan = await _plan(database_url, LINK, {"digest": digest_of("C" * 43)})
+
+        assert "ix_pet_certificates_token_digest" in plan
+        assert "ix_revoked_certificate_links_token_digest" in plan
+        # A table read whole: SQLite says SCAN, PostgreSQL Seq Scan.
+        assert not [line for line in plan.splitlines() if line.startswith("SCAN") or "Seq Scan" in line], plan
+
+
+async def _plan(database_url: str, statement: Any, values: dict[str, Any]) -> str:
+    """How the database runs a statement; on PostgreSQL with sequential scans discouraged, as on tables of the size
+    an index is for (a test's tables are small enough for a scan to cost less)."""
+    if database_url.startswith("sqlite"):
+        sql, parameters = as_sqlite_runs_it(statement, values)
+        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        try:
+            return "\n".join(row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql, parameters))
+        finally:
+            connection.close()
+    sql, arguments = as_asyncpg_runs_it(statement, values)
+    pg = await asyncpg.connect(database_url, timeout=5)
+    try:
+        async with pg.transaction():
+            await pg.execute("SET LOCAL enable_seqscan = off")
+            return "\n".join(row[0] for row in await pg.fetch("EXPLAIN " + sql, *arguments))
+    finally:
+        await pg.close()
 
 
 class TestRateLimit:
