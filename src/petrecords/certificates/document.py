@@ -276,6 +276,8 @@ class _Writer:
         self._fallbacks = fallbacks
         self._pending: list[str] = []
         self._boxes: list[str] = []
+        self._listed: set[tuple[int, int]] = set()
+        """The fonts listed among each page's resources."""
         self._encoded: dict[tuple[int, str], str] = {}
         """Each run's text operator, by font and text: a certificate repeats its words (dates, names, states)."""
 
@@ -351,7 +353,9 @@ class _Writer:
             if number:  # after the run before it
                 before, ran = runs[number - 1]
                 x += sum([before.cw[ord(char)] for char in ran]) * size / 1000 * _POINT_MM
-            pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
+            if (font.i, pdf.page) not in self._listed:  # once a page for each font: a set of them, for fpdf2
+                self._listed.add((font.i, pdf.page))
+                pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
             self._pending.append(f"/F{font.i} {size:.2f} Tf 1 0 0 1 {x * scale:.2f} {baseline:.2f} Tm")
             encoded = self._encoded.get((font.i, run))
             if encoded is None:
