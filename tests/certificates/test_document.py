@@ -11,6 +11,7 @@ import pytest
 
 from petrecords.certificates.document import render_pdf
 from petrecords.certificates.facts import CertificateFacts
+from petrecords.certificates.fontfile import GlyphCutter
 from petrecords.certificates.labels import dose_facts, instant, pet_facts, validity
 from tests.certificates.support import DAY_MS, NOW_MS, dose_row, facts_of, many_doses, pet_row, vaccine_row
 
@@ -107,3 +108,18 @@ class TestRepeated:
         first, second = render_pdf(facts), render_pdf(facts)
         assert _read(facts)[1] == pypdf.PdfReader(io.BytesIO(second)).pages[0].extract_text()
         assert len(first) == len(second)
+
+    def test_a_font_is_cut_once_for_every_document_in_latin_1(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        cuts: list[object] = []
+        cut = GlyphCutter.cut
+        monkeypatch.setattr(GlyphCutter, "cut", lambda self, glyphs: cuts.append(glyphs) or cut(self, glyphs))
+        render_pdf(facts_of(pet_row(name="Rex"), doses=many_doses(2)))
+        cuts.clear()
+
+        other = facts_of(pet_row(name="Ñandú Größe-Çelik"), doses=many_doses(4))
+        pdf = render_pdf(other)
+
+        assert cuts == []
+        assert "Ñandú Größe-Çelik" in pypdf.PdfReader(io.BytesIO(pdf)).pages[0].extract_text()
+        render_pdf(facts_of(pet_row(name="Łukasz Šťastný"), doses=[]))
+        assert cuts  # beyond Latin-1: a font of its own

@@ -57,3 +57,17 @@ def test_the_facts_hold_until_a_dose_turns_due_soon_or_overdue() -> None:
     assert next_state_change([due, NOW_MS + DAY_MS], now_ms=NOW_MS, due_soon_ms=soon) == NOW_MS + DAY_MS
     assert next_state_change([due], now_ms=due, due_soon_ms=soon) is None
     assert next_state_change([], now_ms=NOW_MS, due_soon_ms=soon) is None
+
+
+def test_an_answer_holds_unread_only_while_the_data_version_its_vouch_last_held_at() -> None:
+    recent = RecentCertificates()
+    recent.keep("a", kept(("v", 1), facts_of(), good_until_ms=NOW_MS + 10), data_version=7)
+    recent.keep("b", kept(("v", 1), facts_of(), good_until_ms=NOW_MS + 10))
+
+    assert recent.unchanged("a", data_version=7, now_ms=NOW_MS) is not None
+    assert recent.unchanged("a", data_version=8, now_ms=NOW_MS) is None
+    assert "a" in recent  # something was written: only the vouch tells whether it was what the answer shows
+    assert recent.get("a", version=("v", 1), now_ms=NOW_MS, data_version=8) is not None
+    assert recent.unchanged("a", data_version=8, now_ms=NOW_MS) is not None
+    assert recent.unchanged("a", data_version=8, now_ms=NOW_MS + 10) is None
+    assert recent.unchanged("b", data_version=7, now_ms=NOW_MS) is None  # kept where no version was read

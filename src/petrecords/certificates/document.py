@@ -4,10 +4,14 @@ officer expects one: the title, the certificate's id and dates, the pet with its
 Made with fpdf2 and fonts shipped in the package (`fonts/`, their licences beside them), so that a name in any
 script prints: Noto Sans for Latin, Greek and Cyrillic, Noto Sans Arabic, Hebrew and Devanagari, and Droid Sans
 Fallback for Chinese, Japanese and Korean. A document embeds only the fonts its text needs, each cut down to the
-glyphs it uses; right-to-left and Devanagari text is shaped with HarfBuzz, which the other text does without.
+glyphs it uses (and, for Noto Sans, the common ones: below); right-to-left and Devanagari text is shaped with
+HarfBuzz, which the other text does without.
 
 Parsing a font costs far more than a page: each thread parses each font once, and every document it makes after
-that takes a copy of what was parsed (see `_Fonts`).
+that takes a copy of what was parsed (see `_Fonts`). Cutting and compressing a font cost a third of a page of fifty
+doses: Noto Sans is embedded with every glyph of printable ASCII, Latin-1 and punctuation whether a document uses them
+or not (16 KiB more), so that the font a document embeds is, for nearly every certificate, one that its thread has
+already cut and compressed, and kept.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import copy
 import threading
 import unicodedata
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,7 @@ from typing import Any
 from fpdf import FPDF
 from fpdf.enums import Align, PDFResourceType
 from fpdf.fonts import SubsetMap, TTFFont
-from fpdf.output import CIDSystemInfo, OutputProducer, PDFFont, PDFFontStream, _cid_font_widths
+from fpdf.output import CIDSystemInfo, OutputProducer, PDFFont, _cid_font_widths
 from fpdf.syntax import Name, PDFArray, PDFContentStream
 
 from petrecords.certificates.facts import CertificateFacts
@@ -53,6 +58,14 @@ _MARGIN = 10
 _COLUMN_WIDTHS = (30, 24, 18, 16, 22, 22, 13, 26, 18, 52, 19, 17)
 _CELL_PADDING = 1.0
 _POINT_MM = 25.4 / 72
+_COMMON_CHARACTERS = (0, *range(0x20, 0x7F), *range(0xA0, 0x100), *range(0x2010, 0x2028), *range(0x2030, 0x203B))
+"""What Noto Sans is always embedded with: printable ASCII, Latin-1 and the general punctuation (dashes, quotes), and
+the glyph of U+0000, which fpdf2 puts in every font it embeds."""
+_FONT_FILES_KEPT = 16
+"""Cut and compressed fonts a thread keeps, by the glyphs they hold."""
+_PRINTABLE_ASCII = range(0x21, 0x7F)
+_WRAPPED_KEPT = 4096
+"""Texts a thread keeps wrapped."""
 
 
 class _Fonts:
@@ -61,14 +74,26 @@ class _Fonts:
 
     def __init__(self) -> None:
         self._parsed: dict[str, TTFFont] = {}
-        self.cutters: dict[str, GlyphCutter] = {}
+        self._cutters: dict[str, GlyphCutter] = {}
+        self._common: dict[str, frozenset[int]] = {}
+        self._files: dict[tuple[str, frozenset[int]], tuple[bytes, int]] = {}
+        self.covers_ascii: set[str] = set()
+        """The fonts that have a glyph for every printable ASCII character."""
+        self.wrapped: dict[tuple[str, float, float, bool], list[str]] = {}
+        """Text wrapped in lines of a width, for the documents of the thread: a pet's doses repeat their values
+        (vets, clinics, vaccines), and its certificates all of them. The lines depend on the text alone: each
+        character is measured in the first font, in their fixed order, that has it."""
 
     def add(self, pdf: FPDF, family: str, style: str, file_name: str) -> TTFFont:
         fontkey = f"{family.lower()}{style}"
         parsed = self._parsed.get(fontkey)
         if parsed is None:
             parsed = self._parsed[fontkey] = TTFFont(pdf, FONTS / file_name, fontkey, style)
-            self.cutters[fontkey] = GlyphCutter((FONTS / file_name).read_bytes())
+            self._cutters[fontkey] = GlyphCutter((FONTS / file_name).read_bytes())
+            common = _COMMON_CHARACTERS if family == FAMILY else ()
+            self._common[fontkey] = frozenset(parsed.glyph_ids[c] for c in common if c in parsed.glyph_ids)
+            if all(code in parsed.cmap for code in _PRINTABLE_ASCII):
+                self.covers_ascii.add(fontkey)
         font = TTFFont.__new__(TTFFont)
         for name in TTFFont.__slots__:
             if hasattr(parsed, name):
@@ -79,6 +104,18 @@ class _Fonts:
         font.subset = SubsetMap(font)
         pdf.fonts[fontkey] = font
         return font
+
+    def file(self, font: TTFFont, glyph_ids: Iterable[int]) -> tuple[bytes, int]:
+        """The font cut down to `glyph_ids` and its common glyphs, compressed, and its length before: made once for
+        each set of glyphs (while kept), which for most documents is the common glyphs alone."""
+        key = (font.fontkey, self._common[font.fontkey].union(glyph_ids))
+        made = self._files.get(key)
+        if made is None:
+            if len(self._files) >= _FONT_FILES_KEPT:
+                self._files.clear()
+            cut = self._cutters[font.fontkey].cut(key[1])
+            made = self._files[key] = (zlib.compress(cut), len(cut))
+        return made
 
 
 class _CutFonts(OutputProducer):
@@ -91,10 +128,10 @@ class _CutFonts(OutputProducer):
         for font in sorted(self.fpdf.fonts.values(), key=lambda font: font.i):
             if not isinstance(font, TTFFont):
                 raise TypeError(f"{font!r} is not one of the certificate's fonts")
-            added[font.i] = self._add_font(font, fonts.cutters[font.fontkey])
+            added[font.i] = self._add_font(font, fonts)
         return added
 
-    def _add_font(self, font: TTFFont, cutter: GlyphCutter) -> PDFFont:
+    def _add_font(self, font: TTFFont, fonts: _Fonts) -> PDFFont:
         name = f"MPDFAA+{font.name}"
         used = [(glyph, code) for glyph, code in font.subset.items() if glyph is not None]
         composite = PDFFont(subtype="Type0", base_font=name, encoding="Identity-H")
@@ -116,10 +153,20 @@ class _CutFonts(OutputProducer):
             code_to_glyph[2 * code : 2 * code + 2] = glyph.glyph_id.to_bytes(2, "big")
         cid_font.c_i_d_to_g_i_d_map = PDFContentStream(contents=bytes(code_to_glyph), compress=True)
         self._add_pdf_obj(cid_font.c_i_d_to_g_i_d_map, "fonts")
-        file = PDFFontStream(contents=cutter.cut(glyph.glyph_id for glyph, _ in used))
+        file = _CompressedFontFile(*fonts.file(font, (glyph.glyph_id for glyph, _ in used)))
         self._add_pdf_obj(file, "fonts")
         descriptor.font_file2 = file  # type: ignore[attr-defined]
         return composite
+
+
+class _CompressedFontFile(PDFContentStream):
+    """An embedded font file compressed beforehand: what fpdf2's PDFFontStream writes, without compressing it
+    again for every document."""
+
+    def __init__(self, compressed: bytes, length: int) -> None:
+        super().__init__(contents=compressed)
+        self.filter = Name("FlateDecode")
+        self.length1 = length
 
 
 def _to_unicode(used: list[tuple[Any, int]]) -> str:
@@ -204,7 +251,7 @@ def _new_document(texts: Iterable[str]) -> tuple[FPDF, _Writer]:
         pdf.set_fallback_fonts([font.fontkey for font in fallbacks], exact_match=False)
     if any(_Writer.needs_shaping(text) for text in texts):
         pdf.set_text_shaping(use_shaping_engine=True)
-    return pdf, _Writer(pdf, regular=regular, bold=bold, fallbacks=fallbacks)
+    return pdf, _Writer(pdf, regular=regular, bold=bold, fallbacks=fallbacks, fonts=fonts)
 
 
 def _shaped(char: str) -> bool:
@@ -220,13 +267,17 @@ class _Writer:
     object. Text in a script that needs shaping (Arabic, Hebrew, Devanagari) goes through fpdf2's own cells, which
     shape it with HarfBuzz and order it right to left where it runs so: slower, and only where it is needed."""
 
-    def __init__(self, pdf: FPDF, *, regular: TTFFont, bold: TTFFont, fallbacks: list[TTFFont]) -> None:
+    def __init__(self, pdf: FPDF, *, regular: TTFFont, bold: TTFFont, fallbacks: list[TTFFont], fonts: _Fonts) -> None:
         self._pdf = pdf
+        self._covers_ascii = fonts.covers_ascii
+        self._wrapped = fonts.wrapped
         self._regular = regular
         self._bold = bold
         self._fallbacks = fallbacks
         self._pending: list[str] = []
         self._boxes: list[str] = []
+        self._listed: set[tuple[int, int]] = set()
+        """The fonts listed among each page's resources."""
         self._encoded: dict[tuple[int, str], str] = {}
         """Each run's text operator, by font and text: a certificate repeats its words (dates, names, states)."""
 
@@ -252,6 +303,15 @@ class _Writer:
             self._use(self._bold if bold else self._regular, size)
             shaped = self._pdf.multi_cell(width, 1, text, dry_run=True, output="LINES", padding=0)
             return [str(line) for line in shaped] or [""] if isinstance(shaped, list) else [text]
+        key = (text, width, size, bold)
+        wrapped = self._wrapped.get(key)
+        if wrapped is None:
+            if len(self._wrapped) >= _WRAPPED_KEPT:
+                self._wrapped.clear()
+            wrapped = self._wrapped[key] = self._wrap(text, width, size=size, bold=bold)
+        return wrapped
+
+    def _wrap(self, text: str, width: float, *, size: float, bold: bool) -> list[str]:
         if self.width(text, size=size, bold=bold) <= width:
             return [text]
         lines: list[str] = []
@@ -288,21 +348,34 @@ class _Writer:
             return
         scale = pdf.k
         baseline = (pdf.h - y - size * _POINT_MM * 0.95) * scale
+        runs = self._runs(text, primary)
+        for number, (font, run) in enumerate(runs):
+            if number:  # after the run before it
+                before, ran = runs[number - 1]
+                x += sum([before.cw[ord(char)] for char in ran]) * size / 1000 * _POINT_MM
+            if (font.i, pdf.page) not in self._listed:  # once a page for each font: a set of them, for fpdf2
+                self._listed.add((font.i, pdf.page))
+                pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
+            self._pending.append(f"/F{font.i} {size:.2f} Tf 1 0 0 1 {x * scale:.2f} {baseline:.2f} Tm")
+            encoded = self._encoded.get((font.i, run))
+            if encoded is None:
+                encoded = self._encoded[font.i, run] = font.encode_text(run)
+            self._pending.append(encoded)
+
+    def _runs(self, text: str, primary: TTFFont) -> list[tuple[TTFFont, str]]:
+        """`text` cut where the font that prints it changes: most text of a certificate is one run of `primary`."""
+        if text.isascii() and text.isprintable() and primary.fontkey in self._covers_ascii:
+            return [(primary, text)]
+        runs = []
         start = 0
         while start < len(text):
             font = self.font_of(text[start], primary)
             end = start + 1
             while end < len(text) and self.font_of(text[end], primary) is font:
                 end += 1
-            run = text[start:end]
-            pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
-            self._pending.append(f"/F{font.i} {size:.2f} Tf 1 0 0 1 {x * scale:.2f} {baseline:.2f} Tm")
-            encoded = self._encoded.get((font.i, run))
-            if encoded is None:
-                encoded = self._encoded[font.i, run] = font.encode_text(run)
-            self._pending.append(encoded)
-            x += sum([font.cw[ord(char)] for char in run]) * size / 1000 * _POINT_MM
+            runs.append((font, text[start:end]))
             start = end
+        return runs
 
     def box(self, x: float, y: float, width: float, height: float, *, filled: bool) -> None:
         """A cell's border (and its fill, in the fill colour), written by the next `flush` under its text."""

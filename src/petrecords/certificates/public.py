@@ -3,13 +3,15 @@ forms, chosen by `Accept` (JSON by default, PDF, the HTML page, the JWS), and `G
 that verify the JWS.
 
 What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database
-read); a token that this service could not have made is 404 with none either; a link answered lately by this process
-costs the data's version (see recent.py), read with no other statement while nothing it shows has changed; any other
-token costs one lookup of its digest among the links, live and revoked (one statement over a view of both tables,
-each probed by its unique index): 404 unknown, 410 revoked or expired. Only a live one reads the data's version, then,
-in one read, the certificate with its pet and the pet's doses with their vaccines. Every answer,
-a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand its
-address (the token) to no one.
+read); a token that this service could not have made is 404 with none either; any other token costs one statement
+(reads.LINK), which probes the unique digest index of the live and of the revoked links: 404 unknown, 410 revoked or
+expired. For a live link the same statement reads what vouches for its facts (the certificate's, the pet's and the
+pet's doses' revisions); a link answered lately by this process, whose vouch has not moved, is answered from what
+was kept (see recent.py) with nothing more read. On SQLite a link kept costs not even that statement while its
+connection tells that nothing was written since the vouch last held (Store.unread_data_version). Otherwise one read
+transaction reads the link again and the pet's doses with their vaccines, and the facts are made and kept. Every
+answer, a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand
+its address (the token) to no one.
 """
 
 from __future__ import annotations
@@ -23,29 +25,25 @@ from typing import Any
 import msgspec
 
 from petrecords.certificates.addresses import TrustedProxies, create_public_rate_limit
-from petrecords.certificates.facts import COMPLETED, DAY_MS, CertificateFacts, build_facts, encode_facts
+from petrecords.certificates.facts import DAY_MS, CertificateFacts, build_facts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
-from petrecords.certificates.recent import RecentCertificates, kept, next_state_change
-from petrecords.certificates.resource import LINKS, PET_CERTIFICATES, Groups
+from petrecords.certificates.reads import Link, completed_doses, find_link
+from petrecords.certificates.recent import Kept, RecentCertificates, kept, next_state_change
+from petrecords.certificates.resource import PET_CERTIFICATES, Groups
 from petrecords.certificates.signing import Signer, load_signer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
 from petrecords.http import error_answer
 from petrecords.openapi import DocumentContext, error_response, parameter
-from petrecords.pets import PETS
 from petrecords.responses import answer_failure
 from petrecords.services import Services
-from petrecords.store.base import Collection, Condition, Join, Operator, PageQuery, Row, SortKey, Transaction
-from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import format_timestamp, now_ms
 
 PDF = "application/pdf"
 HTML = "text/html"
 JOSE = "application/jose"
 FORMS = (JSON, PDF, HTML, JOSE)
-MOST_DOSES = 1000
-"""The doses of a pet one certificate reads, oldest first: far more than a pet is given in its life."""
 COMPACT_JWS_PATTERN = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"
 PDF_CACHE_ENTRIES = 32
 """PDFs each worker keeps (each some tens of KiB): see PrintedCertificates."""
@@ -118,58 +116,53 @@ class PublicCertificates:
         if not well_formed(token):
             raise NotFound()
         digest = digest_of(token)
-        if digest in self._recent:  # a live link answered lately: only its token can have put it there
-            version = await self.services.store.data_version()
-            now = now_ms()
-            found = self._recent.get(digest, version=version, now_ms=now)
+        store = self.services.store
+        # Read before the link's vouch, which it is to vouch for in turn; only for a link kept, which only its token
+        # can have put there: a guessed token costs the one lookup.
+        data_version = store.unread_data_version() if digest in self._recent else None
+        if data_version is not None:
+            found = self._recent.unchanged(digest, data_version=data_version, now_ms=(now := now_ms()))
             if found is not None:
-                as_of = format_timestamp(now)
-                if form == JSON:
-                    return Answer(200, found.json_as_of(as_of))
-                return await self._form(found.facts_as_of(as_of), form)
+                return await self._kept_answer(found, now, form)
+        async with store.transaction(write=False, single=True) as tx:
+            link = _live(token, await find_link(tx, digest), now := now_ms())
+        found = self._recent.get(digest, version=link.vouch, now_ms=now, data_version=data_version)
+        if found is not None:
+            return await self._kept_answer(found, now, form)
         return await self._form(await self._facts(token, digest), form)
+
+    async def _kept_answer(self, found: Kept, now: int, form: str) -> Answer:
+        as_of = format_timestamp(now)
+        if form == JSON:
+            return Answer(200, found.json_as_of(as_of))
+        return await self._form(found.facts_as_of(as_of), form)
 
     async def _facts(self, token: str, digest: str) -> CertificateFacts:
         store = self.services.store
-        async with store.transaction(write=False, single=True) as tx:
-            link = await _by_digest(tx, digest)
-        if link is None or not matches(token, link["token_digest"]):
-            raise NotFound()
-        now = now_ms()
-        if link["revoked"] or link["expires_at"] <= now:
-            raise LinkGone()
-        # Read before the rows it vouches for: rows read after it are at least as new as what it says.
-        version = await store.data_version()
+        data_version = store.unread_data_version()
+        # The link again, in the transaction that reads the doses: what vouches for the facts is then of the same
+        # state of the data as the rows they are made from.
         async with store.transaction(write=False) as tx:
-            certificate = await tx.get(_certified(), link["id"])
-            if certificate is None or certificate["expires_at"] <= now:  # deleted or cut short since
+            link = _live(token, await find_link(tx, digest), now := now_ms())
+            if link.pet is None:
                 raise LinkGone()
-            doses = await tx.list(
-                PET_VACCINATIONS.collection,
-                PageQuery(
-                    conditions=(Condition(("pet_id",), Operator.EQUAL, (certificate["pet_id"],)),),
-                    sort=(SortKey("applied_at"), SortKey("id")),
-                    limit=MOST_DOSES,
-                    offset=0,
-                ),
-            )
-        groups = None if certificate["groups"] is None else Groups().show(certificate["groups"])
-        due_soon_ms = self.services.settings.due_soon_days * DAY_MS
+            doses = await completed_doses(tx, link.pet["id"])
+        due_soon_days = self.services.settings.due_soon_days
         facts = build_facts(
-            certificate_id=certificate["id"],
-            issued_at_ms=certificate["created_at"],
-            expires_at_ms=certificate["expires_at"],
-            groups=groups,
-            pet=certificate["pet"],
-            doses=[(dose, dose["vaccine"]) for dose in doses],
+            certificate_id=link.id,
+            issued_at_ms=link.created_at_ms,
+            expires_at_ms=link.expires_at_ms,
+            groups=None if link.groups is None else Groups().show(link.groups),
+            pet=link.pet,
+            doses=doses,
             now_ms=now,
-            due_soon_days=self.services.settings.due_soon_days,
+            due_soon_days=due_soon_days,
         )
-        if version is not None:
-            due = (dose["due_at"] for dose in doses if dose["status"] == COMPLETED)
-            change = next_state_change(due, now_ms=now, due_soon_ms=due_soon_ms)
-            good_until = certificate["expires_at"] if change is None else min(change, certificate["expires_at"])
-            self._recent.keep(digest, kept(version, facts, good_until_ms=good_until))
+        change = next_state_change(
+            (dose["due_at"] for dose, _ in doses), now_ms=now, due_soon_ms=due_soon_days * DAY_MS
+        )
+        good_until = link.expires_at_ms if change is None else min(change, link.expires_at_ms)
+        self._recent.keep(digest, kept(link.vouch, facts, good_until_ms=good_until), data_version=data_version)
         return facts
 
     async def _form(self, facts: CertificateFacts, form: str) -> Answer:
@@ -241,25 +234,13 @@ class PrintedCertificates:
         return await asyncio.to_thread(render_pdf, facts)
 
 
-@functools.cache
-def _certified() -> Collection:
-    """A certificate with its pet, read in one statement by the certificate's id. Made on first use: a resource's
-    collection is complete once the application's resources are registered (the pets' shares, say)."""
-    return Collection(
-        name=PET_CERTIFICATES.name,
-        table=PET_CERTIFICATES.table,
-        joins=(Join("pet", "pet_id", PETS.collection),),
-    )
-
-
-_BY_DIGEST = PageQuery(conditions=(), sort=(SortKey("id"),), limit=1, offset=0)
-
-
-async def _by_digest(tx: Transaction, digest: str) -> Row | None:
-    """The link, live or revoked, whose token has this digest: one statement, a probe of each table's unique index."""
-    condition = Condition(("token_digest",), Operator.EQUAL, (digest,))
-    found = await tx.list(LINKS, msgspec.structs.replace(_BY_DIGEST, conditions=(condition,)))
-    return found[0] if found else None
+def _live(token: str, link: Link | None, now: int) -> Link:
+    """The link of a token, when it is live: 404 for none, 410 for a revoked or expired one."""
+    if link is None or not matches(token, link.token_digest):
+        raise NotFound()
+    if link.revoked or link.expires_at_ms <= now:
+        raise LinkGone()
+    return link
 
 
 def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:

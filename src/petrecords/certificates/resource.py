@@ -75,19 +75,6 @@ revoked_certificate_links = sa.Table(
 REVOKED_LINKS = Collection(name="revoked-certificate-links", table=revoked_certificate_links)
 """The links of deleted certificates, which answer 410: kept, never purged, and exported."""
 
-# Every link, live or revoked, by its digest: the public answer looks a token up in one statement, which probes the
-# unique index of each table. A view that the migration makes (a UNION ALL of the two tables' id, token_digest and
-# expires_at, with `revoked` 0 and 1), on a metadata of its own: the schema's tables do not hold it.
-certificate_links = sa.Table(
-    "certificate_links",
-    sa.MetaData(),
-    sa.Column("id", sa.Uuid(), primary_key=True),
-    sa.Column("token_digest", Text, nullable=False),
-    sa.Column("expires_at", sa.BigInteger(), nullable=False),
-    sa.Column("revoked", sa.Integer(), nullable=False),
-)
-LINKS = Collection(name="certificate-links", table=certificate_links)
-
 
 class Expiry(Instant):
     """When a certificate stops working: in the future, and at most MOST_DAYS days after the service's clock."""

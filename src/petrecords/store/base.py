@@ -494,11 +494,10 @@ class Store(abc.ABC):
         async with self.transaction(write=False, single=True, caller=caller) as tx:
             return await tx.get(collection, record_id)
 
-    async def data_version(self) -> Hashable | None:
-        """A value that changes whenever a stored record may have, read in a statement of its own, before whatever
-        it is to vouch for is read; None when there is no cheap one (see SqlTransaction.data_version)."""
-        async with self.transaction(write=False, single=True) as tx:
-            return await tx.data_version()
+    def unread_data_version(self) -> Hashable | None:
+        """A value that changes whenever a stored record may have, when the store can tell it without running a
+        statement (SQLite asks its connection); None otherwise. Read it before whatever it is to vouch for."""
+        return None
 
     @abc.abstractmethod
     async def schema_is_current(self) -> bool: ...

@@ -168,9 +168,10 @@ class SqliteStore(SqlStore):
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
 
-    async def data_version(self) -> Hashable:
+    def unread_data_version(self) -> Hashable:
         # On the lookups' connection, always the same one, as `read` uses it: the pragma's value is that
-        # connection's own, comparable only with what the same connection said before.
+        # connection's own, comparable only with what the same connection said before. It moves when another
+        # connection commits: this process's writer, or another process.
         database = self.database()
         try:
             other = database.lookups.cursor.execute("PRAGMA data_version").fetchone()[0]

@@ -1,0 +1,174 @@
+"""What the public answer reads: a link by its token's digest, with what vouches for its facts, and the doses the
+facts show. Two statements of their own, reading only the columns a certificate shows, instead of the generic list
+machinery (which read every column of every dose and vaccine, a quarter of an uncached answer's time).
+
+`LINK` finds a token's link, live or revoked, in one statement that probes the unique digest index of each table
+(a token of no link costs that and nothing else). For a live one it also reads the certificate, its pet, and the
+pet's `Vouch`: the certificate's and the pet's revisions and, over every dose of the pet (whatever its status) with
+its vaccine, how many there are, the sums of their revisions and creation instants and the latest modification.
+Every write that can change what a certificate shows changes one of these: a dose's or a vaccine's update bumps its
+revision (and so the sum), a new dose raises the count and a deleted one lowers it, and a deletion paired with a
+creation moves the sum of creation instants, while writes to other pets change none of them. Facts kept with the
+vouch they were made from hold while a later `LINK` reads the same one.
+
+`DOSES` reads the doses of a pet with their vaccines, by the pet's index.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from petrecords.certificates.facts import COMPLETED, Row
+from petrecords.certificates.resource import PET_CERTIFICATES, revoked_certificate_links
+from petrecords.pets import PETS
+from petrecords.store.base import Transaction
+from petrecords.store.records import stored_uuid
+from petrecords.store.sql import SqlTransaction
+from petrecords.vaccinations import PET_VACCINATIONS
+from petrecords.vaccines import VACCINES
+
+MOST_DOSES = 1000
+"""The doses of a pet one certificate reads, oldest first: far more than a pet is given in its life."""
+PET_COLUMNS = ("id", "name", "pet_type", "breed", "sex", "neutered", "birth_date", "color", "microchip", "deceased_at")
+"""The pet's columns that a certificate shows (facts.build_facts)."""
+DOSE_COLUMNS = (
+    "id",
+    "status",
+    "revision",
+    "applied_at",
+    "due_at",
+    "lot_number",
+    "lot_expires_on",
+    "dose_type",
+    "veterinarian",
+    "veterinarian_licence",
+    "clinic",
+    "rabies_tag",
+)
+VACCINE_COLUMNS = ("id", "name", "group_name", "manufacturer")
+
+_certificates = PET_CERTIFICATES.table
+_pets = PETS.table
+_doses = PET_VACCINATIONS.table
+_vaccines = VACCINES.table
+_DIGEST = sa.bindparam("digest", type_=sa.String())
+_PET = sa.bindparam("pet_id", type_=sa.Uuid())
+
+
+def _as_text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
+    return sa.cast(sa.func.coalesce(value, 0), sa.String())
+
+
+def _doses_vouch() -> sa.ScalarSelect[Any]:
+    """The pet's doses and their vaccines summed up in one value, correlated with the certificate's pet."""
+    parts = [
+        sa.func.count(),
+        sa.func.sum(_doses.c.revision),
+        sa.func.sum(_doses.c.created_at),
+        sa.func.max(_doses.c.modified_at),
+        sa.func.sum(_vaccines.c.revision),
+        sa.func.max(_vaccines.c.modified_at),
+    ]
+    summed = _as_text(parts[0])
+    for part in parts[1:]:
+        summed = summed.concat(":").concat(_as_text(part))
+    return (
+        sa.select(summed)
+        .select_from(_doses.join(_vaccines, _vaccines.c.id == _doses.c.vaccine_id))
+        .where(_doses.c.pet_id == _certificates.c.pet_id)
+        .scalar_subquery()
+    )
+
+
+_LIVE = sa.select(
+    sa.literal(0).label("revoked"),
+    _certificates.c.id,
+    _certificates.c.token_digest,
+    _certificates.c.expires_at,
+    _certificates.c.created_at,
+    _certificates.c.groups,
+    _certificates.c.revision,
+    _pets.c.revision,
+    _doses_vouch(),
+    *(_pets.c[name] for name in PET_COLUMNS),
+).select_from(_certificates.join(_pets, _pets.c.id == _certificates.c.pet_id))
+_REVOKED = sa.select(
+    sa.literal(1),
+    revoked_certificate_links.c.id,
+    revoked_certificate_links.c.token_digest,
+    revoked_certificate_links.c.expires_at,
+    *(sa.null() for _ in range(len(_LIVE.selected_columns) - 4)),
+)
+LINK = sa.union_all(
+    _LIVE.where(_certificates.c.token_digest == _DIGEST),
+    _REVOKED.where(revoked_certificate_links.c.token_digest == _DIGEST),
+)
+DOSES = (
+    sa.select(*(_doses.c[name] for name in DOSE_COLUMNS), *(_vaccines.c[name] for name in VACCINE_COLUMNS))
+    .select_from(_doses.join(_vaccines, _vaccines.c.id == _doses.c.vaccine_id))
+    # Every status, the few others dropped after: a condition on it could lead a planner to its index instead.
+    .where(_doses.c.pet_id == _PET)
+    .order_by(_doses.c.applied_at, _doses.c.id)
+    .limit(sa.bindparam("most", type_=sa.Integer()))
+)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link found by its digest."""
+
+    id: uuid.UUID
+    token_digest: str
+    expires_at_ms: int
+    revoked: bool
+    vouch: tuple[Any, ...] | None
+    """What vouches for the facts of a live link (see the module's note); None for a revoked one."""
+    created_at_ms: int
+    groups: str | None
+    """The certificate's groups as stored: a JSON array, or None for every group."""
+    pet: Row | None
+
+
+def _link(values: Sequence[Any]) -> Link:
+    revoked, link_id, token_digest, expires_at = values[:4]
+    if revoked:
+        return Link(stored_uuid(link_id), token_digest, expires_at, True, None, 0, None, None)
+    created_at, groups, certificate_revision, pet_revision, doses_vouch = values[4:9]
+    pet = dict(zip(PET_COLUMNS, values[9:], strict=True))
+    pet["id"] = stored_uuid(pet["id"])
+    if pet["neutered"] is not None:
+        pet["neutered"] = bool(pet["neutered"])  # SQLite's are 0 and 1
+    vouch = (certificate_revision, pet_revision, doses_vouch)
+    return Link(stored_uuid(link_id), token_digest, expires_at, False, vouch, created_at, groups, pet)
+
+
+async def find_link(tx: Transaction, digest: str) -> Link | None:
+    """The link, live or revoked, whose token has this digest: one statement."""
+    rows = await _statements(tx).fetch((LINK, {"digest": digest}))
+    return _link(rows[0]) if rows else None
+
+
+async def completed_doses(tx: Transaction, pet_id: uuid.UUID) -> list[tuple[Row, Row]]:
+    """The pet's completed doses, oldest first, each with its vaccine, as facts.build_facts takes them."""
+    found: list[tuple[Row, Row]] = []
+    width = len(DOSE_COLUMNS)
+    for values in await _statements(tx).fetch((DOSES, {"pet_id": pet_id, "most": MOST_DOSES})):
+        dose = dict(zip(DOSE_COLUMNS, values[:width], strict=True))
+        if dose["status"] != COMPLETED:
+            continue
+        dose["id"] = stored_uuid(dose["id"])
+        vaccine = dict(zip(VACCINE_COLUMNS, values[width:], strict=True))
+        vaccine["id"] = stored_uuid(vaccine["id"])
+        found.append((dose, vaccine))
+    return found
+
+
+def _statements(tx: Transaction) -> SqlTransaction:
+    if not isinstance(tx, SqlTransaction):
+        raise TypeError(f"{type(tx).__name__} runs no statements")
+    return tx
