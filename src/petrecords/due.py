@@ -9,10 +9,13 @@ import dataclasses
 import functools
 import uuid
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import msgspec
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from petrecords.auth import Caller
 from petrecords.certificates.facts import DAY_MS, due_state
@@ -22,7 +25,6 @@ from petrecords.due_rows import (
     due_grants,
     due_row,
     latest_doses,
-    of_pet,
     pet_doses,
     statements_of,
 )
@@ -30,7 +32,7 @@ from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import NotFound, ValidationFailed
 from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
-from petrecords.resources.access import list_scope
+from petrecords.resources.access import list_scope, permission, quick_permission, visible
 from petrecords.resources.fields import (
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
@@ -43,7 +45,6 @@ from petrecords.resources.fields import (
 from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.openapi_operations import TOO_LONG_TARGET
-from petrecords.resources.service import read_visible
 from petrecords.services import Services
 from petrecords.store.base import (
     Condition,
@@ -54,10 +55,11 @@ from petrecords.store.base import (
     Store,
     Transaction,
 )
-from petrecords.store.records import Statement, reader_of
+from petrecords.store.queries import list_statement
+from petrecords.store.records import Statement, table_reader
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import GROUP
-from petrecords.values import format_timestamp, now_ms
+from petrecords.values import format_timestamp, now_ms, parse_record_id
 
 # --- GET /v1/pets/{petId}/vaccination-status --------------------------------------------------------------------
 
@@ -78,17 +80,43 @@ class Status(msgspec.Struct, rename="camel"):
     items: list[StatusItem]
 
 
+@functools.lru_cache(maxsize=1)
+def pet_and_rows_select() -> sa.Select[Any]:
+    """The pet (parameter `record_id`) and each of its due rows beside it: one statement, so one state of the data
+    (reads run outside BEGIN and COMMIT: a second statement could see a later one)."""
+    pets = PETS.table
+    return (
+        sa.select(*pets.c, *due_doses.c)
+        .select_from(pets.outerjoin(due_doses, due_doses.c.pet_id == pets.c.id))
+        .where(pets.c.id == sa.bindparam("record_id", type_=pets.c.id.type))
+    )
+
+
+async def _pet_and_rows(tx: Transaction, record_id: uuid.UUID) -> tuple[Row | None, list[Row]]:
+    found = await statements_of(tx).fetch((pet_and_rows_select(), {"record_id": record_id}))
+    if not found:
+        return None, []
+    pets, rows = table_reader(PETS.table), table_reader(due_doses)
+    pet = pets.row(found[0][: pets.width])
+    # The due row's id is null where the outer join found none: a pet without rows.
+    return pet, [rows.row(values, pets.width) for values in found if values[pets.width] is not None]
+
+
 async def vaccination_status(*, store: Store, caller: Caller, record_id: str, due_soon_days: int) -> Status:
-    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet is
-    read as a get reads it, then its rows in a read of their own (as of a moment after the pet's)."""
-    pet = await read_visible(store=store, caller=caller, resource=PETS, record_id=record_id, reader=caller)
-    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing), as rows.
-    deceased = pet["deceased_at"] is not None
-    async with store.transaction(write=False, single=not deceased, caller=caller) as tx:
+    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet and
+    its rows are read together, in one statement; its shares, when it is not the caller's, after them, as a get reads
+    them."""
+    parsed = parse_record_id(record_id)
+    async with store.transaction(write=False, single=True, caller=caller) as tx:
+        pet, latest = await _pet_and_rows(tx, parsed) if parsed is not None else (None, [])
+        found = quick_permission(caller, PETS, pet)
+        if found is None:
+            found = await permission(tx, caller, PETS, pet, asked=parsed)
+        pet = visible(pet, found)
+        # A pet that died has no rows (it is due nothing): its groups are read from its doses.
+        deceased = pet["deceased_at"] is not None
         if deceased:
             latest = [due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
-        else:
-            latest = await of_pet(tx, DUE_DOSES.collection, pet["id"])
     at = now_ms()
     due_soon_until = at + due_soon_days * DAY_MS
     items = []
@@ -203,32 +231,83 @@ def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ..
 
 
 class DueItem(msgspec.Struct, rename="camel"):
-    # Ids as UUIDs, which msgspec writes in their canonical form itself: a page of 100 formats 300 of them.
-    pet_id: uuid.UUID
+    pet_id: str
     pet_name: str
     pet_type: str
     owner_id: str
     group: str
-    vaccine_id: uuid.UUID
+    vaccine_id: str
     vaccine_name: str
-    vaccination_id: uuid.UUID
+    vaccination_id: str
     applied_at: str
     due_at: str
 
 
-def _due_item(row: Row) -> DueItem:
-    return DueItem(
-        pet_id=row["pet_id"],
-        pet_name=row["pet_name"],
-        pet_type=row["pet_type"],
-        owner_id=row["owner_id"],
-        group=row["group_label"],
-        vaccine_id=row["vaccine_id"],
-        vaccine_name=row["vaccine_name"],
-        vaccination_id=row["id"],
-        applied_at=format_timestamp(row["applied_at"]),
-        due_at=format_timestamp(row["due_at"]),
+class UuidText(sa.ColumnElement[str]):
+    """A stored id as the database writes it in canonical form (8-4-4-4-12, lower case): a page of 100 items shows
+    300 ids, which the database writes in less time than Python makes and formats a UUID of each."""
+
+    inherit_cache = True
+    # Read from the class by SQLAlchemy to key its cache of compiled statements; never changed.
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012
+    type = sa.String()
+
+    def __init__(self, column: sa.ColumnElement[uuid.UUID]) -> None:
+        self.column = column
+
+
+@compiles(UuidText)
+def _uuid_text(element: UuidText, compiler: Any, **kw: Any) -> str:
+    # PostgreSQL's uuid type writes itself in canonical form.
+    return f"CAST({compiler.process(element.column, **kw)} AS TEXT)"
+
+
+@compiles(UuidText, "sqlite")
+def _uuid_text_sqlite(element: UuidText, compiler: Any, **kw: Any) -> str:
+    # SQLite keeps an id as its 32 hexadecimal digits, in lower case.
+    column = compiler.process(element.column, **kw)
+    return " || '-' || ".join(f"substr({column}, {start}, {length})" for start, length in _UUID_PARTS)
+
+
+_UUID_PARTS = ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))
+
+
+def _item_columns(table: sa.Table, dose: str = "id") -> tuple[sa.ColumnElement[Any], ...]:
+    """What an item shows, in DueItem's order, from the due rows (or those by grantee, whose `dose` is `due_id`):
+    only these are read for a page."""
+    c = table.c
+    return (
+        UuidText(c.pet_id).label("item_pet_id"),
+        c.pet_name,
+        c.pet_type,
+        c.owner_id,
+        c.group_label,
+        UuidText(c.vaccine_id).label("item_vaccine_id"),
+        c.vaccine_name,
+        UuidText(c[dose]).label("item_id"),
+        c.applied_at.label("item_applied_at"),
+        c.due_at.label("item_due_at"),
     )
+
+
+ITEM_COLUMNS = _item_columns(due_doses)
+
+
+@functools.lru_cache(maxsize=256)
+def items_select(page: sa.Select[Any]) -> sa.Select[Any]:
+    """A page's statement of due rows (the list's, cached per shape) reading only what its items show."""
+    return page.with_only_columns(*ITEM_COLUMNS, maintain_column_froms=False)
+
+
+def due_items(rows: Sequence[Sequence[Any]]) -> list[DueItem]:
+    """The items of a page read by an items_select (or granted_page_select): each row's values in DueItem's order,
+    the two instants still to format (and, after them, what a granted page is ordered by)."""
+    return [
+        DueItem(
+            pet, name, kind, owner, group, vaccine, vaccine_name, dose, format_timestamp(applied), format_timestamp(due)
+        )
+        for pet, name, kind, owner, group, vaccine, vaccine_name, dose, applied, due, *_ in rows
+    ]
 
 
 GRANTED_PAGE_DEPTH = 10_000
@@ -292,16 +371,17 @@ def _plain_conditions(table: sa.Table, shape: PlainShape) -> list[sa.ColumnEleme
 
 
 @functools.lru_cache(maxsize=256)
-def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Select[Any]:
-    """The page's due rows (parameters `limit`, `offset`, `depth`; `now`, `grantee_{i}`, `owner_{i}` and the plain
+def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+    """The rows a page's items are among (parameters `depth`, `now`, `grantee_{i}`, `owner_{i}` and the plain
     conditions' `c{i}_{j}`): each grantee's rows in its index's order, and each owner's in theirs, up to `depth`
-    each, merged in order (each row once), then the page of them, each joined to its due row."""
+    each, each row's item (in DueItem's order) and then its place in the page's order. A grantee's arm reads its
+    index alone: it holds what an item shows."""
     depth = sa.bindparam("depth", type_=sa.Integer())
     arms: list[sa.Select[Any]] = []
     for index in range(grantees):
         grant = due_grants.c
         arms.append(
-            sa.select(grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
+            sa.select(*_item_columns(due_grants, "due_id"), grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
             .where(
                 grant.grantee == sa.bindparam(f"grantee_{index}", type_=grant.grantee.type),
                 sa.or_(grant.expires_at.is_(None), grant.expires_at > sa.bindparam("now", type_=sa.BigInteger())),
@@ -313,7 +393,7 @@ def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Sel
     for index in range(owners):
         due = due_doses.c
         arms.append(
-            sa.select(due.due_at, due.pet_id, due.label_key, due.id.label("due_id"))
+            sa.select(*ITEM_COLUMNS, due.due_at, due.pet_id, due.label_key, due.id.label("due_id"))
             .where(
                 due.owner_id == sa.bindparam(f"owner_{index}", type_=due.owner_id.type),
                 *_plain_conditions(due_doses, shape),
@@ -321,30 +401,30 @@ def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Sel
             .order_by(due.due_at, due.pet_id, due.label_key, due.id)
             .limit(depth)
         )
-    # Each arm a subquery of its own: its ORDER BY and LIMIT stay its own on both databases. A row that two arms give
-    # (a pet shared with the vet and with their clinic) is the same row: kept once.
-    merged = (
-        sa.union_all(*(sa.select(arm.subquery()) for arm in arms)).subquery() if len(arms) > 1 else arms[0].subquery()
-    )
-    order = (merged.c.due_at, merged.c.pet_id, merged.c.label_key, merged.c.due_id)
-    page = (
-        sa.select(*merged.c)
-        .distinct()
-        .order_by(*order)
-        .limit(sa.bindparam("limit", type_=sa.Integer()))
-        .offset(sa.bindparam("offset", type_=sa.Integer()))
-        .subquery()
-    )
-    return (
-        sa.select(*due_doses.c)
-        .select_from(page.join(due_doses, due_doses.c.id == page.c.due_id))
-        .order_by(page.c.due_at, page.c.pet_id, page.c.label_key, page.c.due_id)
-    )
+    # Each arm a subquery of its own: its ORDER BY and LIMIT stay its own on both databases. The arms' rows are merged
+    # by granted_rows: a few hundred rows at most, sorted in less time than the database's sorts of them take.
+    if len(arms) == 1:
+        return arms[0]
+    return sa.union_all(*(sa.select(arm.subquery()) for arm in arms))
+
+
+_ITEM_ID = 7
+_PAGE_ORDER = itemgetter(*range(len(ITEM_COLUMNS), len(ITEM_COLUMNS) + len(DUE_ORDER)))
+
+
+def granted_rows(rows: Sequence[Sequence[Any]], *, arms: int, limit: int, offset: int) -> Sequence[Sequence[Any]]:
+    """The page of a granted_page_select's rows: merged in the page's order, each row once (a pet shared with a vet
+    and with their clinic is in both arms). The order is the database's: ids compare as their bytes (PostgreSQL's
+    uuid, SQLite's hex), and label keys in the C collation, as Python's str compares code points."""
+    if arms == 1:
+        return rows[offset : offset + limit]
+    once = {row[_ITEM_ID]: row for row in rows}
+    return sorted(once.values(), key=_PAGE_ORDER)[offset : offset + limit]
 
 
 def granted_page_statement(page: GrantedPage, *, limit: int, offset: int) -> Statement:
     shape = tuple((condition.columns[0], condition.operator, len(condition.values)) for condition in page.plain)
-    values: dict[str, Any] = {"limit": limit, "offset": offset, "depth": offset + limit, "now": page.now}
+    values: dict[str, Any] = {"depth": offset + limit, "now": page.now}
     for index, condition in enumerate(page.plain):
         values.update({f"c{index}_{position}": value for position, value in enumerate(condition.values)})
     values.update({f"grantee_{index}": name for index, name in enumerate(page.grantees)})
@@ -359,19 +439,22 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
     collection = DUE_DOSES.collection
     total = await tx.count(collection, conditions) if scope is not None else 0
     offset = (request.page_index - 1) * request.page_size
-    rows: Sequence[Row] = []
+    rows: Sequence[Sequence[Any]] = []
     if offset < total:
+        statements = statements_of(tx)
         granted = granted_page(conditions, request.sort, offset + request.page_size)
         if granted is not None and granted.grantees:
-            statement = granted_page_statement(granted, limit=request.page_size, offset=offset)
-            reader = reader_of(collection)
-            rows = [reader.row(row) for row in await statements_of(tx).fetch(statement)]
+            found = await statements.fetch(granted_page_statement(granted, limit=request.page_size, offset=offset))
+            arms = len(granted.grantees) + len(granted.owners)
+            rows = granted_rows(found, arms=arms, limit=request.page_size, offset=offset)
         else:
             query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
-            rows = await tx.list(collection, query)
+            plan = await statements.plan(collection, query)
+            page, values = list_statement(collection, plan.read, after_key=plan.after_key, search=plan.search)
+            rows = await statements.fetch((items_select(page), values))
     total_pages = -(-total // request.page_size)
     return {
-        "items": [_due_item(row) for row in rows],
+        "items": due_items(rows),
         "pageIndex": request.page_index,
         "pageSize": request.page_size,
         "totalPages": total_pages,
