@@ -210,6 +210,17 @@ if VACCINES.references:
     raise TypeError("VACCINE_RANK is a vaccine's rank only while vaccines refer to nothing")
 
 
+DUE_ROWS_RANK = VACCINE_RANK + 1_000
+"""Where the hold of a pet's due rows comes in a vaccine's write: after every record it holds (its vaccine alone).
+Only vaccines' writes hold them, last and all at once: a write of a pet's doses holds the pet, which a vaccine's
+write never holds, and then their vaccines (held_doses), which only waits for a vaccine's write that, holding
+these, waits for nothing else."""
+
+
+def due_rows_locks(pet_ids: set[uuid.UUID]) -> list[Lock]:
+    return [Lock(DUE_ROWS_RANK, DUE_DOSES.name, pet_id) for pet_id in sorted(pet_ids)]
+
+
 async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     """A pet's completed doses, read again once their vaccines are held (shared). A vaccine's write (its group, its
     name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
@@ -413,6 +424,10 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
     elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
         doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
         pets = {dose["pet_id"] for dose in doses}
+        # Two vaccines' writes hold neither the other's vaccine nor the pets: each would read the other's group as it
+        # was, and the one committing last would leave rows that miss the other's change. Holding the pets' rows,
+        # the one that gets them second reads the doses after the first committed (see due_rows_locks).
+        await tx.lock(due_rows_locks(pets))
     elif resource is PET_SHARES and _moved(before, after, _SHARE_COLUMNS):
         # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
         await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})
