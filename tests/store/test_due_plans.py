@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from petrecords.due import TIE_BREAKERS, granted_page, granted_page_statement, items_select, pet_and_rows_select
+from petrecords.due import TIE_BREAKERS, pet_and_rows_select
+from petrecords.due_pages import granted_page, granted_page_statement, items_select
 from petrecords.due_rows import DUE_DOSES
 from petrecords.store import grants
 from petrecords.store.base import Condition, Operator, PageQuery, SortKey
