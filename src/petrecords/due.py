@@ -16,13 +16,12 @@ import sqlalchemy as sa
 
 from petrecords.auth import Caller
 from petrecords.certificates.facts import DAY_MS, due_state
+from petrecords.due_pages import due_items, granted_page, granted_page_statement, granted_rows, items_select
 from petrecords.due_rows import (
     DUE_DOSES,
     due_doses,
-    due_grants,
     due_row,
     latest_doses,
-    of_pet,
     pet_doses,
     statements_of,
 )
@@ -30,7 +29,7 @@ from petrecords.endpoints import Answer, Call, Endpoint
 from petrecords.errors import NotFound, ValidationFailed
 from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
-from petrecords.resources.access import list_scope
+from petrecords.resources.access import list_scope, permission, quick_permission, visible
 from petrecords.resources.fields import (
     MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
@@ -43,7 +42,6 @@ from petrecords.resources.fields import (
 from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
 from petrecords.resources.openapi_operations import TOO_LONG_TARGET
-from petrecords.resources.service import read_visible
 from petrecords.services import Services
 from petrecords.store.base import (
     Condition,
@@ -54,10 +52,11 @@ from petrecords.store.base import (
     Store,
     Transaction,
 )
-from petrecords.store.records import Statement, reader_of
+from petrecords.store.queries import list_statement
+from petrecords.store.records import table_reader
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import GROUP
-from petrecords.values import format_timestamp, now_ms
+from petrecords.values import format_timestamp, now_ms, parse_record_id
 
 # --- GET /v1/pets/{petId}/vaccination-status --------------------------------------------------------------------
 
@@ -78,17 +77,43 @@ class Status(msgspec.Struct, rename="camel"):
     items: list[StatusItem]
 
 
+@functools.lru_cache(maxsize=1)
+def pet_and_rows_select() -> sa.Select[Any]:
+    """The pet (parameter `record_id`) and each of its due rows beside it: one statement, so one state of the data
+    (reads run outside BEGIN and COMMIT: a second statement could see a later one)."""
+    pets = PETS.table
+    return (
+        sa.select(*pets.c, *due_doses.c)
+        .select_from(pets.outerjoin(due_doses, due_doses.c.pet_id == pets.c.id))
+        .where(pets.c.id == sa.bindparam("record_id", type_=pets.c.id.type))
+    )
+
+
+async def _pet_and_rows(tx: Transaction, record_id: uuid.UUID) -> tuple[Row | None, list[Row]]:
+    found = await statements_of(tx).fetch((pet_and_rows_select(), {"record_id": record_id}))
+    if not found:
+        return None, []
+    pets, rows = table_reader(PETS.table), table_reader(due_doses)
+    pet = pets.row(found[0][: pets.width])
+    # The due row's id is null where the outer join found none: a pet without rows.
+    return pet, [rows.row(values, pets.width) for values in found if values[pets.width] is not None]
+
+
 async def vaccination_status(*, store: Store, caller: Caller, record_id: str, due_soon_days: int) -> Status:
-    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet is
-    read as a get reads it, then its rows in a read of their own (as of a moment after the pet's)."""
-    pet = await read_visible(store=store, caller=caller, resource=PETS, record_id=record_id, reader=caller)
-    # Of a living pet, its kept rows; of one that died, its doses (it has no rows: it is due nothing), as rows.
-    deceased = pet["deceased_at"] is not None
-    async with store.transaction(write=False, single=not deceased, caller=caller) as tx:
+    """The pet's groups, each at its latest dose, as of now; 404 when the caller may not read the pet. The pet and
+    its rows are read together, in one statement; its shares, when it is not the caller's, after them, as a get reads
+    them."""
+    parsed = parse_record_id(record_id)
+    async with store.transaction(write=False, single=True, caller=caller) as tx:
+        pet, latest = await _pet_and_rows(tx, parsed) if parsed is not None else (None, [])
+        found = quick_permission(caller, PETS, pet)
+        if found is None:
+            found = await permission(tx, caller, PETS, pet, asked=parsed)
+        pet = visible(pet, found)
+        # A pet that died has no rows (it is due nothing): its groups are read from its doses.
+        deceased = pet["deceased_at"] is not None
         if deceased:
             latest = [due_row(pet, dose) for dose in latest_doses(await pet_doses(tx, pet["id"])).values()]
-        else:
-            latest = await of_pet(tx, DUE_DOSES.collection, pet["id"])
     at = now_ms()
     due_soon_until = at + due_soon_days * DAY_MS
     items = []
@@ -202,156 +227,6 @@ def _due_sort(values: dict[str, list[str]], errors: Errors) -> tuple[SortKey, ..
     return (*keys, *(SortKey(column) for column in TIE_BREAKERS if column not in sorted_by))
 
 
-class DueItem(msgspec.Struct, rename="camel"):
-    # Ids as UUIDs, which msgspec writes in their canonical form itself: a page of 100 formats 300 of them.
-    pet_id: uuid.UUID
-    pet_name: str
-    pet_type: str
-    owner_id: str
-    group: str
-    vaccine_id: uuid.UUID
-    vaccine_name: str
-    vaccination_id: uuid.UUID
-    applied_at: str
-    due_at: str
-
-
-def _due_item(row: Row) -> DueItem:
-    return DueItem(
-        pet_id=row["pet_id"],
-        pet_name=row["pet_name"],
-        pet_type=row["pet_type"],
-        owner_id=row["owner_id"],
-        group=row["group_label"],
-        vaccine_id=row["vaccine_id"],
-        vaccine_name=row["vaccine_name"],
-        vaccination_id=row["id"],
-        applied_at=format_timestamp(row["applied_at"]),
-        due_at=format_timestamp(row["due_at"]),
-    )
-
-
-GRANTED_PAGE_DEPTH = 10_000
-"""How deep a grantee's page is read from the due rows by grantee: each of the caller's keys gives up to this many
-rows, merged; a deeper page walks the due rows' order (see the store's shared lists)."""
-_PLAIN = {Operator.EQUAL, Operator.IN, Operator.BELOW, Operator.AT_LEAST, Operator.DIFFERS}
-_GRANTED = {Operator.SHARED, Operator.OWNED_OR_SHARED}
-DUE_ORDER = ("due_at", "pet_id", "label_key", "id")
-
-PlainShape = tuple[tuple[str, Operator, int], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class GrantedPage:
-    """A page of what is shared with a caller (and, `owners`, their own) in the default order, from the due rows by
-    grantee: what every other condition (`plain`) lets through, the rows of each grantee's shares that grant `now`
-    and those of each owner, merged."""
-
-    plain: tuple[Condition, ...]
-    now: int
-    grantees: tuple[str, ...]
-    owners: tuple[str, ...]
-
-
-def granted_page(conditions: tuple[Condition, ...], sort: tuple[SortKey, ...], depth: int) -> GrantedPage | None:
-    """Whether the page's conditions and order are served by the due rows by grantee, and how; None otherwise."""
-    if (
-        tuple(key.column for key in sort) != DUE_ORDER
-        or any(key.descending for key in sort)
-        or depth > (GRANTED_PAGE_DEPTH)
-    ):
-        return None
-    granted = [condition for condition in conditions if condition.operator in _GRANTED]
-    plain = tuple(condition for condition in conditions if condition.operator in _PLAIN)
-    if len(granted) != 1 or len(plain) + 1 != len(conditions):
-        return None
-    if any(len(condition.columns) != 1 or condition.columns[0] not in due_grants.c for condition in plain):
-        return None
-    now, *keys = granted[0].values
-    grantees = tuple(dict.fromkeys(keys))
-    owners = grantees if granted[0].operator is Operator.OWNED_OR_SHARED else ()
-    return GrantedPage(plain, int(now), grantees, owners)
-
-
-def _plain_conditions(table: sa.Table, shape: PlainShape) -> list[sa.ColumnElement[bool]]:
-    where: list[sa.ColumnElement[bool]] = []
-    for index, (column, operator, count) in enumerate(shape):
-        values = [sa.bindparam(f"c{index}_{position}", type_=table.c[column].type) for position in range(count)]
-        first = table.c[column]
-        if operator is Operator.IN:
-            where.append(first.in_(values))
-        elif operator is Operator.DIFFERS:
-            where.append(first.not_in(values))
-        elif operator is Operator.EQUAL:
-            where.append(first == values[0])
-        elif operator is Operator.BELOW:
-            where.append(first < values[0])
-        else:
-            where.append(first >= values[0])
-    return where
-
-
-@functools.lru_cache(maxsize=256)
-def granted_page_select(shape: PlainShape, grantees: int, owners: int) -> sa.Select[Any]:
-    """The page's due rows (parameters `limit`, `offset`, `depth`; `now`, `grantee_{i}`, `owner_{i}` and the plain
-    conditions' `c{i}_{j}`): each grantee's rows in its index's order, and each owner's in theirs, up to `depth`
-    each, merged in order (each row once), then the page of them, each joined to its due row."""
-    depth = sa.bindparam("depth", type_=sa.Integer())
-    arms: list[sa.Select[Any]] = []
-    for index in range(grantees):
-        grant = due_grants.c
-        arms.append(
-            sa.select(grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
-            .where(
-                grant.grantee == sa.bindparam(f"grantee_{index}", type_=grant.grantee.type),
-                sa.or_(grant.expires_at.is_(None), grant.expires_at > sa.bindparam("now", type_=sa.BigInteger())),
-                *_plain_conditions(due_grants, shape),
-            )
-            .order_by(grant.due_at, grant.pet_id, grant.label_key, grant.due_id)
-            .limit(depth)
-        )
-    for index in range(owners):
-        due = due_doses.c
-        arms.append(
-            sa.select(due.due_at, due.pet_id, due.label_key, due.id.label("due_id"))
-            .where(
-                due.owner_id == sa.bindparam(f"owner_{index}", type_=due.owner_id.type),
-                *_plain_conditions(due_doses, shape),
-            )
-            .order_by(due.due_at, due.pet_id, due.label_key, due.id)
-            .limit(depth)
-        )
-    # Each arm a subquery of its own: its ORDER BY and LIMIT stay its own on both databases. A row that two arms give
-    # (a pet shared with the vet and with their clinic) is the same row: kept once.
-    merged = (
-        sa.union_all(*(sa.select(arm.subquery()) for arm in arms)).subquery() if len(arms) > 1 else arms[0].subquery()
-    )
-    order = (merged.c.due_at, merged.c.pet_id, merged.c.label_key, merged.c.due_id)
-    page = (
-        sa.select(*merged.c)
-        .distinct()
-        .order_by(*order)
-        .limit(sa.bindparam("limit", type_=sa.Integer()))
-        .offset(sa.bindparam("offset", type_=sa.Integer()))
-        .subquery()
-    )
-    return (
-        sa.select(*due_doses.c)
-        .select_from(page.join(due_doses, due_doses.c.id == page.c.due_id))
-        .order_by(page.c.due_at, page.c.pet_id, page.c.label_key, page.c.due_id)
-    )
-
-
-def granted_page_statement(page: GrantedPage, *, limit: int, offset: int) -> Statement:
-    shape = tuple((condition.columns[0], condition.operator, len(condition.values)) for condition in page.plain)
-    values: dict[str, Any] = {"limit": limit, "offset": offset, "depth": offset + limit, "now": page.now}
-    for index, condition in enumerate(page.plain):
-        values.update({f"c{index}_{position}": value for position, value in enumerate(condition.values)})
-    values.update({f"grantee_{index}": name for index, name in enumerate(page.grantees)})
-    values.update({f"owner_{index}": name for index, name in enumerate(page.owners)})
-    return granted_page_select(shape, len(page.grantees), len(page.owners)), values
-
-
 async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> dict[str, Any]:
     """A page of the groups due among the living pets the caller may see, as the list body of contract section 4."""
     scope = await list_scope(tx, caller, DUE_DOSES.seen_as, owner=request.owner, scope=request.scope)
@@ -359,19 +234,22 @@ async def due_page(*, tx: Transaction, caller: Caller, request: DueRequest) -> d
     collection = DUE_DOSES.collection
     total = await tx.count(collection, conditions) if scope is not None else 0
     offset = (request.page_index - 1) * request.page_size
-    rows: Sequence[Row] = []
+    rows: Sequence[Sequence[Any]] = []
     if offset < total:
+        statements = statements_of(tx)
         granted = granted_page(conditions, request.sort, offset + request.page_size)
         if granted is not None and granted.grantees:
-            statement = granted_page_statement(granted, limit=request.page_size, offset=offset)
-            reader = reader_of(collection)
-            rows = [reader.row(row) for row in await statements_of(tx).fetch(statement)]
+            found = await statements.fetch(granted_page_statement(granted, limit=request.page_size, offset=offset))
+            arms = len(granted.grantees) + len(granted.owners)
+            rows = granted_rows(found, arms=arms, limit=request.page_size, offset=offset)
         else:
             query = PageQuery(conditions=conditions, sort=request.sort, limit=request.page_size, offset=offset)
-            rows = await tx.list(collection, query)
+            plan = await statements.plan(collection, query)
+            page, values = list_statement(collection, plan.read, after_key=plan.after_key, search=plan.search)
+            rows = await statements.fetch((items_select(page), values))
     total_pages = -(-total // request.page_size)
     return {
-        "items": [_due_item(row) for row in rows],
+        "items": due_items(rows),
         "pageIndex": request.page_index,
         "pageSize": request.page_size,
         "totalPages": total_pages,

@@ -36,6 +36,7 @@ from petrecords.store.base import (
     SortKey,
     Transaction,
 )
+from petrecords.store.planner import Plan
 from petrecords.store.records import Statement
 from petrecords.tables import Text, hour_indexed, metadata
 from petrecords.text import match_key
@@ -82,6 +83,22 @@ due_doses = sa.Table(
 )
 hour_indexed(due_doses, "due_at")
 
+PAGE_INDEX_COLUMNS = (
+    "due_at",
+    "pet_id",
+    "label_key",
+    "due_id",
+    "expires_at",
+    "owner_id",
+    "pet_type",
+    "pet_name",
+    "group_label",
+    "vaccine_id",
+    "vaccine_name",
+    "applied_at",
+)
+"""The columns of a grantee's page index after the grantee: the page's order, then what its filters and items read."""
+
 due_grants = sa.Table(
     "due_grants",
     metadata,
@@ -94,10 +111,17 @@ due_grants = sa.Table(
     sa.Column("pet_type", Text, nullable=False),
     sa.Column("label_key", Text, nullable=False),
     sa.Column("due_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
+    # And what its item shows, kept equal to it too.
+    sa.Column("pet_name", Text, nullable=False),
+    sa.Column("group_label", Text, nullable=False),
+    sa.Column("vaccine_id", sa.Uuid(), nullable=False),
+    sa.Column("vaccine_name", Text, nullable=False),
+    sa.Column("applied_at", sa.BigInteger(), nullable=False, comment="epoch milliseconds"),
     sa.PrimaryKeyConstraint("grantee", "due_id"),
     # A grantee's due rows in the due list's default order: a clinic's page walks its own rows, none of others', and
-    # reads nothing but this index (what the filters and the expiry check ride along).
-    sa.Index(None, "grantee", "due_at", "pet_id", "label_key", "due_id", "expires_at", "owner_id", "pet_type"),
+    # reads nothing but this index (what the filters, the expiry check and the items show ride along): no row of
+    # the page is looked up anywhere else.
+    sa.Index("ix_due_grants_grantee_page", "grantee", *PAGE_INDEX_COLUMNS),
     sa.Index(None, "pet_id"),
 )
 """The due rows by grantee: one for each due row and each share of its pet (expired ones too, told apart by
@@ -105,7 +129,19 @@ due_grants = sa.Table(
 and by every write of the pet's shares. A grantee's page of `GET /v1/due` walks its rows in their order where the
 due rows' own order would pass every other grantee's too."""
 
-GRANT_COLUMNS = ("pet_id", "owner_id", "pet_type", "label_key", "due_at")
+GRANT_COLUMNS = (
+    "pet_id",
+    "owner_id",
+    "pet_type",
+    "label_key",
+    "due_at",
+    "pet_name",
+    "group_label",
+    "vaccine_id",
+    "vaccine_name",
+    "applied_at",
+)
+"""The due row's columns kept in its rows by grantee: a change of any of them rewrites the pet's."""
 
 DUE_COLUMNS = tuple(column.name for column in due_doses.c if column.name != "reminded")
 """What the keeper writes: `reminded` is the reminders' (a new row starts at `none`, its default)."""
@@ -174,6 +210,17 @@ if VACCINES.references:
     raise TypeError("VACCINE_RANK is a vaccine's rank only while vaccines refer to nothing")
 
 
+DUE_ROWS_RANK = VACCINE_RANK + 1_000
+"""Where the hold of a pet's due rows comes in a vaccine's write: after every record it holds (its vaccine alone).
+Only vaccines' writes hold them, last and all at once: a write of a pet's doses holds the pet, which a vaccine's
+write never holds, and then their vaccines (held_doses), which only waits for a vaccine's write that, holding
+these, waits for nothing else."""
+
+
+def due_rows_locks(pet_ids: set[uuid.UUID]) -> list[Lock]:
+    return [Lock(DUE_ROWS_RANK, DUE_DOSES.name, pet_id) for pet_id in sorted(pet_ids)]
+
+
 async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     """A pet's completed doses, read again once their vaccines are held (shared). A vaccine's write (its group, its
     name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
@@ -238,10 +285,12 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines:
 
 @runtime_checkable
 class Statements(Protocol):
-    """What the due rows by grantee are written and read with: statements of their own (every store's transaction
-    runs them; see store/sql.py)."""
+    """What the due rows are written and read with: statements of their own, and a list's plan (every store's
+    transaction runs them and plans; see store/sql.py and store/planner.py)."""
 
     async def fetch(self, statement: Statement) -> Sequence[Sequence[Any]]: ...
+
+    async def plan(self, collection: Collection, query: PageQuery) -> Plan: ...
 
     async def execute(self, statement: sa.ClauseElement, rows: dict[str, Any] | Sequence[dict[str, Any]]) -> None: ...
 
@@ -375,6 +424,10 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
     elif resource is VACCINES and before is not None and after is not None and _moved(before, after, _VACCINE_COLUMNS):
         doses = await tx.referrers(PET_VACCINATIONS.collection, "vaccine_id", after["id"])
         pets = {dose["pet_id"] for dose in doses}
+        # Two vaccines' writes hold neither the other's vaccine nor the pets: each would read the other's group as it
+        # was, and the one committing last would leave rows that miss the other's change. Holding the pets' rows,
+        # the one that gets them second reads the doses after the first committed (see due_rows_locks).
+        await tx.lock(due_rows_locks(pets))
     elif resource is PET_SHARES and _moved(before, after, _SHARE_COLUMNS):
         # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
         await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})

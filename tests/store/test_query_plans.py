@@ -133,9 +133,11 @@ async def _plan(
     return " | ".join(row[0] for row in rows)
 
 
-async def _generic_plan(database_url: str, statement: sa.ClauseElement, values: dict[str, Any]) -> str:
+async def _generic_plan(
+    database_url: str, statement: sa.ClauseElement, values: dict[str, Any], *, forbid: tuple[str, ...] = ()
+) -> str:
     """PostgreSQL's generic plan of the statement as the store compiles it, which knows no parameter's value, its
-    lines joined by " | "."""
+    lines joined by " | "; with the planner settings in `forbid` turned off, as `_plan` does."""
     compiled = statement.compile(dialect=_DIALECT)
     params = {**compiled.params, **values}
     arguments = [params[name] for name in compiled.positiontup or ()]
@@ -145,6 +147,8 @@ async def _generic_plan(database_url: str, statement: sa.ClauseElement, values: 
         # prepared statement keeps.
         await connection.execute(f"PREPARE any_value AS {compiled}")
         await connection.execute("SET plan_cache_mode = force_generic_plan")
+        for setting in forbid:
+            await connection.execute(f"SET {setting} = off")
         listed = f"({', '.join(map(_literal, arguments))})" if arguments else ""
         rows = await connection.fetch(f"EXPLAIN EXECUTE any_value{listed}")
     finally:
