@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 
-from due import derive_due
+from due import count_as_a_load
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
@@ -172,7 +172,7 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
     statement = f"UPDATE pet_vaccinations SET due_at = due_at + {moment_now - moment} WHERE owner_id != $1"
     one_value(url, statement, OWNER)
     moment = moment_now
-    report["due_rows"] = asyncio.run(derive_due(settings))
+    report["due_rows"] = asyncio.run(count_as_a_load(settings))
     if args.database == "postgresql":
         asyncio.run(settle_postgresql(url))
     env = server_env(work, url)

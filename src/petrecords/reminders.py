@@ -110,19 +110,24 @@ class Reminders:
         self._clock = clock
 
     async def remind(self, *, now: int | None = None) -> int:
-        """Write what has come by `now` (the clock's, by default); how many reminders were written."""
+        """Write what has come by `now` (the clock's at each batch, by default); how many reminders were written."""
         store = self._store()
         if store is None:
             return 0
-        now = self._clock() if now is None else now
+        given = now
         written = 0
         sized = store.dialect == "sqlite"
         batch = min(self.LEAST_BATCH, self.BATCH) if sized else self.BATCH
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
-        for reminded, due_until in ((NOT_YET, now + self._soon_ms), (DUE_SOON, now)):
+        for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
             while True:
+                # The clock is read again for each batch: a pass that writes many moments at once (an import's doses
+                # due the same minute) takes those that come while it writes, rather than leaving them to a pass
+                # up to an interval later.
+                now = self._clock() if given is None else given
+                due_until = now + soon_ms
                 started = time.monotonic()
                 async with store.transaction(write=False) as tx:
                     found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, batch))

@@ -133,6 +133,21 @@ class TestMoments:
 
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
+    async def test_moments_that_come_during_a_pass_are_written_in_it(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        lepto = (await create_vaccine(client, name="Lepto")).json()
+        first = await dose(client, rex, rabies, -300, 31)
+        second = await dose(client, rex, lepto, -300, 32)
+        readings = iter([later(1.5), later(2.5)])
+        # The first batch reads the clock before the second dose's due-soon moment, the next one after it.
+        reminders = Reminders(settings, lambda: store, clock=lambda: next(readings, later(2.5)))
+        reminders.BATCH = reminders.LEAST_BATCH = 1
+
+        assert await reminders.remind() == 2
+
+        assert await reminders_of(client) == [(first["id"], "due-soon", 1), (second["id"], "due-soon", 1)]
+
 
 class TestOnlyWhileTrue:
     async def test_a_booster_before_the_moment_takes_its_place(
