@@ -151,6 +151,28 @@ class TestDelivery:
         await until(lambda: _position_is(client, f"{WEBHOOKS}/{hook['id']}", last), what="the position")
         assert [body["type"] for body in _bodies(receiver.requests_marked(mark))] == ["pets.deleted"]
 
+    async def test_the_etag_changes_as_the_deliveries_move_the_position(
+        self, client: Client, receiver: Receiver
+    ) -> None:
+        mark = _mark()
+        hook = await _hook(client, receiver, "/ok", mark, events=["pets.deleted"])
+        path = f"{WEBHOOKS}/{hook['id']}"
+        read = await client.get(path, headers=auth())
+        await create(client)  # not selected: the position moves past it, though nobody writes the webhook
+        last = (await _feed(client))[-1]["cursor"]
+        await until(lambda: _position_is(client, path, last), what="the position")
+        moved = await client.get(path, headers={**auth(), "If-None-Match": read.headers["etag"]})
+        assert moved.status_code == 200, "a 304 would keep the position as it was"
+        assert moved.json()["position"] == last
+        assert moved.json()["modifiedAt"] == read.json()["modifiedAt"]  # no write
+        assert moved.headers["etag"] != read.headers["etag"]
+        stale = await client.patch(path, json={"enabled": False}, headers={**auth(), "If-Match": read.headers["etag"]})
+        assert stale.status_code == 412, stale.text
+        current = await client.patch(
+            path, json={"enabled": False}, headers={**auth(), "If-Match": moved.headers["etag"]}
+        )
+        assert current.status_code == 200, current.text
+
     async def test_an_admins_webhook_delivers_every_change(self, client: Client, receiver: Receiver) -> None:
         mark = _mark()
         body = {"url": f"http://127.0.0.1:{receiver.port}/ok?{mark}", "events": ["pets.created"]}

@@ -248,6 +248,10 @@ class Resource:
     """(a reference, n): at most n records refer to one record through it (400 naming the reference)."""
     command: str = ""
     """The name of its `petrecords` client command; its name when not given."""
+    moved_without_write: tuple[str, ...] = ()
+    """Columns the service moves without a write, so without a new revision (a webhook's position, as its
+    deliveries are acknowledged): their values take part in the ETag, which must change whenever what a read
+    shows does (a strong validator), so that If-None-Match never keeps a stale copy and If-Match never passes one."""
     sharing: Sharing | None = field(default=None, init=False, repr=False)
     """How others than their owners come to see its records: set by the ResourceSet it is registered in."""
     granted: tuple[Resource, ...] = field(default=(), init=False, repr=False)

@@ -207,13 +207,16 @@ _ENTITY_TAG_LIST = re.compile(ENTITY_TAG_LIST)
 _ENTITY_TAG = re.compile(ENTITY_TAG)
 
 
-def entity_tag(*versions: tuple[uuid.UUID, int]) -> str:
-    """A strong ETag of a record (id, revision), and of the records it embeds: it changes with any of them."""
+def entity_tag(*versions: tuple[uuid.UUID, int], moved: tuple[object, ...] = ()) -> str:
+    """A strong ETag of a record (id, revision), of the records it embeds, and of the values the service moves
+    without a write (Resource.moved_without_write): it changes with any of them."""
     if len(versions) == 1:  # a record that embeds none: most answers
         record_id, revision = versions[0]
         data = record_id.bytes + revision.to_bytes(8, "big")
     else:
         data = b"".join(record_id.bytes + revision.to_bytes(8, "big") for record_id, revision in versions)
+    if moved:
+        data += msgspec.json.encode(moved)
     return f'"{hashlib.blake2b(data, digest_size=10).hexdigest()}"'
 
 

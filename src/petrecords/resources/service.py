@@ -79,11 +79,12 @@ async def read_visible(
 
 
 def etag_of(resource: Resource, row: Row) -> str:
+    moved = tuple(row[column] for column in resource.moved_without_write)
     if not resource.embeds:
-        return entity_tag((row["id"], row["revision"]))
+        return entity_tag((row["id"], row["revision"]), moved=moved)
     versions = [(row["id"], row["revision"])]
     versions.extend((row[embed.field]["id"], row[embed.field]["revision"]) for embed in resource.embeds)
-    return entity_tag(*versions)
+    return entity_tag(*versions, moved=moved)
 
 
 async def _referenced(

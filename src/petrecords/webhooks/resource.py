@@ -263,6 +263,7 @@ WEBHOOKS = Resource(
     more_endpoints=webhook_endpoints,
     record_operations=(f"rotate{SCHEMA_NAME}Secret", f"list{SCHEMA_NAME}Deliveries"),
     most_per_owner=MOST_PER_OWNER,
+    moved_without_write=("position",),  # moved by the deliveries: the ETag follows it
     # A public address that needs no look-up; created disabled, as a client does before its receiver is ready.
     examples={"url": "https://93.184.215.14/petrecords-webhooks", "events": ["pets.*"], "enabled": False},
 )
