@@ -292,7 +292,7 @@ def _http_server(redirect_to: str | None) -> Iterator[tuple[str, list[tuple[str,
     seen: list[tuple[str, str | None]] = []
     handler = type("Handler", (_Recorder,), {"redirect_to": redirect_to, "seen": seen})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", seen

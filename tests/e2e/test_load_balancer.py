@@ -313,7 +313,7 @@ def _echo() -> Iterator[tuple[str, list[str]]]:
     seen: list[str] = []
     handler = type("Echo", (_Echo,), {"seen": seen})
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         thread.start()
         try:
             yield f"127.0.0.1:{server.server_address[1]}", seen

@@ -127,7 +127,9 @@ def jwks_server(keys: list[SigningKey]) -> Iterator[JwksServer]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state = JwksServer(url=f"http://127.0.0.1:{server.server_address[1]}/jwks.json", keys=keys)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop to look again: at the default half second, that was most of each test of a
+    # provider (79 of them).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield state
