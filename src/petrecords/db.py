@@ -205,7 +205,10 @@ def alembic_config() -> Config:
     return config
 
 
+@functools.lru_cache(maxsize=1)
 def head_revision() -> str:
+    """The newest revision of this version's migrations (read from their files once per process: every store
+    opened checks the schema against it)."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise RuntimeError("the migration history is empty")
