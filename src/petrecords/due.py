@@ -31,7 +31,6 @@ from petrecords.openapi import DocumentContext, api_errors, headers, parameter
 from petrecords.pets import PETS
 from petrecords.resources.access import list_scope, permission, quick_permission, visible
 from petrecords.resources.fields import (
-    MAX_SAFE_INTEGER,
     TIMESTAMP_SCHEMA,
     USER_OR_GROUP_SCHEMA,
     UUID_SCHEMA,
@@ -41,7 +40,7 @@ from petrecords.resources.fields import (
 )
 from petrecords.resources.filters import SEVERAL, AnyOf, Compared, Errors, Owner, Scope, split_values, time_bound
 from petrecords.resources.listing import PAGING_PARAMETERS, positive_int, query_pairs
-from petrecords.resources.openapi_operations import TOO_LONG_TARGET
+from petrecords.resources.openapi_operations import TOO_LONG_TARGET, paging_parameters
 from petrecords.services import Services
 from petrecords.store.base import (
     Condition,
@@ -412,16 +411,7 @@ def _due_document(context: DocumentContext) -> dict[str, Any]:
     filters = (_BEFORE, *FILTERS, OWNER, SCOPE)
     parameters = [document for one in filters for document in one.document(schemas)]
     parameters += [
-        parameter(
-            "pageIndex",
-            {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER, "default": 1},
-            "Page number, 1-based.",
-        ),
-        parameter(
-            "pageSize",
-            {"type": "integer", "minimum": 1, "default": settings.default_page_size},
-            f"Items per page; above {settings.max_page_size} it is reduced to it.",
-        ),
+        *paging_parameters(context, counted="Items"),
         parameter(
             "sort",
             {

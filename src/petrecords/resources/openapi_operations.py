@@ -173,7 +173,8 @@ def _record_links(resource: Resource, resources: ResourceSet) -> dict[str, Any]:
     return {**_links(resource, *_ALL_LINKS), **_reference_links(resource, resources)}
 
 
-def paging_parameters(context: DocumentContext) -> list[dict[str, Any]]:
+def paging_parameters(context: DocumentContext, *, counted: str = "Records") -> list[dict[str, Any]]:
+    """`pageIndex` and `pageSize`, of a list of `counted` (a list of what is due counts items, not records)."""
     settings = context.settings
     return [
         parameter(
@@ -184,7 +185,7 @@ def paging_parameters(context: DocumentContext) -> list[dict[str, Any]]:
         parameter(
             "pageSize",
             {"type": "integer", "minimum": 1, "default": settings.default_page_size},
-            f"Records per page; values above {settings.max_page_size} are reduced to it.",
+            f"{counted} per page; values above {settings.max_page_size} are reduced to it.",
         ),
     ]
 
