@@ -79,7 +79,8 @@ async def read_visible(
 
 
 def etag_of(resource: Resource, row: Row) -> str:
-    moved = tuple(row[column] for column in resource.moved_without_write)
+    # Nearly every resource has none: no tuple to build on the get-by-id path.
+    moved = tuple(row[column] for column in resource.moved_without_write) if resource.moved_without_write else ()
     if not resource.embeds:
         return entity_tag((row["id"], row["revision"]), moved=moved)
     versions = [(row["id"], row["revision"])]
