@@ -219,10 +219,12 @@ if VACCINES.references:
 
 
 DUE_ROWS_RANK = VACCINE_RANK + 1_000
-"""Where the hold of a pet's due rows comes in a vaccine's write: after every record it holds (its vaccine alone).
-Only vaccines' writes hold them, last and all at once: a write of a pet's doses holds the pet, which a vaccine's
-write never holds, and then their vaccines (held_doses), which only waits for a vaccine's write that, holding
-these, waits for nothing else."""
+"""Where the hold of a pet's due rows comes in a write: after every record it holds. Every write of a pet's due rows
+or their grants holds them first: a vaccine's write, which does not hold the pets, and a write of a pet, its doses
+or its shares, which holds the pet but not a renamed vaccine. Without it, a pet renamed and a vaccine renamed at once
+each wrote the pet's rows from what it read before the other committed (the grants twice: a duplicate key, a 500).
+No cycle: a write holds them last, after its vaccines (held_doses), and a vaccine's write, holding them, waits for
+nothing else."""
 
 
 def due_rows_locks(pet_ids: set[uuid.UUID]) -> list[Lock]:
@@ -243,18 +245,18 @@ async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     return await pet_doses(tx, pet_id)
 
 
-async def _rows_of_pet(
-    tx: Transaction, pet_id: uuid.UUID, *, hold_vaccines: bool
-) -> tuple[dict[object, Row], dict[object, Row]]:
-    """A pet's due rows as held, and as its doses and its record now say (none for a pet that died or is gone), by
-    group."""
+async def _wanted_rows(tx: Transaction, pet_id: uuid.UUID, *, hold_vaccines: bool) -> dict[object, Row]:
+    """A pet's due rows as its doses and its record now say (none for a pet that died or is gone), by group."""
     pet = await tx.get(PETS.collection, pet_id)
-    wanted: dict[object, Row] = {}
-    if pet is not None and pet["deceased_at"] is None:
-        doses = await (held_doses if hold_vaccines else pet_doses)(tx, pet_id)
-        wanted = {key: due_row(pet, dose) for key, dose in latest_doses(doses).items()}
-    held = {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
-    return held, wanted
+    if pet is None or pet["deceased_at"] is not None:
+        return {}
+    doses = await (held_doses if hold_vaccines else pet_doses)(tx, pet_id)
+    return {key: due_row(pet, dose) for key, dose in latest_doses(doses).items()}
+
+
+async def _held_rows(tx: Transaction, pet_id: uuid.UUID) -> dict[object, Row]:
+    """A pet's due rows as stored, by group (their hold taken)."""
+    return {_stored_group(row): row for row in await of_pet(tx, DUE_DOSES.collection, pet_id)}
 
 
 async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines: bool = True) -> None:
@@ -264,7 +266,11 @@ async def _keep_pets(tx: Transaction, pet_ids: set[uuid.UUID], *, hold_vaccines:
     no other vaccine: it would wait for another vaccine's write that waits for it."""
     collection = DUE_DOSES.collection
     ordered = sorted(pet_ids)
-    rows = [await _rows_of_pet(tx, pet_id, hold_vaccines=hold_vaccines) for pet_id in ordered]
+    wanted_rows = [await _wanted_rows(tx, pet_id, hold_vaccines=hold_vaccines) for pet_id in ordered]
+    if hold_vaccines:
+        # A vaccine's write (which holds no vaccine but its own) took this hold already, before it read the doses.
+        await tx.lock(due_rows_locks(pet_ids))
+    rows = [(await _held_rows(tx, pet_id), wanted) for pet_id, wanted in zip(ordered, wanted_rows, strict=True)]
     gone: dict[uuid.UUID, Row] = {}
     moved: set[uuid.UUID] = set()
     for pet_id, (held, wanted) in zip(ordered, rows, strict=True):
@@ -352,6 +358,7 @@ async def _follow_pet(tx: Transaction, pet: Row) -> None:
     one read of them and a write each, where a pet's death or its return reads its doses again."""
     collection = DUE_DOSES.collection
     moved = False
+    await tx.lock(due_rows_locks({pet["id"]}))
     for before in await of_pet(tx, collection, pet["id"]):
         row = {
             **before,
@@ -438,7 +445,9 @@ async def keep_due(tx: Transaction, resource: Resource, before: Row | None, afte
         await tx.lock(due_rows_locks(pets))
     elif resource is PET_SHARES and _moved(before, after, _SHARE_COLUMNS):
         # A share made, gone or given another expiry: its pet's due rows by grantee (the pet is held, see Kept).
-        await _keep_grants(tx, {row["pet_id"] for row in (before, after) if row is not None})
+        shared = {row["pet_id"] for row in (before, after) if row is not None}
+        await tx.lock(due_rows_locks(shared))
+        await _keep_grants(tx, shared)
         return
     await _keep_pets(tx, pets, hold_vaccines=resource is not VACCINES)
 

@@ -15,7 +15,7 @@ from litestar.testing import AsyncTestClient
 from petrecords import due_rows
 from petrecords.app import create_app
 from petrecords.config import Settings
-from tests.api.test_shares import CLINIC, VET, as_vet, share
+from tests.api.test_shares import CLINIC, SHARES, VET, as_vet, share
 from tests.support import (
     ADMIN,
     ALICE,
@@ -438,6 +438,62 @@ class TestConcurrentWriters:
         # And the list: one row for each pet and group, no stale one left beside it.
         page = await due(client, admin(), pageSize=100, before=at(365))
         assert page["totalCount"] == len(pets) * 2, page
+
+    async def test_a_vaccines_write_beside_its_pets_writes_and_shares_leaves_fresh_rows(
+        self, client: Client, settings: Settings, rabies: dict[str, Any], lepto: dict[str, Any]
+    ) -> None:
+        """Two vaccines renamed and regrouped at once with renames, a transfer and shares of the pets with doses of
+        them. A vaccine's write holds the vaccine and the pets' due rows, not the pets; a pet's or a share's write
+        holds the pet, not the vaccines: both rewrite the pet's due rows and their grants, so each holds them first.
+        Whichever commits last, every write succeeds and the rows are what the records now say."""
+        pets = [(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(6)]
+        for n, pet in enumerate(pets):
+            await dose(client, pet, rabies, -400 + n, -10)
+            await dose(client, pet, lepto, -300 + n, -5)
+        shared: list[str] = []
+        at_once = settings.model_copy(update={"db_pool_size": 16})
+        for round_, group in enumerate(("Core", None, "Rabies", None)):
+            writes = [
+                ("patch", f"/v1/vaccines/{rabies['id']}", {"name": f"Rabies {round_}", "group": group}, admin()),
+                ("patch", f"/v1/vaccines/{lepto['id']}", {"name": f"Lepto {round_}"}, admin()),
+                *(
+                    ("patch", f"/v1/pets/{pet['id']}", {"name": f"Pet {n}.{round_}"}, auth())
+                    for n, pet in enumerate(pets[:2])
+                ),
+                *(
+                    ("delete", f"{SHARES}/{one}", None, auth())
+                    if shared
+                    else ("post", SHARES, {"petId": pet["id"], "grantee": CLINIC, "access": "read"}, auth())
+                    for one, pet in zip(shared or [""] * 3, pets[3:], strict=True)
+                ),
+            ]
+            if round_ == 1:
+                writes.append(("patch", f"/v1/pets/{pets[2]['id']}", {"ownerId": BOB}, admin()))
+            async with overlapping_client(create_app(at_once)) as concurrent:
+                answers = await asyncio.gather(
+                    *(
+                        concurrent.request(method, path, json=body, headers=headers)
+                        for method, path, body, headers in writes
+                    )
+                )
+            assert [answer.status_code for answer in answers] == [
+                201 if method == "post" else 200 for method, *_ in writes
+            ], [answer.text for answer in answers if answer.status_code >= 300]
+            shared = [] if shared else [answer.json()["id"] for answer in answers if answer.status_code == 201]
+
+            records = {
+                record["id"]: record
+                for path in ("/v1/pets", "/v1/vaccines")
+                for record in (await client.get(path, params={"pageSize": 100}, headers=admin())).json()["items"]
+            }
+            page = await due(client, admin(), pageSize=100, before=at(365))
+            assert page["totalCount"] == len(pets) * 2, page
+            for item in page["items"]:
+                pet, vaccine = records[item["petId"]], records[item["vaccineId"]]
+                assert (item["petName"], item["ownerId"]) == (pet["name"], pet["ownerId"]), (round_, item)
+                assert (item["vaccineName"], item["group"]) == (vaccine["name"], vaccine["group"] or vaccine["name"])
+            seen = {item["petId"] for item in (await due(client, as_vet(), pageSize=100, before=at(365)))["items"]}
+            assert seen == ({pet["id"] for pet in pets[3:]} if shared else set()), round_
 
 
 class TestRoomForReminders:
