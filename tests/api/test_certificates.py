@@ -309,7 +309,7 @@ class TestPublic:
         response = await client.get(created["link"], headers={"Accept": "text/html,application/xhtml+xml"})
 
         assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/html")
+        assert response.headers["content-type"] == "text/html; charset=utf-8"
         assert response.headers["content-security-policy"].startswith("default-src 'none'")
         assert "<script" not in response.text
 

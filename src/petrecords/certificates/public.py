@@ -171,7 +171,7 @@ class PublicCertificates:
         if form == HTML:
             page = render_page(facts).encode()
             headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY}
-            return Answer(200, page, headers, media_type="text/html; charset=utf-8")
+            return Answer(200, page, headers, media_type=HTML)
         payload = encode_facts(facts)
         if form == JOSE:
             return Answer(200, self.signer.sign(payload).encode("ascii"), media_type=JOSE)
