@@ -615,6 +615,7 @@ class TestRateLimit:
                 assert_error(response, 429, 987)
                 assert response.headers["retry-after"]
                 assert response.headers["cache-control"] == "no-store"
+                assert response.headers["referrer-policy"] == "no-referrer"
                 assert steps == []
             assert reads == []
 
