@@ -449,6 +449,16 @@ class TestOpenApi:
     async def test_readiness_failure_is_documented(self, document: dict[str, Any], path: str) -> None:
         assert "503" in document["paths"][path]["get"]["responses"]
 
+    async def test_a_certificates_json_is_documented_with_nothing_else(self, document: dict[str, Any]) -> None:
+        content = document["paths"]["/public/certificates/{token}"]["get"]["responses"]["200"]["content"]
+        facts = content["application/json"]["schema"]
+        pet, dose = facts["properties"]["pet"], facts["properties"]["vaccinations"]["items"]
+
+        for schema in (facts, pet, dose):
+            assert schema["additionalProperties"] is False
+            assert set(schema["required"]) == set(schema["properties"])
+        assert dose["properties"]["state"]["enum"] == ["overdue", "due-soon", "current", "deceased", "superseded"]
+
     async def test_every_reference_resolves(self, document: dict[str, Any]) -> None:
         for reference in set(_references(document)):
             assert _resolve(document, reference) is not None, reference

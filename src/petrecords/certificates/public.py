@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from petrecords.certificates.addresses import TrustedProxies, create_public_rate_limit
-from petrecords.certificates.facts import DAY_MS, CertificateFacts, build_facts, encode_facts
+from petrecords.certificates.facts import DAY_MS, STATES, CertificateFacts, build_facts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
 from petrecords.certificates.reads import Link, completed_doses, find_link
@@ -255,9 +255,21 @@ def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
     return schema
 
 
+def _closed(schema: dict[str, Any]) -> None:
+    """Each object of the certificate's JSON says it holds its members and nothing else (section 16)."""
+    if "properties" in schema:
+        schema["additionalProperties"] = False
+        for member in schema["properties"].values():
+            _closed(member)
+    if "items" in schema:
+        _closed(schema["items"])
+
+
 def _facts_schema() -> dict[str, Any]:
     (root,), definitions = msgspec.json.schema_components([CertificateFacts])
     schema: dict[str, Any] = _inlined(root, definitions)
+    _closed(schema)
+    schema["properties"]["vaccinations"]["items"]["properties"]["state"] = {"type": "string", "enum": list(STATES)}
     schema["description"] = (
         "Exactly what a certificate shows: the pet, and every completed dose of the groups it names, oldest first, "
         "each with its group's state (the latest dose's: overdue, due-soon, current or deceased; superseded for an "
