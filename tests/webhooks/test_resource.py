@@ -267,21 +267,57 @@ class TestNewSecret:
         stale = await client.post(f"{WEBHOOKS}/{hook['id']}/secret", headers={**auth(), "If-Match": '"nope"'})
         assert_error(stale, 412, 992)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="Open question (contract v4, sections 3, 10 and 17): a new secret is a POST, and section 3 says a "
-        "POST honours Idempotency-Key; the service reads no key there, so a retry makes another secret.",
-    )
     async def test_a_retry_with_the_same_idempotency_key_shows_the_same_secret(self, client: Client) -> None:
+        """Contract section 3: every POST honours Idempotency-Key; a retried rotation must not make a third secret
+        that the client never saw."""
         hook = await create_hook(client)
         path = f"{WEBHOOKS}/{hook['id']}/secret"
         first = await client.post(path, headers={**auth(), "Idempotency-Key": "rotate-1"})
         again = await client.post(path, headers={**auth(), "Idempotency-Key": "rotate-1"})
-        assert (first.status_code, again.status_code) == (200, 200)
+
+        assert (first.status_code, again.status_code) == (200, 200), again.text
         assert again.headers.get("Idempotent-Replayed") == "true"
-        assert again.json()["secret"] == first.json()["secret"]
-        malformed = await client.post(path, headers={**auth(), "Idempotency-Key": "k" * 256})
+        assert first.headers.get("Idempotent-Replayed") is None
+        assert again.json() == first.json()
+        assert again.headers["ETag"] == first.headers["ETag"]
+        history = (await client.get(f"{WEBHOOKS}/{hook['id']}/history", headers=auth())).json()
+        assert [change["action"] for change in history["items"]].count("replaced") == 1
+
+    async def test_the_key_of_another_request_is_422_and_a_malformed_one_400(self, client: Client) -> None:
+        hook, other = await create_hook(client), await create_hook(client)
+        created = await client.post(WEBHOOKS, json=hook_body(), headers={**auth(), "Idempotency-Key": "made-it"})
+        assert created.status_code == 201, created.text
+        rotated = await client.post(f"{WEBHOOKS}/{hook['id']}/secret", headers={**auth(), "Idempotency-Key": "k-1"})
+        assert rotated.status_code == 200, rotated.text
+
+        assert_error(
+            await client.post(f"{WEBHOOKS}/{other['id']}/secret", headers={**auth(), "Idempotency-Key": "k-1"}),
+            422,
+            990,
+        )
+        assert_error(
+            await client.post(f"{WEBHOOKS}/{hook['id']}/secret", headers={**auth(), "Idempotency-Key": "made-it"}),
+            422,
+            990,
+        )
+        assert_error(
+            await client.post(WEBHOOKS, json=hook_body(), headers={**auth(), "Idempotency-Key": "k-1"}), 422, 990
+        )
+        malformed = await client.post(
+            f"{WEBHOOKS}/{hook['id']}/secret", headers={**auth(), "Idempotency-Key": "k" * 256}
+        )
         assert_error(malformed, 400, 994)
+
+    async def test_a_failed_rotation_leaves_its_key_free(self, client: Client) -> None:
+        hook = await create_hook(client)
+        path = f"{WEBHOOKS}/{hook['id']}/secret"
+        stale = await client.post(path, headers={**auth(), "Idempotency-Key": "k-2", "If-Match": '"nope"'})
+        assert_error(stale, 412, 992)
+
+        again = await client.post(path, headers={**auth(), "Idempotency-Key": "k-2"})
+
+        assert again.status_code == 200, again.text
+        assert again.headers.get("Idempotent-Replayed") is None
 
 
 class TestDeliveriesLog:

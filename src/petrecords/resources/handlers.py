@@ -14,26 +14,23 @@ import msgspec
 
 from petrecords.auth import Caller
 from petrecords.endpoints import JSON, MERGE_PATCH, Answer, Call, Endpoint
-from petrecords.errors import DatabaseUnavailable, IdempotencyKeyReused, ValidationFailed
+from petrecords.errors import DatabaseUnavailable, ValidationFailed
 from petrecords.resources import openapi_operations, service
 from petrecords.resources.declaration import Resource, Values
 from petrecords.resources.history import history_page
+from petrecords.resources.idempotency import IdempotentPost, with_members
 from petrecords.resources.listing import list_records, parse_list_query, parse_paging, query_pairs
 from petrecords.resources.requests import (
     Body,
     EntityTags,
-    canonical_json_hash,
-    check_idempotency_key,
     decode_json,
     read_body,
     read_patch,
 )
 from petrecords.resources.service import etag_of
 from petrecords.resources.wire import show
-from petrecords.sealing import kept_parts
 from petrecords.services import Services
-from petrecords.store.base import Row, StoredResponse, Transaction
-from petrecords.values import now_ms
+from petrecords.store.base import Row, Transaction
 
 _PURGE_EVERY = 100
 _UPDATE_ATTEMPTS = 5
@@ -43,16 +40,6 @@ meanwhile."""
 
 def record_answer(resource: Resource, row: Row, *, status: int = 200) -> Answer:
     return Answer(status, msgspec.json.encode(show(resource, row)), {"ETag": etag_of(resource, row)})
-
-
-def with_members(record: bytes, members: Mapping[str, Any]) -> bytes:
-    """A record's JSON object with more members at its end."""
-    return record[:-1] + b"," + msgspec.json.encode(members)[1:]
-
-
-def _sealed_for(caller: Caller, key: str) -> bytes:
-    """What a kept secret is bound to: the caller and the Idempotency-Key of the create that made it."""
-    return msgspec.json.encode([caller.email, key])
 
 
 def _entity_tags(call: Call, header: bytes, name: str) -> EntityTags | None:
@@ -126,22 +113,10 @@ class ResourceHandlers:
 
     async def _create_in(self, tx: Transaction, caller: Caller, body: Body, raw_key: str | None) -> Answer:
         """The record created, or the answer kept for its `Idempotency-Key`."""
-        resource, settings = self.resource, self.services.settings
-        key = None if raw_key is None else check_idempotency_key(raw_key)
-        now = request_hash = None
-        if key is not None:
-            request_hash = canonical_json_hash(body.document)
-            now = now_ms()
-            stored = await tx.claim_idempotency_key(caller.email, key, now_ms=now)
-            if stored is not None:
-                if stored.request_hash != request_hash or stored.resource != resource.name:
-                    raise IdempotencyKeyReused()
-                headers = {"Idempotent-Replayed": "true"}
-                headers.update(
-                    {name: value for name, value in (("Location", stored.location), ("ETag", stored.etag)) if value}
-                )
-                return Answer(stored.status, self._replayed(stored.body, caller, key), headers)
-
+        resource, services = self.resource, self.services
+        post = IdempotentPost.of(caller, raw_key, request=body.document, kept_as=resource.name)
+        if post is not None and (replayed := await post.replay(tx, services.sealer)) is not None:
+            return replayed
         revealed: Values = {}
         shown: Mapping[str, Any] = {}
         if resource.revealed is not None:
@@ -150,41 +125,22 @@ class ResourceHandlers:
             tx=tx,
             caller=caller,
             resource=resource,
-            resources=self.services.resources,
+            resources=services.resources,
             body=body,
-            settings=settings,
+            settings=services.settings,
             revealed=revealed,
         )
-        location = f"{resource.path}/{row['id']}"
-        etag = etag_of(resource, row)
         # The secret is shown here and in a replay of this answer alone: the change log keeps `record` without it.
-        body_sent = with_members(record, shown) if shown else record
-        answer = Answer(201, body_sent, {"ETag": etag, "Location": location})
-        if key is None or request_hash is None or now is None:
-            return answer
-        # The secret is kept sealed (see sealing.py), or, with no key to seal it, not kept: a replay shows the record.
-        body_kept = record
-        if shown and self.services.sealer is not None:
-            body_kept = self.services.sealer.keep(record, msgspec.json.encode(shown), context=_sealed_for(caller, key))
-        kept = StoredResponse(
-            resource=resource.name, request_hash=request_hash, status=201, body=body_kept, location=location, etag=etag
+        answer = Answer(
+            201,
+            with_members(record, shown) if shown else record,
+            {"ETag": etag_of(resource, row), "Location": f"{resource.path}/{row['id']}"},
         )
-        expires_at_ms = now + settings.idempotency_ttl_seconds * 1000
-        await tx.save_idempotent_response(caller.email, key, kept, expires_at_ms=expires_at_ms)
-        if row["id"].int % _PURGE_EVERY == 0:
-            await tx.purge_expired_idempotency_keys(now_ms=now, limit=1000)
+        if post is not None:
+            await post.keep(tx, services.settings, services.sealer, answer, record=record, shown=shown)
+            if row["id"].int % _PURGE_EVERY == 0:
+                await tx.purge_expired_idempotency_keys(now_ms=post.now, limit=1000)
         return answer
-
-    def _replayed(self, kept: bytes, caller: Caller, key: str) -> bytes:
-        """The answer kept for an Idempotency-Key, its secret members unsealed (see sealing.py)."""
-        record, sealed = kept_parts(kept)
-        sealer = self.services.sealer
-        if sealed is None or sealer is None:
-            return record
-        secret = sealer.open(sealed, context=_sealed_for(caller, key))
-        if secret is None:  # sealed with a signing key since replaced: no one can read it any longer
-            return record
-        return with_members(record, msgspec.json.decode(secret))
 
     async def replace(self, call: Call) -> Answer:
         record_id = self._record_id(call)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from petrecords import errors
+from petrecords.config import Settings
 from petrecords.errors import ServiceError
 from petrecords.openapi import (
     PRIVATE,
@@ -256,6 +257,24 @@ def _references(resource: Resource) -> str:
     )
 
 
+def idempotency_key_parameter(settings: Settings, what: str, more: str = "") -> dict[str, Any]:
+    """The `Idempotency-Key` header of a POST (contract section 3), which makes `what` safe to retry."""
+    return parameter(
+        "Idempotency-Key",
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+            "pattern": _IDEMPOTENCY_KEY_PATTERN,
+        },
+        f"1–{IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters (anything else is 400). Makes the {what} safe to "
+        "retry: a repeat with the same key and body replays the first response, for at least "
+        f"{settings.idempotency_ttl_seconds} seconds; the same key with another request is 422, and a repeat while "
+        f"the first is in progress is 409.{' ' + more if more else ''}",
+        where="header",
+    )
+
+
 def create_operation(resource: Resource, resources: ResourceSet, context: DocumentContext) -> dict[str, Any]:
     settings = context.settings
     failures: list[type[ServiceError]] = [
@@ -274,20 +293,11 @@ def create_operation(resource: Resource, resources: ResourceSet, context: Docume
         "description": f"{resource.description}{_references(resource)}",
         **_writers(resource),
         "parameters": [
-            parameter(
-                "Idempotency-Key",
-                {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
-                    "pattern": _IDEMPOTENCY_KEY_PATTERN,
-                },
-                f"1–{IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters (anything else is 400). Makes the "
-                "create safe to retry: a repeat with the same key and body replays the first response, for at "
-                f"least {settings.idempotency_ttl_seconds} seconds; the same key with another request is 422, and "
-                "a repeat while the first is in progress is 409. The key is looked at after the body is "
-                "validated (400), before anything that depends on stored records (references, 403).",
-                where="header",
+            idempotency_key_parameter(
+                settings,
+                "create",
+                "The key is looked at after the body is validated (400), before anything that depends on stored "
+                "records (references, 403).",
             ),
         ],
         "requestBody": {

@@ -14,8 +14,9 @@ from petrecords.openapi import PRIVATE, DocumentContext, api_errors, headers, pa
 from petrecords.resources import service
 from petrecords.resources.declaration import Resource
 from petrecords.resources.fields import UUID_SCHEMA
+from petrecords.resources.idempotency import IdempotentPost, with_members
 from petrecords.resources.listing import parse_paging, query_pairs
-from petrecords.resources.openapi_operations import if_match_parameter, paging_parameters
+from petrecords.resources.openapi_operations import idempotency_key_parameter, if_match_parameter, paging_parameters
 from petrecords.resources.requests import Body, EntityTags
 from petrecords.resources.schemas import page_schema
 from petrecords.resources.wire import show
@@ -32,6 +33,8 @@ SECRET_SCHEMA: dict[str, Any] = {
     "examples": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw9nfc5M8I9pQ="],
 }
 ROTATION_OVERLAP_HOURS = 24
+KEY_KEPT_AS = "webhooks/secret"
+"""What an Idempotency-Key kept for a new secret was used for (a resource's create keeps the resource's name)."""
 
 
 class WebhookHandlers:
@@ -43,25 +46,34 @@ class WebhookHandlers:
 
     async def new_secret(self, call: Call) -> Answer:
         """A write, recorded as `replaced`: the webhook's new secret (for ROTATION_OVERLAP_HOURS the old one signs
-        too: see prepare)."""
-        resource, caller = self.resource, call.caller
+        too: see prepare). A POST: its Idempotency-Key replays the answer, the same secret, rather than make
+        another."""
+        resource, caller, services = self.resource, call.caller, self.services
         record_id = call.params[resource.path_parameter]
         if_match_header = call.header(b"if-match")
         if_match = None if if_match_header is None else EntityTags.parse("If-Match", if_match_header)
+        post = IdempotentPost.of(
+            caller, call.header(b"idempotency-key"), request={"webhookId": record_id}, kept_as=KEY_KEPT_AS
+        )
         secret = new_secret()
-        async with self.services.store.transaction(write=True, caller=caller) as tx:
+        async with services.store.transaction(write=True, caller=caller) as tx:
+            if post is not None and (replayed := await post.replay(tx, services.sealer)) is not None:
+                return replayed
             row = await service.replace_record(
                 tx=tx,
                 caller=caller,
                 resource=resource,
-                resources=self.services.resources,
+                resources=services.resources,
                 record_id=record_id,
                 body=Body(values={"secret": secret}, sent=frozenset(), document={}),
                 if_match=if_match,
-                settings=self.services.settings,
+                settings=services.settings,
             )
-        body = msgspec.json.encode({**show(resource, row), "secret": secret})
-        return Answer(200, body, {"ETag": service.etag_of(resource, row)})
+            record, shown = msgspec.json.encode(show(resource, row)), {"secret": secret}
+            answer = Answer(200, with_members(record, shown), {"ETag": service.etag_of(resource, row)})
+            if post is not None:
+                await post.keep(tx, services.settings, services.sealer, answer, record=record, shown=shown)
+        return answer
 
     async def deliveries(self, call: Call) -> Answer:
         settings, caller = self.services.settings, call.caller
@@ -91,14 +103,25 @@ def webhook_endpoints(resource: Resource, services: Services) -> list[Endpoint]:
             f"{ROTATION_OVERLAP_HOURS} hours deliveries carry a signature made with the old secret too, so that a "
             "receiver can move to the new one without missing a delivery. A write, recorded as `replaced`; it honours "
             "If-Match. Its owner and an administrator may make one; anyone else 404.",
-            "parameters": [webhook_id, if_match_parameter()],
+            "parameters": [
+                webhook_id,
+                if_match_parameter(),
+                idempotency_key_parameter(
+                    context.settings, "new secret", "No body is read: the same key for another webhook is 422."
+                ),
+            ],
             "responses": {
                 "200": {
                     "description": "The webhook as GET shows it, with its new `secret`.",
                     "headers": headers("ETag", *PRIVATE),
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WebhookCreated"}}},
                 },
-                **api_errors(errors.NotFound, errors.PreconditionFailed),
+                **api_errors(
+                    errors.NotFound,
+                    errors.PreconditionFailed,
+                    errors.IdempotencyInProgress,
+                    errors.IdempotencyKeyReused,
+                ),
             },
         }
 
