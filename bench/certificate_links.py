@@ -4,7 +4,10 @@ certificates of it, and `--other-pets` pets beside it. In each of `--rounds` rou
 the pet by id with its owner's token and for one link's JSON, first alone, then beside a steady stream of
 `--writes` writes a second to the other pets (a new dose of one of them, from a thread of this script); then for the
 one link's PDF (made once a minute, then kept) and for the PDFs of every link in turn (each a new document: a process
-keeps fewer than the links). It prints each figure and the ratios of the median round. The public rate limit is on,
+keeps fewer than the links). A link's first read: `--first-read-pets` more pets of `--doses` doses each, each with
+100 certificates, and the JSON of all their links in turn, more than a process keeps (about 700 of 50 doses): each
+read is as a kennel's, which finds nothing kept in the process. It prints each figure and the ratios of the median
+round. The public rate limit is on,
 at a budget the one address never reaches, so that each request pays for its check as with the default.
 
     .venv/bin/python bench/certificate_links.py --doses 50 --duration 5 --rounds 2 --connections 16
@@ -91,6 +94,27 @@ def _seed(
     return pet_id, pet.headers["etag"], links, others, vaccines
 
 
+def _seed_first_reads(base: str, owner: dict[str, str], vaccines: list[str], args: argparse.Namespace) -> list[str]:
+    """`--first-read-pets` pets of `--doses` doses each, with 100 certificates each: their links."""
+    links = []
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(days=args.doses * 30)
+    with httpx.Client(base_url=base, headers=owner, timeout=30) as client:
+        for number in range(args.first_read_pets):
+            pet = client.post("/v1/pets", json={"name": f"Kennel {number}", "petType": "Dog"})
+            pet.raise_for_status()
+            pet_id = pet.json()["id"]
+            for dose in range(args.doses):
+                applied = start + dt.timedelta(days=dose * 30)
+                client.post(
+                    "/v1/pet-vaccination", json=_dose(pet_id, vaccines[dose % len(vaccines)], applied, dose)
+                ).raise_for_status()
+            for _ in range(100):
+                created = client.post("/v1/pet-certificates", json={"petId": pet_id})
+                created.raise_for_status()
+                links.append(created.json()["link"])
+    return links
+
+
 @contextmanager
 def writes_beside(
     base: str, owner: dict[str, str], others: list[str], vaccines: list[str], per_second: float
@@ -127,6 +151,7 @@ FORMS = {
     "certificate_json": ("certificate", {"ACCEPT": "application/json"}, False),
     "get_by_id_beside_writes": ("get_by_id", {}, True),
     "certificate_json_beside_writes": ("certificate", {"ACCEPT": "application/json"}, True),
+    "certificate_json_first_read": ("certificates_in_turn", {"ACCEPT": "application/json", "LINKS_FILE": ""}, False),
     "certificate_pdf": ("certificate", {"ACCEPT": "application/pdf"}, False),
     "certificate_pdf_new": ("certificates_in_turn", {"ACCEPT": "application/pdf"}, False),
 }
@@ -137,6 +162,7 @@ def main() -> None:
     parser.add_argument("--doses", type=int, default=50)
     parser.add_argument("--links", type=int, default=100, help="certificates of the pet (at most 100)")
     parser.add_argument("--other-pets", type=int, default=20)
+    parser.add_argument("--first-read-pets", type=int, default=20, help="pets of 100 links each, read in turn")
     parser.add_argument("--writes", type=float, default=20.0, help="writes a second to the other pets, beside")
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
@@ -159,6 +185,8 @@ def main() -> None:
             ids.write_text(f"{pet_id} {etag}\n")
             links_file = work_dir / "links.txt"
             links_file.write_text("".join(f"{link}\n" for link in links))
+            first_reads = work_dir / "first-reads.txt"
+            first_reads.write_text("".join(f"{link}\n" for link in _seed_first_reads(base, owner, vaccines, args)))
             common = {"TOKEN": owner_token, "IDS_FILE": str(ids), "LINK": links[0], "LINKS_FILE": str(links_file)}
             load = os.getloadavg()[0]
             print(f"{args.database}, {args.doses} doses, {len(links)} links; load average {load:.2f}", end="")
@@ -173,7 +201,7 @@ def main() -> None:
                         script,
                         duration=args.duration,
                         connections=args.connections,
-                        env={**common, **extra},
+                        env={**common, **extra, **({"LINKS_FILE": str(first_reads)} if "LINKS_FILE" in extra else {})},
                     )
                     if beside:
                         with writes_beside(base, owner, others, vaccines, args.writes) as written:
@@ -193,6 +221,7 @@ def main() -> None:
                     )
     for json_name, get_name, what in (
         ("certificate_json", "get_by_id", "alone"),
+        ("certificate_json_first_read", "get_by_id", "a link's first read"),
         ("certificate_json_beside_writes", "get_by_id_beside_writes", f"beside {args.writes:g} writes/s to other pets"),
     ):
         ratios = [one[json_name]["rps"] / one[get_name]["rps"] for one in rounds]

@@ -8,7 +8,8 @@ import io
 import json
 import logging
 import secrets
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -16,16 +17,21 @@ import httpx
 import jwt
 import pysqlite3.dbapi2 as sqlite3
 import pytest
+import sqlalchemy as sa
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from litestar.testing import AsyncTestClient
 from pypdf import PdfReader
 
 from petrecords.certificates.links import digest_of
+from petrecords.certificates.public import PublicCertificates
 from petrecords.certificates.reads import LINK
+from petrecords.certificates.recent import RecentCertificates
 from petrecords.config import Settings
 from petrecords.logs import JsonFormatter
+from petrecords.pets import PETS
 from petrecords.store.postgres.statements import as_asyncpg_runs_it
+from petrecords.store.sql import SqlTransaction
 from petrecords.store.sqlite.statements import as_sqlite_runs_it
 from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
 from tests.api.test_shares import WorkDone
@@ -269,8 +275,8 @@ class TestPublic:
             await vaccinate(client, rex, rabies, appliedAt=format_timestamp(now_ms() - days * DAY_MS))
             for days in (30, 20, 10)
         ]
-        created = await issue(client, rex)
         monkeypatch.setattr("petrecords.certificates.reads.MOST_DOSES", 2)
+        created = await issue(client, rex)  # its document made with it
 
         body = (await client.get(created["link"])).json()
 
@@ -389,6 +395,8 @@ class TestAskedAgain:
         await vaccinate(client, rex, rabies)
         created = await issue(client, rex)
         first = await client.get(created["link"])
+        # The first read found the document the create made; the next one tells this process that it still holds.
+        await client.get(created["link"])
         work = WorkDone(monkeypatch)
 
         again, steps = await work.of(client.get(created["link"]))
@@ -492,6 +500,130 @@ class TestAskedAgain:
         assert [await state(), await state()] == ["overdue", "overdue"]
         clock[0] = due + DAY_MS
         assert_error(await client.get(created["link"]), 410, 981)
+
+
+class TestFirstRead:
+    """A link read once, as a kennel reads it, answers from the document its certificate's write made (or the last
+    read after a change made), read with the link in one statement; a write that changes what it shows makes it stale,
+    and a stale one is never served. Each process here keeps nothing of its own (recent.py), as for a link read
+    once."""
+
+    @pytest.fixture(autouse=True)
+    def forgetful(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(RecentCertificates, "keep", lambda *_, **__: None)
+
+    @pytest.fixture
+    async def client(
+        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
+    ) -> AsyncIterator[Client]:
+        # An app of its own, its budget of public requests high and its own: the module's is shared by its tests.
+        async with make_client(make_settings(public_rate_limit=10_000)) as client:
+            yield client
+
+    async def test_it_is_one_statement_in_every_form(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await vaccinate(client, rex, rabies)
+        await vaccinate(client, rex, rabies, appliedAt=format_timestamp(now_ms() - 2 * DAY_MS))
+        created = await issue(client, rex)
+        work = WorkDone(monkeypatch)
+
+        for accept in ("application/json", "application/jose", "text/html", "application/pdf"):
+            response, steps = await work.of(client.get(created["link"], headers={"Accept": accept}))
+            assert response.status_code == 200, response.text
+            assert steps == [("read", str(LINK))], accept
+        stored, _ = await work.of(client.get(created["link"]))
+        monkeypatch.setattr("petrecords.certificates.public.stored_answer", lambda *_, **__: None)
+        made, _ = await work.of(client.get(created["link"]))
+        assert {**stored.json(), "asOf": None} == {**made.json(), "asOf": None}
+        assert [dose["state"] for dose in stored.json()["vaccinations"]] == ["superseded", "current"]
+
+    async def test_every_write_it_shows_makes_it_stale(
+        self,
+        client: Client,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
+    ) -> None:
+        dose = await vaccinate(client, rex, rabies)
+        dhpp = (await create_vaccine(client, name="Vanguard DHPP", pet_type="Dog", duration=365, group="DHPP")).json()
+        created = await issue(client, rex)
+        work = WorkDone(monkeypatch)
+
+        async def write(path: str, body: dict[str, Any] | None = None, admin: bool = False) -> None:
+            if body is None:
+                response, steps = await work.of(client.delete(path, headers=auth()))
+            else:
+                response, steps = await work.of(client.patch(path, json=body, headers=auth(admin=admin)))
+            assert response.status_code == 200, response.text
+            # Marked stale by what the write moves of its own records, without a statement of the documents.
+            assert not [step for step in steps if "certificate_documents" in step[1] and step[0] == "write"], steps
+
+        async def shown() -> dict[str, Any]:
+            first, steps = await work.of(client.get(created["link"]))
+            assert first.status_code == 200, first.text
+            assert steps != [("read", str(LINK))]  # the document was stale: made again, and kept
+            again, steps = await work.of(client.get(created["link"]))
+            assert steps == [("read", str(LINK))]
+            assert {**again.json(), "asOf": None} == {**first.json(), "asOf": None}
+            body: dict[str, Any] = first.json()
+            return body
+
+        newer = await vaccinate(client, rex, dhpp)
+        assert [item["id"] for item in (await shown())["vaccinations"]] == [dose["id"], newer["id"]]
+        await write(f"/v1/pet-vaccination/{dose['id']}", {"lotNumber": "B-77"})
+        assert (await shown())["vaccinations"][0]["lotNumber"] == "B-77"
+        await write(f"/v1/pet-vaccination/{dose['id']}", {"status": "entered-in-error", "statusReason": "wrong pet"})
+        assert [item["id"] for item in (await shown())["vaccinations"]] == [newer["id"]]
+        await write(f"/v1/vaccines/{dhpp['id']}", {"name": "Vanguard Plus 5"}, admin=True)
+        assert (await shown())["vaccinations"][0]["vaccineName"] == "Vanguard Plus 5"
+        await write(f"/v1/vaccines/{dhpp['id']}", {"manufacturer": "Zoetis"}, admin=True)
+        assert (await shown())["vaccinations"][0]["manufacturer"] == "Zoetis"
+        await write(f"/v1/vaccines/{dhpp['id']}", {"group": "Distemper"}, admin=True)
+        assert (await shown())["vaccinations"][0]["group"] == "Distemper"
+        await write(f"/v1/pet-vaccination/{newer['id']}")
+        assert (await shown())["vaccinations"] == []
+        await write(f"/v1/pets/{rex['id']}", {"name": "Rexie", "microchip": "982000123456780"})
+        pet = (await shown())["pet"]
+        assert (pet["name"], pet["microchip"]) == ("Rexie", "982000123456780")
+        await write(f"/v1/pets/{rex['id']}", {"deceasedAt": format_timestamp(now_ms())[:10]})
+        assert (await shown())["pet"]["deceasedAt"] is not None
+        expiry = format_timestamp(now_ms() + 5 * DAY_MS)
+        changed = await client.patch(f"{CERTIFICATES}/{created['id']}", json={"expiresAt": expiry}, headers=auth())
+        assert changed.status_code == 200, changed.text
+        response, steps = await work.of(client.get(created["link"]))
+        assert (response.json()["expiresAt"], steps) == (expiry, [("read", str(LINK))])  # made by the change
+        assert (await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())).status_code == 200
+        assert_error(await client.get(created["link"]), 410, 981)
+        kept = "SELECT count(*) FROM certificate_documents"
+        assert await scalar_sql(database_url, kept + f" WHERE certificate_id = '{created['id']}'") == 0
+
+    async def test_a_write_committed_while_a_read_makes_it_is_not_hidden(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await vaccinate(client, rex, rabies)
+        created = await issue(client, rex)
+        renamed = await client.patch(f"/v1/pets/{rex['id']}", json={"name": "Rexie"}, headers=auth())
+        assert renamed.status_code == 200, renamed.text
+        keep = PublicCertificates._keep_document
+
+        async def keep_after_a_write(self: PublicCertificates, *args: Any) -> None:
+            # Between the read that made the document and the write that keeps it, a new name for the pet commits.
+            async with self.services.store.transaction(write=True) as tx:
+                assert isinstance(tx, SqlTransaction)
+                pets = PETS.table
+                rename = sa.update(pets).where(pets.c.id == sa.bindparam("pet_id", type_=sa.Uuid()))
+                rename = rename.values(name="Max", revision=pets.c.revision + 1)
+                await tx.execute(rename, {"pet_id": uuid.UUID(rex["id"])})
+            await keep(self, *args)
+
+        monkeypatch.setattr(PublicCertificates, "_keep_document", keep_after_a_write)
+        made = await client.get(created["link"])
+        monkeypatch.setattr(PublicCertificates, "_keep_document", keep)
+
+        assert made.json()["pet"]["name"] == "Rexie"  # as the records were when it was read
+        assert [(await client.get(created["link"])).json()["pet"]["name"] for _ in range(2)] == ["Max", "Max"]
 
 
 class TestFeed:

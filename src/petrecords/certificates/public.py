@@ -6,10 +6,12 @@ What each request costs, in order: the per-address rate limit (a flooded address
 read); a token that this service could not have made is 404 with none either; any other token costs one statement
 (reads.LINK), which probes the unique digest index of the live and of the revoked links: 404 unknown, 410 revoked or
 expired. For a live link the same statement reads what vouches for its facts (the certificate's, the pet's and the
-pet's doses' revisions); a link answered lately by this process, whose vouch has not moved, is answered from what
-was kept (see recent.py) with nothing more read. On SQLite a link kept costs not even that statement while its
-connection tells that nothing was written since the vouch last held (Store.unread_data_version). Otherwise one read
-transaction reads the link again and the pet's doses with their vaccines, and the facts are made and kept. Every
+pet's doses' revisions) and the certificate's document as the database keeps it (see stored.py): a link answered
+lately by this process whose vouch has not moved is answered from what the process kept (see recent.py), any other
+whose kept document was made at that vouch from that document, with nothing more read. On SQLite a link kept costs
+not even that statement while its connection tells that nothing was written since the vouch last held
+(Store.unread_data_version). Otherwise (a document missing, or made stale by a write) one read transaction reads
+the link again and the pet's doses with their vaccines, the facts are made, and the document is kept again. Every
 answer, a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand
 its address (the token) to no one.
 """
@@ -20,18 +22,21 @@ import asyncio
 import collections
 import functools
 import hashlib
+import logging
+import uuid
 from typing import Any
 
 import msgspec
 
 from petrecords.certificates.addresses import TrustedProxies, create_public_rate_limit
-from petrecords.certificates.facts import DAY_MS, STATES, CertificateFacts, build_facts, encode_facts
+from petrecords.certificates.facts import STATES, CertificateFacts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
 from petrecords.certificates.reads import Link, completed_doses, find_link
-from petrecords.certificates.recent import Kept, RecentCertificates, kept, next_state_change
+from petrecords.certificates.recent import Kept, RecentCertificates
 from petrecords.certificates.resource import PET_CERTIFICATES, Groups
 from petrecords.certificates.signing import Signer, load_signer
+from petrecords.certificates.stored import keep_document, made, stored_answer
 from petrecords.endpoints import JSON, Access, Answer, Call, Endpoint
 from petrecords.errors import DatabaseUnavailable, LinkGone, NotFound, RateLimited, ServiceError
 from petrecords.http import error_answer
@@ -51,6 +56,7 @@ PRINTED_INSTANT = len("2026-11-21T16:06")
 """How much of `asOf` a PDF prints: to the minute (labels.instant)."""
 PUBLIC_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 TAG = PET_CERTIFICATES.name
+logger = logging.getLogger("petrecords.certificates")
 
 
 def chosen_form(accept: str | None) -> str:
@@ -86,6 +92,7 @@ class PublicCertificates:
         self._pdfs = PrintedCertificates()
         self._recent = RecentCertificates()
         self._signer = signer
+        self._due_soon_days = settings.due_soon_days
 
     @property
     def signer(self) -> Signer:
@@ -127,6 +134,11 @@ class PublicCertificates:
         async with store.transaction(write=False, single=True) as tx:
             link = _live(token, await find_link(tx, digest), now := now_ms())
         found = self._recent.get(digest, version=link.vouch, now_ms=now, data_version=data_version)
+        if found is None and link.vouch is not None:
+            # The document kept in the database, read in the same statement as the vouch it must match.
+            found = stored_answer(link.vouch, link.stored, due_soon_days=self._due_soon_days, now_ms=now)
+            if found is not None:
+                self._recent.keep(digest, found, data_version=data_version)
         if found is not None:
             return await self._kept_answer(found, now, form)
         return await self._form(await self._facts(token, digest), form)
@@ -135,6 +147,8 @@ class PublicCertificates:
         as_of = format_timestamp(now)
         if form == JSON:
             return Answer(200, found.json_as_of(as_of))
+        if form == JOSE:
+            return Answer(200, self.signer.sign(found.json_as_of(as_of)).encode("ascii"), media_type=JOSE)
         return await self._form(found.facts_as_of(as_of), form)
 
     async def _facts(self, token: str, digest: str) -> CertificateFacts:
@@ -144,11 +158,12 @@ class PublicCertificates:
         # state of the data as the rows they are made from.
         async with store.transaction(write=False) as tx:
             link = _live(token, await find_link(tx, digest), now := now_ms())
-            if link.pet is None:
+            if link.pet is None or link.vouch is None:
                 raise LinkGone()
             doses = await completed_doses(tx, link.pet["id"])
-        due_soon_days = self.services.settings.due_soon_days
-        facts = build_facts(
+        days = self._due_soon_days
+        answer = made(
+            version=link.vouch,
             certificate_id=link.id,
             issued_at_ms=link.created_at_ms,
             expires_at_ms=link.expires_at_ms,
@@ -156,14 +171,21 @@ class PublicCertificates:
             pet=link.pet,
             doses=doses,
             now_ms=now,
-            due_soon_days=due_soon_days,
+            due_soon_days=days,
         )
-        change = next_state_change(
-            (dose["due_at"] for dose, _ in doses), now_ms=now, due_soon_ms=due_soon_days * DAY_MS
-        )
-        good_until = link.expires_at_ms if change is None else min(change, link.expires_at_ms)
-        self._recent.keep(digest, kept(link.vouch, facts, good_until_ms=good_until), data_version=data_version)
-        return facts
+        await self._keep_document(link.id, link.vouch, answer)
+        self._recent.keep(digest, answer, data_version=data_version)
+        return answer.facts_as_of(format_timestamp(now))
+
+    async def _keep_document(self, certificate_id: uuid.UUID, vouch: tuple[Any, ...], answer: Kept) -> None:
+        """Keep the document made for the next first read, in a write of its own: a write committed meanwhile has
+        moved the vouch the next read compares it with, so that what is kept here is then not served. A failure
+        leaves the next read to make it again, and is no reason to fail this one."""
+        try:
+            async with self.services.store.transaction(write=True) as tx:
+                await keep_document(tx, certificate_id, vouch, answer, due_soon_days=self._due_soon_days)
+        except Exception:  # the answer is made: it is given whatever became of the copy
+            logger.warning("a certificate's document could not be kept", exc_info=True)
 
     async def _form(self, facts: CertificateFacts, form: str) -> Answer:
         if form == PDF:

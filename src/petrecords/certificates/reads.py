@@ -11,7 +11,11 @@ revision (and so the sum), a new dose raises the count and a deleted one lowers 
 creation moves the sum of creation instants, while writes to other pets change none of them. Facts kept with the
 vouch they were made from hold while a later `LINK` reads the same one.
 
-`DOSES` reads the doses of a pet with their vaccines, by the pet's index.
+`LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key: a first read
+whose document holds costs that one statement.
+
+`PET` reads a pet and its vouch, for a certificate's write to make its document; `DOSES` the doses of a pet with
+their vaccines, by the pet's index.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import sqlalchemy as sa
 
 from petrecords.certificates.facts import COMPLETED, Row
 from petrecords.certificates.resource import PET_CERTIFICATES, revoked_certificate_links
+from petrecords.certificates.stored import certificate_documents
 from petrecords.pets import PETS
 from petrecords.store.base import Transaction
 from petrecords.store.records import stored_uuid
@@ -51,11 +56,14 @@ DOSE_COLUMNS = (
     "rabies_tag",
 )
 VACCINE_COLUMNS = ("id", "name", "group_name", "manufacturer")
+STORED_COLUMNS = ("vouch", "good_until", "document")
+"""The columns of the certificate's document as kept (stored.py)."""
 
 _certificates = PET_CERTIFICATES.table
 _pets = PETS.table
 _doses = PET_VACCINATIONS.table
 _vaccines = VACCINES.table
+_documents = certificate_documents
 _DIGEST = sa.bindparam("digest", type_=sa.String())
 _PET = sa.bindparam("pet_id", type_=sa.Uuid())
 
@@ -64,8 +72,8 @@ def _as_text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
     return sa.cast(sa.func.coalesce(value, 0), sa.String())
 
 
-def _doses_vouch() -> sa.ScalarSelect[Any]:
-    """The pet's doses and their vaccines summed up in one value, correlated with the certificate's pet."""
+def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """The pet's doses and their vaccines summed up in one value: of the certificate's pet, or of a given one."""
     parts = [
         sa.func.count(),
         sa.func.sum(_doses.c.revision),
@@ -80,7 +88,7 @@ def _doses_vouch() -> sa.ScalarSelect[Any]:
     return (
         sa.select(summed)
         .select_from(_doses.join(_vaccines, _vaccines.c.id == _doses.c.vaccine_id))
-        .where(_doses.c.pet_id == _certificates.c.pet_id)
+        .where(_doses.c.pet_id == pet_id)
         .scalar_subquery()
     )
 
@@ -94,9 +102,14 @@ _LIVE = sa.select(
     _certificates.c.groups,
     _certificates.c.revision,
     _pets.c.revision,
-    _doses_vouch(),
+    _doses_vouch(_certificates.c.pet_id),
     *(_pets.c[name] for name in PET_COLUMNS),
-).select_from(_certificates.join(_pets, _pets.c.id == _certificates.c.pet_id))
+    *(_documents.c[name] for name in STORED_COLUMNS),
+).select_from(
+    _certificates.join(_pets, _pets.c.id == _certificates.c.pet_id).outerjoin(
+        _documents, _documents.c.certificate_id == _certificates.c.id
+    )
+)
 _REVOKED = sa.select(
     sa.literal(1),
     revoked_certificate_links.c.id,
@@ -107,6 +120,9 @@ _REVOKED = sa.select(
 LINK = sa.union_all(
     _LIVE.where(_certificates.c.token_digest == _DIGEST),
     _REVOKED.where(revoked_certificate_links.c.token_digest == _DIGEST),
+)
+PET = sa.select(_pets.c.revision, _doses_vouch(_PET), *(_pets.c[name] for name in PET_COLUMNS)).where(
+    _pets.c.id == _PET
 )
 DOSES = (
     sa.select(*(_doses.c[name] for name in DOSE_COLUMNS), *(_vaccines.c[name] for name in VACCINE_COLUMNS))
@@ -132,6 +148,16 @@ class Link:
     groups: str | None
     """The certificate's groups as stored: a JSON array, or None for every group."""
     pet: Row | None
+    stored: tuple[Any, ...] = (None, None, None)
+    """The certificate's document as kept (STORED_COLUMNS), all None where none is."""
+
+
+def _pet(values: Sequence[Any]) -> dict[str, Any]:
+    pet = dict(zip(PET_COLUMNS, values, strict=True))
+    pet["id"] = stored_uuid(pet["id"])
+    if pet["neutered"] is not None:
+        pet["neutered"] = bool(pet["neutered"])  # SQLite's are 0 and 1
+    return pet
 
 
 def _link(values: Sequence[Any]) -> Link:
@@ -139,18 +165,26 @@ def _link(values: Sequence[Any]) -> Link:
     if revoked:
         return Link(stored_uuid(link_id), token_digest, expires_at, True, None, 0, None, None)
     created_at, groups, certificate_revision, pet_revision, doses_vouch = values[4:9]
-    pet = dict(zip(PET_COLUMNS, values[9:], strict=True))
-    pet["id"] = stored_uuid(pet["id"])
-    if pet["neutered"] is not None:
-        pet["neutered"] = bool(pet["neutered"])  # SQLite's are 0 and 1
+    pets_end = 9 + len(PET_COLUMNS)
+    pet = _pet(values[9:pets_end])
     vouch = (certificate_revision, pet_revision, doses_vouch)
-    return Link(stored_uuid(link_id), token_digest, expires_at, False, vouch, created_at, groups, pet)
+    stored = tuple(values[pets_end:])
+    return Link(stored_uuid(link_id), token_digest, expires_at, False, vouch, created_at, groups, pet, stored)
 
 
 async def find_link(tx: Transaction, digest: str) -> Link | None:
     """The link, live or revoked, whose token has this digest: one statement."""
     rows = await _statements(tx).fetch((LINK, {"digest": digest}))
     return _link(rows[0]) if rows else None
+
+
+async def pet_with_vouch(tx: Transaction, pet_id: uuid.UUID) -> tuple[Row, int, Any] | None:
+    """A pet as a certificate shows it, with its revision and its doses' vouch (as LINK reads them): None for none."""
+    rows = await _statements(tx).fetch((PET, {"pet_id": pet_id}))
+    if not rows:
+        return None
+    revision, doses_vouch, *pet = rows[0]
+    return _pet(pet), revision, doses_vouch
 
 
 async def completed_doses(tx: Transaction, pet_id: uuid.UUID) -> list[tuple[Row, Row]]:

@@ -28,13 +28,15 @@ from petrecords.certificates.facts import CertificateFacts, encode_facts
 KEPT_BYTES = 16 * 1024 * 1024
 """The JSON a process keeps, at most, over every link it keeps."""
 _AS_OF = b'"asOf":"'
+_decoder = msgspec.json.Decoder(CertificateFacts)
 
 
 @dataclass(frozen=True)
 class Kept:
     version: Hashable
     """What vouched for the facts when they were made (reads.Link.vouch)."""
-    facts: CertificateFacts
+    facts: CertificateFacts | None
+    """None for a document read as stored (stored.py): read from its JSON when a form needs them."""
     good_until_ms: int
     """The link's expiry, or the first moment a dose's state changes, whichever comes first."""
     head: bytes
@@ -43,6 +45,8 @@ class Kept:
     """The JSON from the quote that closes `asOf`."""
 
     def facts_as_of(self, as_of: str) -> CertificateFacts:
+        if self.facts is None:
+            return _decoder.decode(self.json_as_of(as_of))
         return msgspec.structs.replace(self.facts, as_of=as_of)
 
     def json_as_of(self, as_of: str) -> bytes:
@@ -56,6 +60,15 @@ class Kept:
 
 def kept(version: Hashable, facts: CertificateFacts, *, good_until_ms: int) -> Kept:
     encoded = encode_facts(msgspec.structs.replace(facts, as_of=""))
+    return _split(version, facts, encoded, good_until_ms)
+
+
+def kept_json(version: Hashable, encoded: bytes, *, good_until_ms: int) -> Kept:
+    """The answer of a document as `kept` encoded it, `asOf` empty (a document read as stored)."""
+    return _split(version, None, encoded, good_until_ms)
+
+
+def _split(version: Hashable, facts: CertificateFacts | None, encoded: bytes, good_until_ms: int) -> Kept:
     # `asOf` follows the certificate's id and two instants, in which the marker cannot occur.
     split = encoded.index(_AS_OF) + len(_AS_OF)
     return Kept(version=version, facts=facts, good_until_ms=good_until_ms, head=encoded[:split], tail=encoded[split:])

@@ -17,8 +17,18 @@ import msgspec
 import sqlalchemy as sa
 
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, link_of, new_token
+from petrecords.certificates.stored import forget_document, keep_document, made
 from petrecords.pets import PETS
-from petrecords.resources.declaration import Field, OnDelete, Ownership, Reference, Resource, Revealed, Values
+from petrecords.resources.declaration import (
+    Field,
+    OnDelete,
+    Ownership,
+    Preparing,
+    Reference,
+    Resource,
+    Revealed,
+    Values,
+)
 from petrecords.resources.fields import (
     DAY_MS,
     Context,
@@ -34,6 +44,7 @@ from petrecords.resources.filters import AnyOf, Owner
 from petrecords.store.base import Collection, Row, Transaction
 from petrecords.tables import Text, audit_columns, metadata
 from petrecords.text import match_key
+from petrecords.values import now_ms
 
 MOST_PER_PET = 100
 """Certificates of one pet, expired ones included until deleted."""
@@ -147,6 +158,34 @@ async def _revoke(tx: Transaction, certificate: Row) -> None:
     """Keep a deleted certificate's link among the revoked ones, so that it answers 410."""
     revoked = {key: certificate[key] for key in ("id", "token_digest", "expires_at")}
     await tx.insert(REVOKED_LINKS, revoked)
+    await forget_document(tx, certificate["id"])
+
+
+async def _make_document(preparing: Preparing) -> Values:
+    """Make the public JSON of the certificate as its write leaves it, and keep it in the write's transaction
+    (stored.py), so that its link's first read finds it made."""
+    from petrecords.certificates.reads import completed_doses, pet_with_vouch  # it reads this module's tables
+
+    tx, written = preparing.tx, preparing.written
+    found = await pet_with_vouch(tx, written["pet_id"])
+    if found is None:
+        return {}  # no such pet: the write is refused before it is made
+    pet, pet_revision, doses_vouch = found
+    days = preparing.settings.due_soon_days
+    version = (written["revision"], pet_revision, doses_vouch)
+    answer = made(
+        version=version,
+        certificate_id=written["id"],
+        issued_at_ms=written["created_at"],
+        expires_at_ms=written["expires_at"],
+        groups=None if written["groups"] is None else Groups().show(written["groups"]),
+        pet=pet,
+        doses=await completed_doses(tx, pet["id"]),
+        now_ms=now_ms(),
+        due_soon_days=days,
+    )
+    await keep_document(tx, written["id"], version, answer, due_soon_days=days)
+    return {}
 
 
 def _new_link() -> tuple[Values, dict[str, Any]]:
@@ -206,6 +245,7 @@ PET_CERTIFICATES = Resource(
         revoke=_revoke,
         schemas={"link": LINK_SCHEMA},
     ),
+    prepare=_make_document,
     most_per_reference=("petId", MOST_PER_PET),
     tolerated=("link",),  # the create's answer, sent back
     command="certificates",
