@@ -19,16 +19,21 @@ them) leaves the range to that one until its next pass, rather than reading the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
 
 from petrecords.config import Settings
-from petrecords.due_rows import DUE_DOSES
+from petrecords.due_rows import DUE_DOSES, due_doses, statements_of
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
-from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
+from petrecords.store.base import Condition, Lock, Operator, PageQuery, SortKey, Store, Transaction
+from petrecords.store.records import Statement, stored_uuid
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 
@@ -46,10 +51,14 @@ it, so that a dose written just after its dueAt, or an outage of minutes, still 
 StoreLookup = Callable[[], Store | None]
 
 
-def owed(row: Row, *, now: int, soon_ms: int) -> tuple[str, bool] | None:
+Due = tuple[uuid.UUID, uuid.UUID, int, str]
+"""A due row as a pass reads it: (id, pet_id, due_at, reminded), all that what it is owed needs. Read whole, as dicts
+of their dozen columns with three UUIDs each, the rows cost a pass more than the rest of its Python."""
+
+
+def owed(due_at: int, reminded: str, *, now: int, soon_ms: int) -> tuple[str, bool] | None:
     """What a due row is owed at `now`: the value its `reminded` takes, and whether a change says so (False: the
     moment is more than the due-soon days past, and is skipped); None while no moment has come."""
-    due_at, reminded = row["due_at"], row["reminded"]
     if reminded == OVERDUE:
         return None
     if due_at <= now:
@@ -60,13 +69,47 @@ def owed(row: Row, *, now: int, soon_ms: int) -> tuple[str, bool] | None:
     return None
 
 
-def reminder_range(reminded: str, due_until: int, limit: int) -> PageQuery:
-    """The rows of the index's range (reminded, dueAt up to `due_until`), in its order."""
-    conditions = (
-        Condition(("reminded",), Operator.EQUAL, (reminded,)),
-        Condition(("due_at",), Operator.AT_MOST, (due_until,)),
+_READ = (due_doses.c.id, due_doses.c.pet_id, due_doses.c.due_at, due_doses.c.reminded)
+
+
+def _range_select(*, backward: bool) -> sa.Select[Any]:
+    due_at, row_id = due_doses.c.due_at, due_doses.c.id
+    return (
+        sa.select(*_READ)
+        .where(
+            due_doses.c.reminded == sa.bindparam("reminded", type_=due_doses.c.reminded.type),
+            due_at <= sa.bindparam("due_until", type_=due_at.type),
+        )
+        .order_by(*((due_at.desc(), row_id.desc()) if backward else (due_at, row_id)))
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
     )
-    return PageQuery(conditions=conditions, sort=(SortKey("due_at"), SortKey("id")), limit=limit, offset=0)
+
+
+_RANGES = {backward: _range_select(backward=backward) for backward in (False, True)}
+
+
+def reminder_range(reminded: str, due_until: int, limit: int, *, backward: bool = False) -> Statement:
+    """The first `limit` rows of the index's range (reminded, dueAt up to `due_until`), in its order or (`backward`)
+    from its end."""
+    return _RANGES[backward], {"reminded": reminded, "due_until": due_until, "limit": limit}
+
+
+@functools.lru_cache(maxsize=16)
+def _rows_select(count: int) -> sa.Select[Any]:
+    ids = [sa.bindparam(f"id_{index}", type_=due_doses.c.id.type) for index in range(count)]
+    return sa.select(*_READ).where(due_doses.c.id.in_(ids))
+
+
+def rows_by_id(ids: Sequence[uuid.UUID]) -> Statement:
+    """These due rows (at least one), read again. The ids are padded, repeating the last, to a power of two, so that
+    a few statements serve every size of batch."""
+    count = 1 << (len(ids) - 1).bit_length()
+    padded = [*ids, *[ids[-1]] * (count - len(ids))]
+    return _rows_select(count), {f"id_{index}": row_id for index, row_id in enumerate(padded)}
+
+
+def _read(rows: Sequence[Sequence[Any]]) -> list[Due]:
+    return [(stored_uuid(row[0]), stored_uuid(row[1]), int(row[2]), str(row[3])) for row in rows]
 
 
 def _by_id(ids: Sequence[uuid.UUID]) -> PageQuery:
@@ -122,15 +165,16 @@ class Reminders:
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
         for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
+            backward = False
             while True:
                 # The clock is read again for each batch: a pass that writes many moments at once (an import's doses
                 # due the same minute) takes those that come while it writes, rather than leaving them to a pass
                 # up to an interval later.
                 now = self._clock() if given is None else given
-                due_until = now + soon_ms
                 started = time.monotonic()
                 async with store.transaction(write=False) as tx:
-                    found = await tx.list(DUE_DOSES.collection, reminder_range(reminded, due_until, batch))
+                    statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
+                    found = _read(await statements_of(tx).fetch(statement))
                 if not found:
                     break
                 writing = time.monotonic()
@@ -145,28 +189,33 @@ class Reminders:
                 elif sized and took > self.BATCH_SECONDS * 2:
                     batch = max(batch // 2, min(self.LEAST_BATCH, self.BATCH))
                 if not taken:
-                    # Another instance set these rows first: it is writing this range, and the two would otherwise
-                    # read the same batches in turn, one of them for nothing. The next pass goes on if it stopped.
-                    return written
+                    if backward:
+                        # Taken from both ends: the others write what is left of this range. The next pass goes on
+                        # if they stopped.
+                        return written
+                    # Another instance set these rows first and is writing this range from its beginning: this one
+                    # goes on from the range's end, so that the two write disjoint batches at once (on PostgreSQL;
+                    # on SQLite their reads and records' JSON) rather than reading the same ones in turn.
+                    backward = True
                 await asyncio.sleep(self.REST * (time.monotonic() - started))  # let requests in between batches
         return written
 
-    async def _remind_batch(self, tx: Transaction, found: Sequence[Row], now: int) -> tuple[int, int]:
+    async def _remind_batch(self, tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
         """Remind the doses of these due rows that are still owed, holding their pets: how many rows this batch set,
         and how many reminders it wrote."""
-        ids = [row["id"] for row in found]
-        pets = {row["pet_id"] for row in found}
+        ids = [row[0] for row in found]
+        pets = {row[1] for row in found}
         await tx.lock([Lock(RESOURCES.rank(PETS), PETS.name, pet) for pet in pets])
         # Read again once the pets are held: a write of their doses, or another instance's batch, has committed. A
         # dose moved to another pet meanwhile waits for the next batch, which holds that pet.
-        rows = [row for row in await tx.list(DUE_DOSES.collection, _by_id(ids)) if row["pet_id"] in pets]
+        rows = [row for row in _read(await statements_of(tx).fetch(rows_by_id(ids))) if row[1] in pets]
         owing: dict[tuple[str, str], list[uuid.UUID]] = {}
         actions: dict[uuid.UUID, tuple[str, bool]] = {}
-        for row in rows:
-            due = owed(row, now=now, soon_ms=self._soon_ms)
+        for row_id, _, due_at, reminded in rows:
+            due = owed(due_at, reminded, now=now, soon_ms=self._soon_ms)
             if due is not None:
-                owing.setdefault((row["reminded"], due[0]), []).append(row["id"])
-                actions[row["id"]] = due
+                owing.setdefault((reminded, due[0]), []).append(row_id)
+                actions[row_id] = due
         # Set by a compare-and-set, a statement for each (reminded, action): the pets are held, so that a row's dueAt
         # cannot move meanwhile (every write of due rows holds their pet), and another instance's batch that read
         # the same rows sets none of them.
@@ -175,13 +224,13 @@ class Reminders:
             taken |= await tx.set_all_if(
                 DUE_DOSES.collection, owed_ids, expected={"reminded": reminded}, values={"reminded": action}
             )
-        told = [row["id"] for row in rows if row["id"] in taken and actions[row["id"]][1]]
+        told = [row[0] for row in rows if row[0] in taken and actions[row[0]][1]]
         if not told:
             return len(taken), 0
         doses = {dose["id"]: dose for dose in await tx.list(PET_VACCINATIONS.collection, _by_id(told))}
         # A row written again as `none` though its dose was reminded for this dueAt (a booster after it entered in
         # error, say): the change log still has that reminder at the dose's version, which a new dueAt moves.
-        again = [row["id"] for row in rows if row["id"] in doses and row["reminded"] == NOT_YET]
+        again = [row[0] for row in rows if row[0] in doses and row[3] == NOT_YET]
         kept = await tx.kept_actions(PET_VACCINATIONS.name, again, REMINDER_ACTIONS) if again else set()
         written = 0
         for action in REMINDER_ACTIONS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,8 @@ from litestar.testing import AsyncTestClient
 from petrecords.app import open_store
 from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
-from petrecords.reminders import BY, Reminders
-from petrecords.store.base import Store
+from petrecords.reminders import BY, Due, Reminders
+from petrecords.store.base import Store, Transaction
 from petrecords.values import now_ms
 from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_shares import CLINIC, as_vet, share
@@ -258,6 +258,38 @@ class TestOnce:
 
         assert sum(written) == len(given)
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    async def test_an_instance_that_loses_a_batch_writes_from_the_range_end(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(8)]]
+        # Due a day apart: the range's order is theirs.
+        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        other = open_store(settings)  # a third instance's
+        try:
+            first, second = Reminders(settings, lambda: store), Reminders(settings, lambda: other)
+            first.BATCH = second.BATCH = 3
+            batches: list[list[str]] = []
+            own = second._remind_batch
+
+            async def raced(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+                if not batches:
+                    # The first instance sets the batch's rows between the second's read and its write.
+                    async with store.transaction(write=True) as taking:
+                        await first._remind_batch(taking, found, now)
+                batches.append([str(row[0]) for row in found])
+                return await own(tx, found, now)
+
+            second._remind_batch = raced  # type: ignore[method-assign]
+            assert await second.remind() == 6
+            assert await first.remind() == 0
+        finally:
+            await other.close()
+
+        ids = [one["id"] for one in given]
+        # Its first batch lost, the second instance wrote from the range's end until it met what the first had written.
+        assert batches == [ids[:3], ids[:-4:-1], ids[-4:-7:-1]]
+        assert sorted(await reminders_of(client)) == sorted((one, "due-soon", 1) for one in ids)
 
 
 class TestSeenAsChanges:
