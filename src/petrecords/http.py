@@ -57,6 +57,12 @@ _SERVER = (b"server", b"petrecords")
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
 # An answer to a request with a token, or of the API, is the caller's alone: no shared cache may keep it.
 _NO_STORE = (b"cache-control", b"no-store")
+# Every answer under /public/ (a certificate's link: contract section 16), a 404 of a path no route matches or a
+# 405 too, stays in no cache and sends no Referer: the path itself may hold a token.
+_PUBLIC_PREFIX = "/public/"
+_NO_REFERRER = (b"referrer-policy", b"no-referrer")
+_PRIVATE_REPLACED = frozenset({b"cache-control"})
+_PUBLIC_REPLACED = frozenset({b"cache-control", b"referrer-policy"})
 
 
 class _RequestIds:
@@ -230,8 +236,13 @@ class ServiceEdge:
                 private = True
         request_id = bytes(sent_id).decode() if sent_id and _SANE_REQUEST_ID.fullmatch(sent_id) else _new_request_id()
         added = [(b"x-request-id", request_id.encode()), _NOSNIFF, _SERVER]
-        if private:
+        replaced: frozenset[bytes] | None = None
+        if path.startswith(_PUBLIC_PREFIX):
+            added += (_NO_STORE, _NO_REFERRER)
+            replaced = _PUBLIC_REPLACED
+        elif private:
             added.append(_NO_STORE)
+            replaced = _PRIVATE_REPLACED
         preflight = None
         if self._cors is not None:
             # An answer depends on the request's Origin: no shared cache may give it to another one.
@@ -260,8 +271,8 @@ class ServiceEdge:
                 status = message["status"]
                 responded = True
                 headers = message.get("headers", ())
-                if private:
-                    headers = [header for header in headers if header[0].lower() != b"cache-control"]
+                if replaced is not None:
+                    headers = [header for header in headers if header[0].lower() not in replaced]
                 else:
                     headers = list(headers)
                 headers += added

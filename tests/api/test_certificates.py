@@ -340,6 +340,25 @@ class TestPublic:
         assert_error(gone, 410, 981)
         assert gone.headers["cache-control"] == "no-store"
 
+    async def test_every_answer_under_public_is_no_store_and_no_referrer(
+        self, client: Client, rex: dict[str, Any]
+    ) -> None:
+        """Contract section 16: a path no route matches, or a method the link does not take, is answered with the
+        same headers as the link itself (the path may hold a token)."""
+        created = await issue(client, rex)
+        answers = [
+            await client.get("/public/certificates/"),
+            await client.get("/public/other"),
+            await client.get("/public/certificates/a/b"),
+            await client.post(created["link"]),
+            await client.delete(created["link"], headers=auth()),
+        ]
+        for response in answers:
+            assert response.status_code in (404, 405), (response.request.url, response.status_code)
+            assert response.headers["cache-control"] == "no-store", response.request.url
+            assert response.headers["referrer-policy"] == "no-referrer", response.request.url
+            assert response.headers.get_list("cache-control") == ["no-store"]
+
     async def test_a_random_token_costs_one_lookup_and_a_malformed_one_none(
         self, client: Client, rex: dict[str, Any], monkeypatch: pytest.MonkeyPatch
     ) -> None:
