@@ -515,7 +515,9 @@ class TestIsolation:
             for number in range(5):
                 await create(client, ALICE, name=f"Pet {number}")
                 await create(client, BOB, name=f"Pet {number}")
-            # Bob's five arrive while Alice's first change hangs, for 20 s, on its one connection.
+            # Bob's five arrive while Alice's first change hangs, for 20 s, on its one connection (on a busy machine
+            # her first attempt may begin after his: it is awaited, then his within the 20 s it hangs).
+            await until(lambda: len(receiver.requests_marked(hanging)) == 1, what="the hanging delivery", seconds=15)
             await until(lambda: len(receiver.requests_marked(quick)) == 5, what="the quick deliveries", seconds=15)
             assert len(receiver.requests_marked(hanging)) == 1
 
