@@ -12,9 +12,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from pydantic import ValidationError
 
+from petrecords.app import create_app
 from petrecords.cli import _describe
 from petrecords.config import Settings
-from tests.support import assert_error, auth, create
+from tests.conftest import test_settings as settings_of
+from tests.support import assert_error, auth, create, wipe
 
 Client = AsyncTestClient[Any]
 ORIGIN = "https://app.example"
@@ -35,12 +37,22 @@ def _listed(value: str) -> set[str]:
     return {item.strip().lower() for item in value.split(",") if item.strip()}
 
 
-@pytest.fixture
-async def page_client(
-    make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
-) -> AsyncIterator[Client]:
-    async with make_client(make_settings(cors_origins=(ORIGIN, "http://127.0.0.1:5173"))) as started:
+@pytest.fixture(scope="module")
+async def page_app(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    """The module's app that lets pages of ORIGIN (and a developer's) call it: built once, as an app costs more than
+    these tests do."""
+    settings = settings_of(
+        database_url, tmp_path_factory.mktemp("data"), cors_origins=(ORIGIN, "http://127.0.0.1:5173")
+    )
+    async with AsyncTestClient(app=create_app(settings)) as started:  # type: ignore[arg-type]
         yield started
+
+
+@pytest.fixture
+async def page_client(database_url: str, page_app: Client) -> Client:
+    """The module's app for pages, on an emptied database."""
+    await wipe(database_url)
+    return page_app
 
 
 def _preflight(method: str, *requested: str, origin: str = ORIGIN) -> dict[str, str]:
@@ -208,16 +220,23 @@ def access_log(caplog: pytest.LogCaptureFixture) -> Callable[[], list[dict[str, 
     return lines
 
 
+@pytest.fixture(scope="module")
+async def logged_app(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    """The module's app for ORIGIN's pages that writes an access line of each request."""
+    settings = settings_of(database_url, tmp_path_factory.mktemp("data"), cors_origins=(ORIGIN,), access_log=True)
+    async with AsyncTestClient(app=create_app(settings)) as started:  # type: ignore[arg-type]
+        yield started
+
+
+@pytest.fixture
+async def logged_client(database_url: str, logged_app: Client) -> Client:
+    await wipe(database_url)
+    return logged_app
+
+
 class TestRefusedPreflights:
     """A refused preflight is logged as one: its access line says so and why, where it read as `OPTIONS … 401`, a
     token's fault, though no browser sends a token with a preflight."""
-
-    @pytest.fixture
-    async def logged_client(
-        self, make_client: Callable[[Settings], Client], make_settings: Callable[..., Settings]
-    ) -> AsyncIterator[Client]:
-        async with make_client(make_settings(cors_origins=(ORIGIN,), access_log=True)) as started:
-            yield started
 
     async def test_from_another_origin(self, logged_client: Client, access_log: Any) -> None:
         response = await logged_client.options("/v1/pets", headers=_preflight("GET", origin=OTHER))

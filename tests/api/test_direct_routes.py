@@ -5,7 +5,7 @@ routes answer every request. Both ways must give the same answer to the same req
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from petrecords.app import create_app
-from petrecords.config import Settings
+from tests.conftest import test_settings as settings_of
 from tests.support import ALICE, BOB, auth, wipe
 
 ORIGIN = "https://app.example"
@@ -35,16 +35,26 @@ class TwoWays:
         return self.framework if framework else self.direct
 
 
-@pytest.fixture
-def ways(database_url: str, make_settings: Callable[..., Settings]) -> Iterator[TwoWays]:
-    asyncio.run(wipe(database_url))
-    settings = make_settings(cors_origins=(ORIGIN,), max_body_bytes=256)
-    framework_settings = make_settings(cors_origins=(ORIGIN,), max_body_bytes=256, direct_routes=False)
+@pytest.fixture(scope="module")
+def two_apps(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoWays]:
+    """The two apps, built once for the module: two apps cost more than its tests do."""
+    data_dir = tmp_path_factory.mktemp("data")
+    settings = settings_of(database_url, data_dir, cors_origins=(ORIGIN,), max_body_bytes=256)
+    framework_settings = settings_of(
+        database_url, data_dir, cors_origins=(ORIGIN,), max_body_bytes=256, direct_routes=False
+    )
     with (
         TestClient(app=create_app(settings)) as direct,  # type: ignore[arg-type]
         TestClient(app=create_app(framework_settings)) as framework,  # type: ignore[arg-type]
     ):
         yield TwoWays(direct, framework)
+
+
+@pytest.fixture
+def ways(database_url: str, two_apps: TwoWays) -> TwoWays:
+    """The module's two apps, on an emptied database."""
+    asyncio.run(wipe(database_url))
+    return two_apps
 
 
 def _post(ways: TwoWays, content: bytes, *, framework: bool, **headers: str) -> httpx.Response:

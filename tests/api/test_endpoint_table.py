@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,10 +17,10 @@ from litestar.testing import TestClient
 
 from petrecords.app import create_app
 from petrecords.certificates.links import PUBLIC_PREFIX
-from petrecords.config import Settings
 from petrecords.endpoints import EndpointTable
 from petrecords.registry import RESOURCES
 from petrecords.resources.declaration import OnDelete, Resource
+from tests.conftest import test_settings as settings_of
 from tests.support import ADMIN, ANOTHER, BOB, MISSING_ID, auth, wipe
 
 ORIGIN = "https://app.example"
@@ -56,13 +56,21 @@ def _table_of(app: Any) -> EndpointTable:
     return table
 
 
-@pytest.fixture
-def both(database_url: str, make_settings: Callable[..., Settings]) -> Iterator[Both]:
-    asyncio.run(wipe(database_url))
-    direct_app = create_app(make_settings(cors_origins=(ORIGIN,)))
-    framework_app = create_app(make_settings(cors_origins=(ORIGIN,), direct_routes=False))
+@pytest.fixture(scope="module")
+def both_apps(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Both]:
+    """The two apps, built once for the module: two apps cost more than most of its tests."""
+    data_dir = tmp_path_factory.mktemp("data")
+    direct_app = create_app(settings_of(database_url, data_dir, cors_origins=(ORIGIN,)))
+    framework_app = create_app(settings_of(database_url, data_dir, cors_origins=(ORIGIN,), direct_routes=False))
     with TestClient(app=direct_app) as direct, TestClient(app=framework_app) as framework:  # type: ignore[arg-type]
         yield Both(direct, framework, _table_of(direct_app))
+
+
+@pytest.fixture
+def both(database_url: str, both_apps: Both) -> Both:
+    """The module's two apps, on an emptied database."""
+    asyncio.run(wipe(database_url))
+    return both_apps
 
 
 @dataclass
