@@ -50,8 +50,9 @@ async def test_a_replace_reads_then_writes_once(client: AsyncTestClient[Any], st
 
 
 async def test_a_rename_also_reads_the_pets_due_rows(client: AsyncTestClient[Any], statements: list[str]) -> None:
-    """A pet's name, type and owner are also its due rows' (petrecords.due_rows): a replace that changes one reads them,
-    after the write it waits for, whose counts then go in a statement of their own."""
+    """A pet's name, type and owner are also its due rows' (petrecords.due_rows): a replace that changes one holds them
+    (a vaccine's write, which does not hold the pet, rewrites them too), which the deferred write waits for, and reads
+    them after that write, whose counts then go in a statement of their own."""
     created = await _pet(client)
     statements.clear()
     response = await client.put(
@@ -60,9 +61,10 @@ async def test_a_rename_also_reads_the_pets_due_rows(client: AsyncTestClient[Any
         headers={**auth(), "If-Match": created.headers["etag"]},
     )
     assert response.status_code == 200, response.text
-    begin, read, write, due_rows, counts, commit = statements
+    begin, read, hold, write, due_rows, counts, commit = statements
     assert begin.startswith("BEGIN; SELECT pg_advisory_xact_lock(")
     assert read.startswith("SELECT")
+    assert hold.startswith("SELECT pg_advisory_xact_lock(")
     assert write.startswith("WITH ")
     assert due_rows.startswith("SELECT due_doses.")
     assert counts.startswith("WITH ")
