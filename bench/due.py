@@ -23,7 +23,7 @@ database DIR/postgresql.txt names) and `--reuse DIR` measures it again, after ap
 `serve` does.
 
 Usage: .venv/bin/python bench/due.py [--database sqlite|postgresql] [--shared-pets 25000] [--doses 4]
-       [--duration 5] [--rounds 2] [--json due.json] [--keep DIR | --reuse DIR]
+       [--duration 5] [--rounds 2] [--only dose_create,...] [--json due.json] [--keep DIR | --reuse DIR]
 """
 
 from __future__ import annotations
@@ -281,6 +281,8 @@ def measure(args: argparse.Namespace, url: str, work_dir: Path, results: dict[st
             runs = [("get_by_id", "get_by_id", {}), ("vaccination_status", "vaccination_status", {}), *doses]
             for size in args.page_sizes:
                 runs += [(f"{name} page {size}", name, {"DUE_PAGE_SIZE": str(size)}) for name in DUE_SCENARIOS]
+            if args.only:
+                runs = [run for run in runs if run[0] == "get_by_id" or run[0].startswith(tuple(args.only))]
             for label, script, extra in runs:
                 figures: dict[str, Any] = run_wrk(
                     base, script, duration=args.duration, connections=args.connections, env={**wrk_env, **extra}
@@ -307,6 +309,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--timeout", type=int, default=30, help="seconds before wrk gives up on a response")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        default=[],
+        help="the scenarios whose names begin so (dose_create,dose_get), each round beside get_by_id; default: all",
+    )
     kept = parser.add_mutually_exclusive_group()
     kept.add_argument("--keep", type=Path, help="seed into this (new) directory and keep the database")
     kept.add_argument("--reuse", type=Path, help="measure the database a --keep run seeded there")

@@ -135,6 +135,38 @@ async def bulk_cache(store: Any, settings: Settings) -> None:
             await tx.execute(sa.text(f"PRAGMA cache_size = -{BULK_CACHE_KIB}"), {})
 
 
+BULK_TABLES = (PETS, PET_SHARES, PET_VACCINATIONS)
+"""The tables a bulk seed writes most of its rows to."""
+
+
+async def drop_indexes(store: Any, settings: Settings) -> list[str]:
+    """On SQLite, drop the indexes of BULK_TABLES (but their primary keys') and return the statements that made them,
+    as sqlite_master keeps them (the migrations' own): made again once the rows are in (make_indexes), each index is
+    built by one sort of its rows, where a million inserts, each into every one of 19 indexes of pet_vaccinations,
+    reached pages all over indexes larger than the page cache. Nothing on PostgreSQL."""
+    if not is_sqlite(settings.resolved_database_url):
+        return []
+    names = ", ".join(f"'{resource.collection.table.name}'" for resource in BULK_TABLES)
+    listed = sa.text(
+        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ({names})"
+    )
+    async with store.transaction(write=True) as tx:
+        assert isinstance(tx, SqlTransaction)
+        indexes = [(str(name), str(sql)) for name, sql in await tx.fetch((listed, {}))]
+        for name, _ in indexes:
+            await tx.execute(sa.text(f'DROP INDEX "{name}"'), {})
+    return [sql for _, sql in indexes]
+
+
+async def make_indexes(store: Any, made: list[str]) -> None:
+    """The indexes drop_indexes dropped, made again by the statements that made them, in one transaction."""
+    if made:
+        async with store.transaction(write=True) as tx:
+            assert isinstance(tx, SqlTransaction)
+            for sql in made:
+                await tx.execute(sa.text(sql), {})
+
+
 async def seed_shared(
     settings: Settings,
     *,
@@ -157,8 +189,10 @@ async def seed_shared(
     first_ms = now - 2 * pets  # two milliseconds apart: the pet, then its share and vaccinations
     figures = SharedSeed(pets=pets, owners=owners)
     try:
+        dropped: list[str] = []
         if bulk:
             await bulk_cache(store, settings)
+            dropped = await drop_indexes(store, settings)
         async with store.transaction(write=False) as tx:
             query = PageQuery(conditions=(), sort=(SortKey("id"),), limit=1000, offset=0)
             vaccines = list(await tx.list(VACCINES.collection, query))
@@ -228,7 +262,9 @@ async def seed_shared(
                     await keep_created(tx, PET_VACCINATIONS, shown)
             figures.shares += len(shares)
             figures.vaccinations += len(doses)
-        if not bulk:
+        if bulk:
+            await make_indexes(store, dropped)
+        else:
             async with store.transaction(write=True) as tx:
                 assert isinstance(tx, SqlTransaction)
                 await tx.execute(_open_windows(), {})

@@ -236,10 +236,11 @@ async def held_doses(tx: Transaction, pet_id: uuid.UUID) -> list[Row]:
     name) holds it exclusively and rewrites the rows of every pet with a dose of it, but does not hold the pets:
     without this, a dose of another vaccine of its group, written meanwhile, would read the group as it was and,
     committing last, leave rows the vaccine's write no longer matches. Held, the read is of the vaccine as its write
-    committed it (or that write waits for this one, and reads this one's doses)."""
+    committed it (or that write waits for this one, and reads this one's doses). Where a write transaction is the
+    only writer (SQLite), nothing can have changed them since: the doses are read once."""
     doses = await pet_doses(tx, pet_id)
     vaccines = sorted({dose["vaccine_id"] for dose in doses})
-    if not vaccines:
+    if not vaccines or tx.one_writer:
         return doses
     await tx.lock([Lock(VACCINE_RANK, VACCINES.name, vaccine, shared=True) for vaccine in vaccines])
     return await pet_doses(tx, pet_id)

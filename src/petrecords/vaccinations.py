@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -166,6 +167,7 @@ def _no_dose_after_death(pet: Values) -> Refused | None:
     )
 
 
+@functools.lru_cache(maxsize=64)
 def _year_ms(year: int) -> int:
     return (datetime.datetime(year, 1, 1, tzinfo=datetime.UTC) - _EPOCH) // datetime.timedelta(milliseconds=1)
 

@@ -33,8 +33,13 @@ async def check_unique(*, tx: Transaction, caller: Caller, resource: Resource, r
         conditions = unique_conditions(resource, unique, row)
         if conditions is None:
             continue
-        query = PageQuery(conditions=conditions, sort=(SortKey("id"),), limit=2, offset=0)
-        other = next((found for found in await tx.list(resource.collection, query) if found["id"] != row["id"]), None)
+        others = (*conditions, Condition(("id",), Operator.DIFFERS, (row["id"],)))
+        # Almost every write repeats nothing: a count of the others says so without reading (and joining) a record,
+        # a third of the CPU time of the read of the page that finds one.
+        if not await tx.count(resource.collection, others):
+            continue
+        query = PageQuery(conditions=others, sort=(SortKey("id"),), limit=1, offset=0)
+        other = next(iter(await tx.list(resource.collection, query)), None)
         if other is not None:
             may = await permission(tx, caller, resource, other)
             location = f"{resource.path}/{other['id']}" if may is not Permission.NONE else None

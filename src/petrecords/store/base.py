@@ -248,6 +248,10 @@ class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
 class Records(Protocol):
     """A transaction's records of the declared collections: locks, reads, writes, counts and pages."""
 
+    one_writer: bool = False
+    """Whether a write transaction is the database's only writer until it commits (SQLite): `lock` has nothing to
+    hold, and what the transaction has read stays as read but for its own writes."""
+
     @abc.abstractmethod
     async def lock(self, locks: Sequence[Lock]) -> None:
         """Hold these records for the rest of the transaction, in order. A write transaction takes every lock

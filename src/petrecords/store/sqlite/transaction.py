@@ -67,6 +67,7 @@ class SqliteTransaction(SqlTransaction):
     # One writer at a time: the order of the log's positions is the order of the commits, and no write in
     # flight can come to precede a committed one.
     horizon = None
+    one_writer = True
     change_insert = change_insert(sa.literal(0, sa.BigInteger()))
     changes_seen_by_statement = changes_seen_by_select(
         None,
