@@ -37,7 +37,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
-import msgspec
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
 
@@ -46,17 +45,14 @@ from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import migrate
 from petrecords.pets import PETS
-from petrecords.resources.declaration import Resource
-from petrecords.resources.wire import show
-from petrecords.store.base import NewChange, PageQuery, Row, SortKey
+from petrecords.store.base import PageQuery, SortKey
 from petrecords.store.records import insert_statement, record_values
 from petrecords.store.sqlite.statements import as_sqlite_runs_it
 from petrecords.store.sqlite.transaction import SqliteTransaction
-from petrecords.tables import SHARED
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 from run import BIN, OWNER, database, free_port, print_line, process, run_wrk, server_env, wait_until_answering
-from seed import BATCH, DOSE_FIELDS_UNSET, keep_created, pet_row, seed, settle_postgresql
+from seed import BATCH, DOSE_FIELDS_UNSET, created_changes, keep_created, pet_row, seed, settle_postgresql
 from shares import token
 
 DAY_MS = 86_400_000
@@ -65,30 +61,6 @@ DUE_SOON_DAYS = 30
 """The default of PETRECORDS_DUE_SOON_DAYS, which the server keeps."""
 SQLITE_CACHE_KIB = 1 << 20
 """SQLite's page cache while seeding (1 GiB): the one transaction's pages stay in memory until its COMMIT."""
-
-
-def created_changes(resource: Resource, rows: list[Row]) -> list[dict[str, Any]]:
-    """The "created" change of each row as seed.keep_created keeps it, as the parameters of the change log's insert."""
-    owner_column = resource.ownership.column
-    key_column, grantee_column = resource.shared_through
-    return [
-        msgspec.structs.asdict(
-            NewChange(
-                resource=resource.name,
-                record_id=row["id"],
-                action="created",
-                version=1,
-                at=row["created_at"],
-                by=row["created_by"],
-                owner_before=None,
-                owner_after=SHARED if owner_column is None else row[owner_column],
-                record=msgspec.json.encode(show(resource, row)),
-                shared_key=None if key_column is None else row[key_column],
-                grantee=None if grantee_column is None else row[grantee_column],
-            )
-        )
-        for row in rows
-    ]
 
 
 def load_on_sqlite(url: str, batches: list[tuple[sa.Insert, list[dict[str, Any]]]]) -> None:

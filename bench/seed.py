@@ -184,12 +184,13 @@ def _doses(rng: random.Random, pet: Row, count: int, vaccines: list[Row], now: i
     return rows
 
 
-async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row]) -> None:
+def created_changes(resource: Resource, rows: list[Row]) -> list[dict[str, Any]]:
     """The "created" change of each row, as the service keeps it in the write's transaction (version 1, the record
-    as shown after the write, filed under its owner and the record others see it through)."""
+    as shown after the write, filed under its owner and the record others see it through): the parameters of the
+    change log's insert."""
     owner_column = resource.ownership.column
     key_column, grantee_column = resource.shared_through
-    changes = [
+    return [
         msgspec.structs.asdict(
             NewChange(
                 resource=resource.name,
@@ -207,7 +208,11 @@ async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row]) 
         )
         for row in rows
     ]
-    await tx.execute(tx.change_insert, changes)
+
+
+async def keep_created(tx: SqlTransaction, resource: Resource, rows: list[Row]) -> None:
+    """The "created" change of each row, kept in `tx` (see created_changes)."""
+    await tx.execute(tx.change_insert, created_changes(resource, rows))
 
 
 class Seeded:
