@@ -33,7 +33,7 @@ from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, SortKey, Store, Transaction
-from petrecords.store.records import Statement, stored_uuid
+from petrecords.store.records import Statement, padded, stored_uuid
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 
@@ -101,11 +101,10 @@ def _rows_select(count: int) -> sa.Select[Any]:
 
 
 def rows_by_id(ids: Sequence[uuid.UUID]) -> Statement:
-    """These due rows (at least one), read again. The ids are padded, repeating the last, to a power of two, so that
-    a few statements serve every size of batch."""
-    count = 1 << (len(ids) - 1).bit_length()
-    padded = [*ids, *[ids[-1]] * (count - len(ids))]
-    return _rows_select(count), {f"id_{index}": row_id for index, row_id in enumerate(padded)}
+    """These due rows (at least one), read again. The ids are padded (records.padded), so that a few statements serve
+    every size of batch."""
+    every = padded(ids)
+    return _rows_select(len(every)), {f"id_{index}": row_id for index, row_id in enumerate(every)}
 
 
 def _read(rows: Sequence[Sequence[Any]]) -> list[Due]:

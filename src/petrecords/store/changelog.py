@@ -19,7 +19,7 @@ from petrecords.store.base import (
     Versions,
     Viewer,
 )
-from petrecords.store.records import stored_uuid, values_of
+from petrecords.store.records import padded, stored_uuid, values_of
 from petrecords.tables import (
     SHARED,
     changes,
@@ -151,13 +151,12 @@ def kept_actions_statement(
     resource: str, record_ids: Sequence[uuid.UUID], actions: tuple[str, ...]
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """The changes of these records (at least one) with these actions: (record id, action, version). The ids are
-    padded, repeating the last, to a power of two, so that a few statements serve every number of them."""
-    records = 1 << (len(record_ids) - 1).bit_length()
-    padded = [*record_ids, *[record_ids[-1]] * (records - len(record_ids))]
+    padded (records.padded), so that a few statements serve every number of them."""
+    records = padded(record_ids)
     values: dict[str, Any] = {"resource": resource}
-    values.update({f"record_{i}": record_id for i, record_id in enumerate(padded)})
+    values.update({f"record_{i}": record_id for i, record_id in enumerate(records)})
     values.update({f"action_{i}": action for i, action in enumerate(actions)})
-    return _kept_actions_select(records, len(actions)), values
+    return _kept_actions_select(len(records), len(actions)), values
 
 
 _STATE_IS = service_state.c.name == sa.bindparam("name")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -66,6 +66,16 @@ class Reader:
             row[name] = reader.row(values, offset)
             offset += reader.width
         return row
+
+
+T = TypeVar("T")
+
+
+def padded(values: Sequence[T]) -> list[T]:
+    """`values` (at least one) padded, repeating the last, to a power of two: statements with a parameter for each
+    then come in a few sizes, each compiled (and prepared) once, whatever the number of values."""
+    size = 1 << (len(values) - 1).bit_length()
+    return [*values, *[values[-1]] * (size - len(values))]
 
 
 @functools.lru_cache(maxsize=64)
