@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,26 @@ async def test_a_count_in_slices_past_the_statement_timeout_answers_503_and_free
         # The pool's one connection is back, out of the cursor's transaction.
         few = await client.get("/v1/pets?search=p", headers=auth(ALICE))
         assert (few.status_code, few.json()["totalCount"]) == (200, 0)
+
+
+async def test_a_count_whose_client_pauses_past_the_timeout_is_a_timeout_not_a_lost_session(
+    seeded: str, tmp_path: Path, rests: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count's transaction may stay idle as long as any other, not only as long as the statement timeout: a
+    client busy past a short timeout between two of its statements (at 1 ms, any moment of a loaded machine) had
+    PostgreSQL end its session, counted as a lost connection instead of the timeout it is."""
+
+    def pausing(plan: Any, table: str) -> bool:
+        time.sleep(0.3)  # after the plan's EXPLAIN, before the first slice: idle in the count's transaction
+        return True
+
+    monkeypatch.setattr(reads, "_reads_whole_table", pausing)
+    settings = {"db_statement_timeout_seconds": 0.2, "db_pool_size": 1, "changes_retention_days": 0}
+    async with _app(seeded, tmp_path, **settings) as client:
+        assert_error(await client.get("/v1/pets?search=p&pageSize=5", headers=auth(BOB)), 503, 986)
+        counted = (await client.get("/metrics")).text
+    assert 'petrecords_db_unavailable_total{cause="timeout"}' in counted
+    assert 'cause="connection"' not in counted
 
 
 async def test_a_search_whose_client_goes_away_during_a_rest_gives_back_a_sound_connection(

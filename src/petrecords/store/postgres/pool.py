@@ -54,6 +54,10 @@ class PostgresStore(SqlStore):
             )
         self.statement_timeout_seconds = settings.db_statement_timeout_seconds
         self.statement_timeout_ms = timeout_ms
+        self.long_read_idle_ms = max(timeout_ms, int(idle_ms))
+        """How long a long read's transaction may stay idle between its slices: as long as the statement timeout
+        lets it rest, and never less than any other transaction's bound (a statement timeout of 1 ms would
+        otherwise end the session in the client's own moments between two statements on a busy machine)."""
         self.long_read_share = settings.long_read_share
         self.read_timeout: float | None = settings.db_statement_timeout_seconds if pooler == "transaction" else None
         """The client's bound on a read outside a transaction, when the server has none (None: the default)."""

@@ -277,7 +277,7 @@ class PostgresTransaction(SqlTransaction):
             await connection.execute(
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1; "
                 "SET LOCAL plan_cache_mode = force_custom_plan; "
-                f"SET LOCAL idle_in_transaction_session_timeout = {self._store.statement_timeout_ms}"
+                f"SET LOCAL idle_in_transaction_session_timeout = {self._store.long_read_idle_ms}"
             )
             slices = (
                 _BlockSlices(connection, matching, values, collection.table)
