@@ -580,16 +580,23 @@ POLL_SECONDS = 0.01
 WAIT_SECONDS = 10.0
 
 
-async def until(condition: Callable[[], Awaitable[bool] | bool], *, what: str, seconds: float = WAIT_SECONDS) -> None:
+async def until(
+    condition: Callable[[], Awaitable[bool] | bool],
+    *,
+    what: str,
+    seconds: float = WAIT_SECONDS,
+    seen: Callable[[], object] | None = None,
+) -> None:
     """Return once `condition` holds, looking again every POLL_SECONDS (the event loop runs meanwhile);
-    fail, naming `what` was awaited, when it does not hold within `seconds`."""
+    fail, naming `what` was awaited (and what `seen` shows then), when it does not hold within `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
         outcome = condition()
         if outcome if isinstance(outcome, bool) else await outcome:
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"waited {seconds:g} s in vain for {what}")
+            shown = "" if seen is None else f"; what was there: {seen()!r}"
+            pytest.fail(f"waited {seconds:g} s in vain for {what}{shown}")
         await asyncio.sleep(POLL_SECONDS)
 
 

@@ -14,11 +14,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
-from litestar.testing import AsyncTestClient
 
-from petrecords.app import open_store
+from petrecords.app import create_app, open_store
 from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.metrics import Metrics
@@ -32,10 +32,11 @@ from petrecords.webhooks.delivery import Sender
 from petrecords.webhooks.log import DAY_MS, KEPT_DAYS
 from petrecords.webhooks.signing import verify
 from petrecords.webhooks.targets import Resolver
-from tests.support import ADMIN, ALICE, BOB, auth, create, token, until
+from tests.support import ADMIN, ALICE, BOB, auth, create, overlapping_client, token, until, wipe
 from tests.webhooks.receivers import Received, Receiver
 
-Client = AsyncTestClient[Any]
+Client = httpx.AsyncClient
+LoopClient = contextlib.AbstractAsyncContextManager[httpx.AsyncClient]
 WEBHOOKS = "/v1/webhooks"
 SYSTEM = "system@petrecords.invalid"
 
@@ -65,6 +66,16 @@ def hook_settings(make_settings: Callable[..., Settings]) -> Callable[..., Setti
         return make_settings(**values)
 
     return make
+
+
+@pytest.fixture
+async def make_loop_client(database_url: str) -> Callable[[Settings], LoopClient]:
+    """Clients of apps that answer on this event loop, for the tests that run a deliverer of their own on it, as
+    another instance's: Litestar's AsyncTestClient blocks this loop for each request (the app answers on a thread
+    of its own), so that a deliverer caught inside a write transaction by a request held SQLite's write lock until
+    the request, waiting for that lock, gave up with a 503."""
+    await wipe(database_url)
+    return lambda settings: overlapping_client(create_app(settings))
 
 
 @pytest.fixture
@@ -238,9 +249,22 @@ class TestFailures:
         assert failed["error"] == "answered 500"
         fixed = await client.patch(path, json={"url": f"http://127.0.0.1:{receiver.port}/ok?{mark}"}, headers=auth())
         assert fixed.status_code == 200
+
+        def attempts() -> list[tuple[str, str, str]]:
+            """Each attempt's path, webhook-id and pet, as the receiver got them."""
+            return [
+                (
+                    request.target.split("?")[0],
+                    request.headers["webhook-id"],
+                    _bodies([request])[0]["data"]["record"]["name"],
+                )
+                for request in receiver.requests_marked(mark)
+            ]
+
         await until(
             lambda: [b["data"]["record"]["name"] for b in _bodies(_ok(receiver, mark))] == ["First", "Second"],
             what="both, in order, once the receiver answers",
+            seen=attempts,
         )
 
     async def test_failing_for_the_set_hours_disables_it_as_a_change_by_the_service(
@@ -310,7 +334,7 @@ class TestReplayAndRotation:
 class TestInstances:
     async def test_one_instance_delivers_a_webhook_and_another_takes_over_once_its_lease_lapses(
         self,
-        make_client: Callable[[Settings], Client],
+        make_loop_client: Callable[[Settings], LoopClient],
         hook_settings: Callable[..., Settings],
         receiver: Receiver,
         monkeypatch: pytest.MonkeyPatch,
@@ -322,7 +346,7 @@ class TestInstances:
         monkeypatch.setattr(WebhookDeliveries, "LEASE_SECONDS", 1.0)
         monkeypatch.setattr(WebhookDeliveries, "LEASE_MARGIN_SECONDS", 0.6)
         settings = hook_settings(webhooks_timeout_seconds=0.3)
-        async with make_client(settings) as client:
+        async with make_loop_client(settings) as client:
             mark = _mark()
             hook = await _hook(client, receiver, "/ok", mark, events=["pets.*"])
             hook_id = uuid.UUID(hook["id"])
@@ -374,10 +398,13 @@ class TestRetention:
         monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
 
     async def test_the_deliveries_log_is_purged_after_thirty_days(
-        self, make_client: Callable[[Settings], Client], hook_settings: Callable[..., Settings], receiver: Receiver
+        self,
+        make_loop_client: Callable[[Settings], LoopClient],
+        hook_settings: Callable[..., Settings],
+        receiver: Receiver,
     ) -> None:
         settings = hook_settings()
-        async with make_client(settings) as client, _deliverer(settings) as (deliveries, store):
+        async with make_loop_client(settings) as client, _deliverer(settings) as (deliveries, store):
             hook = await _hook(client, receiver, "/ok", _mark(), events=["pets.*"])
             path = f"{WEBHOOKS}/{hook['id']}"
             await deliveries.scan()
@@ -393,10 +420,13 @@ class TestRetention:
             assert (await client.get(f"{path}/deliveries", headers=auth())).json()["totalCount"] == 0
 
     async def test_the_lease_of_a_deleted_webhook_goes_once_it_lapses(
-        self, make_client: Callable[[Settings], Client], hook_settings: Callable[..., Settings], receiver: Receiver
+        self,
+        make_loop_client: Callable[[Settings], LoopClient],
+        hook_settings: Callable[..., Settings],
+        receiver: Receiver,
     ) -> None:
         settings = hook_settings()
-        async with make_client(settings) as client, _deliverer(settings) as (deliveries, store):
+        async with make_loop_client(settings) as client, _deliverer(settings) as (deliveries, store):
             kept, gone = [await _hook(client, receiver, "/ok", _mark()) for _ in range(2)]
             await deliveries.scan()
             assert deliveries.delivering == {uuid.UUID(kept["id"]), uuid.UUID(gone["id"])}
@@ -456,7 +486,7 @@ class _Outage:
 class TestDatabaseOutage:
     async def test_delivery_pauses_while_the_database_is_away_and_resumes_after(
         self,
-        make_client: Callable[[Settings], Client],
+        make_loop_client: Callable[[Settings], LoopClient],
         hook_settings: Callable[..., Settings],
         receiver: Receiver,
         monkeypatch: pytest.MonkeyPatch,
@@ -466,7 +496,7 @@ class TestDatabaseOutage:
 
         monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
         settings = hook_settings()
-        async with make_client(settings) as client:
+        async with make_loop_client(settings) as client:
             mark = _mark()
             await _hook(client, receiver, "/ok", mark, events=["pets.*"])
             store = open_store(settings)
