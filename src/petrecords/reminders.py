@@ -138,8 +138,8 @@ class Reminders:
     """On SQLite, how long a batch may hold the one writer: a pass starts at LEAST_BATCH doses a batch, and doubles
     the batch after one that took less than half of this, up to BATCH, or halves it after one that took more than
     twice as long, so that the API's writes, which wait for the writer behind it, wait no longer where the machine is
-    slow. Each batch ends in a COMMIT and its sync (about 20 ms): batches sized to 50 ms, which held the event loop
-    when the pass ran on it, were most of the time a pass took. On PostgreSQL every batch is BATCH."""
+    slow. Each batch ends in a COMMIT and its sync (about 20 ms): sized to 50 ms, as when the pass ran on the event
+    loop and held it, a third of a pass was COMMITs. On PostgreSQL every batch is BATCH."""
     REST: Mapping[str, float] = MappingProxyType({"sqlite": 0.1, "postgresql": 0.0})
     """After a batch, the duty rests this many times as long as the batch took. On SQLite the rests are the API's
     writes' turns at the one writer, which the instances' passes would otherwise take in turn with each other. On
