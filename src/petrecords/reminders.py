@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,6 +36,7 @@ from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, SortKey, Store, Transaction
 from petrecords.store.records import Statement, padded, stored_uuid
+from petrecords.store.sqlite import SqliteStore
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 
@@ -119,22 +122,29 @@ def _by_id(ids: Sequence[uuid.UUID]) -> PageQuery:
 
 class Reminders:
     """Writes the reminders whose moment has come, in batches of BATCH doses (each batch its own transaction); every
-    instance's duties (petrecords.duties) run it every `interval_seconds`."""
+    instance's duties (petrecords.duties) run it every `interval_seconds`.
+
+    On SQLite a pass that has anything to write runs on a thread of its own, with a store of its own: the batches'
+    statements and their COMMIT (its sync, about 20 ms) ran on the worker's event loop, which served no request
+    meanwhile. There SQLite lets go of Python's lock while it works, and the loop goes on; the pass's store is one
+    more connection to the file, queued for the one writer as another process's is. On PostgreSQL a batch's time is
+    round trips, which leave the loop free already."""
 
     BATCH = 500
     """The most doses a transaction reminds: their pets held, their rows set in one statement, their vaccinations
     read in one and their changes kept in one."""
     LEAST_BATCH = 50
-    BATCH_SECONDS = 0.05
-    """On SQLite, how long a batch's write may take: a pass starts at LEAST_BATCH doses a batch, and doubles the
-    batch after one that took less than half of this, up to BATCH, or halves it after one that took more than twice
-    as long. There a batch holds the one writer and the worker's event loop (the statements run on it), so the API's
-    writes and reads wait behind it: 500 a batch on a loaded machine held them a second at a time. On PostgreSQL a
-    batch's time is mostly round trips, which leave the loop free: every batch is BATCH."""
-    REST = 1.0
-    """After a batch, the duty rests this many times as long as the batch took, so that many moments at once (an
-    import's doses all due the same day) leave its process's requests, and on SQLite the other writers, most of the
-    time (bench/results/2026-12-05-reminders-at-100k.md)."""
+    BATCH_SECONDS = 0.2
+    """On SQLite, how long a batch may hold the one writer: a pass starts at LEAST_BATCH doses a batch, and doubles
+    the batch after one that took less than half of this, up to BATCH, or halves it after one that took more than
+    twice as long, so that the API's writes, which wait for the writer behind it, wait no longer where the machine is
+    slow. Each batch ends in a COMMIT and its sync (about 20 ms): sized to 50 ms, as when the pass ran on the event
+    loop and held it, a third of a pass was COMMITs. On PostgreSQL every batch is BATCH."""
+    REST: Mapping[str, float] = MappingProxyType({"sqlite": 0.1, "postgresql": 0.0})
+    """After a batch, the duty rests this many times as long as the batch took. On SQLite the rests are the API's
+    writes' turns at the one writer, which the instances' passes would otherwise take in turn with each other. On
+    PostgreSQL a batch's work is the database's, in its own processes, and its rows are held for it alone: resting
+    would only leave the reminders later (bench/results/2026-12-06-reminders-in-60s.md)."""
 
     def __init__(
         self,
@@ -144,6 +154,7 @@ class Reminders:
         interval_seconds: float | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
+        self._settings = settings
         self._soon_ms = settings.due_soon_days * DAY_MS
         self._store = store
         self.interval_seconds = settings.reminders_interval_seconds if interval_seconds is None else interval_seconds
@@ -156,22 +167,64 @@ class Reminders:
         store = self._store()
         if store is None:
             return 0
-        given = now
+        if not isinstance(store, SqliteStore):
+            return await self._remind(store, now, threading.Event())
+        async with store.transaction(write=False) as tx:
+            owing = await self._first_owed(tx, self._clock() if now is None else now)
+        if not owing:
+            return 0  # the pass of nearly every interval: no thread, no connections opened
+        stop = threading.Event()
+        running = asyncio.get_running_loop().run_in_executor(None, self._remind_apart, now, stop)
+        try:
+            # Shielded: a cancelled duty (the process stopping) tells the pass to end after its batch, which then
+            # closes its store, rather than leaving a write transaction open on the thread.
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+
+    async def _first_owed(self, tx: Transaction, now: int) -> bool:
+        """Whether either range has a row whose moment has come."""
+        for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
+            if await statements_of(tx).fetch(reminder_range(reminded, now + soon_ms, 1)):
+                return True
+        return False
+
+    def _remind_apart(self, now: int | None, stop: threading.Event) -> int:
+        """A SQLite pass on this thread, with an event loop and a store of its own."""
+        settings = self._settings
+
+        async def with_own_store() -> int:
+            store = SqliteStore(
+                settings.resolved_database_url,
+                busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                statement_timeout_seconds=settings.db_statement_timeout_seconds,
+            )
+            try:
+                return await self._remind(store, now, stop)
+            finally:
+                await store.close()
+
+        return asyncio.run(with_own_store())
+
+    async def _remind(self, store: Store, given: int | None, stop: threading.Event) -> int:
+        """A pass on this store, until there is nothing left to write or `stop` is set."""
         written = 0
         sized = store.dialect == "sqlite"
+        rest = self.REST.get(store.dialect, 0.0)
         batch = min(self.LEAST_BATCH, self.BATCH) if sized else self.BATCH
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
         for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
             backward = False
-            while True:
+            while not stop.is_set():
                 # The clock is read again for each batch: a pass that writes many moments at once (an import's doses
                 # due the same minute) takes those that come while it writes, rather than leaving them to a pass
                 # up to an interval later.
                 now = self._clock() if given is None else given
                 started = time.monotonic()
-                async with store.transaction(write=False) as tx:
+                async with store.transaction(write=False, single=True) as tx:
                     statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
                     found = _read(await statements_of(tx).fetch(statement))
                 if not found:
@@ -196,7 +249,8 @@ class Reminders:
                     # goes on from the range's end, so that the two write disjoint batches at once (on PostgreSQL;
                     # on SQLite their reads and records' JSON) rather than reading the same ones in turn.
                     backward = True
-                await asyncio.sleep(self.REST * (time.monotonic() - started))  # let requests in between batches
+                if rest:
+                    await asyncio.sleep(rest * (time.monotonic() - started))
         return written
 
     async def _remind_batch(self, tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:

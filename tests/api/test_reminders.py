@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -274,9 +275,14 @@ class TestOnce:
 
             async def raced(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
                 if not batches:
-                    # The first instance sets the batch's rows between the second's read and its write.
-                    async with store.transaction(write=True) as taking:
-                        await first._remind_batch(taking, found, now)
+                    # The first instance sets the batch's rows between the second's read and its write (through a
+                    # store opened here: on SQLite the second's pass runs on a thread of its own, see Reminders).
+                    taker = open_store(settings)
+                    try:
+                        async with taker.transaction(write=True) as taking:
+                            await first._remind_batch(taking, found, now)
+                    finally:
+                        await taker.close()
                 batches.append([str(row[0]) for row in found])
                 return await own(tx, found, now)
 
@@ -290,6 +296,64 @@ class TestOnce:
         # Its first batch lost, the second instance wrote from the range's end until it met what the first had written.
         assert batches == [ids[:3], ids[:-4:-1], ids[-4:-7:-1]]
         assert sorted(await reminders_of(client)) == sorted((one, "due-soon", 1) for one in ids)
+
+
+class TestOffTheLoop:
+    async def test_a_sqlite_pass_writes_on_a_thread_of_its_own(
+        self, client: Client, store: Store, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        await dose(client, rex, rabies, -300, 10)
+        threads: list[int] = []
+        own = reminders._remind_batch
+
+        async def noted(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+            threads.append(threading.get_ident())
+            return await own(tx, found, now)
+
+        reminders._remind_batch = noted  # type: ignore[method-assign]
+        assert await reminders.remind() == 1
+
+        # On SQLite the batch's statements and COMMIT leave the event loop to its requests; on PostgreSQL they wait
+        # on it without holding it.
+        assert (threads[0] != threading.get_ident()) == (store.dialect == "sqlite")
+
+    async def test_a_cancelled_pass_ends_after_its_batch_and_the_next_writes_the_rest_once(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(5)]]
+        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        reminders = Reminders(settings, lambda: store)
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        loop = asyncio.get_running_loop()
+        in_batch, go_on = asyncio.Event(), threading.Event()
+        own = reminders._remind_batch
+
+        async def held(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+            loop.call_soon_threadsafe(in_batch.set)
+            await asyncio.to_thread(go_on.wait)  # the first batch waits here until the pass is cancelled
+            return await own(tx, found, now)
+
+        reminders._remind_batch = held  # type: ignore[method-assign]
+        passing = asyncio.create_task(reminders.remind())
+        await in_batch.wait()
+        passing.cancel()
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await passing
+
+        # On SQLite its batch ends and commits on its thread after the task was cancelled, and no other follows; on
+        # PostgreSQL the batch, cancelled where it waits on the loop, is rolled back.
+        kept = 2 if store.dialect == "sqlite" else 0
+
+        async def batch_ended() -> bool:
+            return len(await reminders_of(client)) == kept
+
+        await until(batch_ended, what="the cancelled pass's batch")
+        await asyncio.sleep(0.2)
+        assert len(await reminders_of(client)) == kept
+        reminders._remind_batch = own  # type: ignore[method-assign]
+        assert await reminders.remind() == len(given) - kept
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
 
 class TestSeenAsChanges:
