@@ -24,6 +24,13 @@ except SystemExit:
     pass
 print("imported:", *(name for name in {SERVER_CODE!r} if name in sys.modules))
 """
+MIGRATE_AND_LIST_ALEMBIC = """
+import sys
+from petrecords.config import Settings
+from petrecords.db import migrate
+migrate(Settings())
+print("imported:", "alembic" if "alembic" in sys.modules else "")
+"""
 
 
 def _python(program: str, *args: str, data_dir: Path) -> str:
@@ -53,3 +60,8 @@ def test_the_help_and_the_client_commands_start_without_the_server_code(command:
 def test_the_client_commands_know_every_registered_resource_as_declared() -> None:
     declared = [ClientResource(r.command, r.title, r.path, r.description) for r in RESOURCES.resources]
     assert client_resources() == declared, "src/petrecords/client_resources.json is stale: run `make reference`"
+
+
+def test_a_schema_already_at_the_head_is_left_without_importing_alembic(tmp_path: Path) -> None:
+    assert _python(MIGRATE_AND_LIST_ALEMBIC, data_dir=tmp_path) == "alembic"
+    assert _python(MIGRATE_AND_LIST_ALEMBIC, data_dir=tmp_path) == ""
