@@ -29,7 +29,12 @@ import sys
 from petrecords.config import Settings
 from petrecords.db import migrate
 migrate(Settings())
-print("imported:", "alembic" if "alembic" in sys.modules else "")
+print("imported:", *(name for name in ("alembic", "petrecords.registry") if name in sys.modules))
+"""
+IMPORT_THE_APP = """
+import sys
+import petrecords.app
+print("imported:", *(name for name in ("nats",) if name in sys.modules))
 """
 
 
@@ -62,6 +67,10 @@ def test_the_client_commands_know_every_registered_resource_as_declared() -> Non
     assert client_resources() == declared, "src/petrecords/client_resources.json is stale: run `make reference`"
 
 
-def test_a_schema_already_at_the_head_is_left_without_importing_alembic(tmp_path: Path) -> None:
+def test_migrations_run_without_the_resources_and_a_current_schema_without_alembic(tmp_path: Path) -> None:
     assert _python(MIGRATE_AND_LIST_ALEMBIC, data_dir=tmp_path) == "alembic"
     assert _python(MIGRATE_AND_LIST_ALEMBIC, data_dir=tmp_path) == ""
+
+
+def test_the_app_imports_the_nats_client_only_to_publish(tmp_path: Path) -> None:
+    assert _python(IMPORT_THE_APP, data_dir=tmp_path) == ""
