@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _VERSION_TABLE = "alembic_version"
 """Where Alembic keeps the schema's revision."""
-_REVISION_LINE = re.compile(r'^(down_)?revision(?:: [^=]+)? = (None|"([0-9a-z_]+)")$', re.MULTILINE)
+_REVISION_LINE = re.compile(r"""^(down_)?revision(?:: [^=]+)? = (None|["']([^"']+)["'])$""", re.MULTILINE)
+"""A migration file's `revision = "…"` or `down_revision = …` line, as script.py.mako writes it or formatted."""
 log = logging.getLogger("petrecords.migrations")
 # How much longer than the server's statement timeout the client waits for an answer: the server's own
 # cancel normally comes first and leaves the connection usable.
