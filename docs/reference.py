@@ -10,6 +10,9 @@ Between `<!-- generated: NAME -->` and `<!-- end generated -->` in docs/referenc
 The pages are committed as written, so that they read the same on a code host as on the site; a test
 (tests/docs/test_reference.py) fails when one differs from what the code makes. `--check` writes nothing and
 names the pages that differ.
+
+So is src/petrecords/client_resources.json, written whole: each registered resource as the client commands
+(`petrecords <resource> <action>`) show it, which they read instead of importing the declarations.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from petrecords.cli import parser
+from petrecords.client import RESOURCES_FILE, ClientResource, client_resources_json
 from petrecords.config import Settings
 from petrecords.errors import ANSWERED
+from petrecords.registry import RESOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "reference"
@@ -170,6 +175,17 @@ def generated(page: Path) -> str:
     return _MARKER.sub(part, text)
 
 
+def client_resources() -> str:
+    return client_resources_json(
+        [ClientResource(r.command, r.title, r.path, r.description) for r in RESOURCES.resources]
+    )
+
+
+def made(page: Path) -> str:
+    """The file as the code makes it."""
+    return client_resources() if page == RESOURCES_FILE else generated(page)
+
+
 def _shown(page: Path) -> str:
     return os.path.relpath(page, ROOT)
 
@@ -179,8 +195,9 @@ def pages() -> list[Path]:
 
 
 def stale_pages() -> list[Path]:
-    """The pages whose generated parts differ from what the code makes."""
-    return [page for page in pages() if generated(page) != page.read_text()]
+    """The pages whose generated parts differ from what the code makes, and the client commands' resources file
+    when it does."""
+    return [page for page in [*pages(), RESOURCES_FILE] if made(page) != page.read_text(encoding="utf-8")]
 
 
 def main(arguments: list[str]) -> int:
@@ -194,7 +211,7 @@ def main(arguments: list[str]) -> int:
                 sys.stderr.write(f"{_shown(page)} differs from what the code makes: run `{COMMAND}`\n")
             return 1 if stale else 0
         for page in stale:
-            page.write_text(generated(page))
+            page.write_text(made(page), encoding="utf-8")
             sys.stdout.write(f"wrote {_shown(page)}\n")
     except ReferenceError as exc:
         sys.stderr.write(f"{exc}\n")

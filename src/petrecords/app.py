@@ -19,7 +19,6 @@ from petrecords.certificates.signing import Signer, load_signer
 from petrecords.changes.feed import feed_endpoints
 from petrecords.changes.horizon import HorizonWatch
 from petrecords.changes.live import ChangeHub, new_instance_id
-from petrecords.changes.publisher import Publisher
 from petrecords.changes.retention import Retention
 from petrecords.changes.streams import StreamSlots
 from petrecords.config import READY_FILE_VARIABLE, STOPPING_FILE_VARIABLE, Settings
@@ -65,6 +64,9 @@ def instance_duties(
             every, reminders.interval_seconds, reminders.remind, metrics, "reminders", "writing reminders"
         )
     if settings.nats_url:
+        # Here rather than at the top: the NATS client is imported only by the instances that publish.
+        from petrecords.changes.publisher import Publisher
+
         jobs["publisher"] = Publisher(settings, store, instance=instance, metrics=metrics).run
     return jobs
 

@@ -189,10 +189,9 @@ def parser(*, with_client: bool = True) -> argparse.ArgumentParser:
     _add_data_commands(commands)
 
     if with_client:
-        from petrecords.client import add_client_commands
-        from petrecords.registry import RESOURCES
+        from petrecords.client import add_client_commands, client_resources
 
-        add_client_commands(commands, RESOURCES)
+        add_client_commands(commands, client_resources())
     return root
 
 
@@ -276,7 +275,7 @@ SERVER_COMMANDS = ("serve", "migrate", "token", "export", "import", "import-whoo
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    # The client commands need the resources' declarations; the server's own commands start without them.
+    # The server's own commands start without the client commands' parsers.
     with_client = not arguments or arguments[0] not in SERVER_COMMANDS
     args = parser(with_client=with_client).parse_args(arguments)
     run: Command = args.run

@@ -1,6 +1,7 @@
 """`petrecords <resource> <action>`: a client of a running server, for operators and scripts, one command per
 registered resource. `--json` prints the server's answers as they are; otherwise lists print as tables and
-records as `field: value` lines. Standard-library HTTP only, so that a command starts fast."""
+records as `field: value` lines. Standard-library HTTP only, and each resource as `client_resources` names it
+rather than its declaration (which brings the server's code along), so that a command starts fast."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from petrecords.config import ConfigurationError, Settings
-from petrecords.resources.declaration import Resource, ResourceSet
+from petrecords.config import ConfigurationError
+
+if TYPE_CHECKING:
+    from petrecords.config import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_SECONDS = 30.0
 _COLUMN_WIDTH = 40
+RESOURCES_FILE = Path(__file__).with_name("client_resources.json")
+"""Every registered resource as a ClientResource, written from petrecords.registry by `make reference`."""
 
 
 _ACTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -32,8 +38,27 @@ _ACTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
-def add_client_commands(commands: Any, resources: ResourceSet) -> None:
-    for resource in resources.resources:
+class ClientResource(NamedTuple):
+    """What a client command knows of a registered resource: its declaration's command, title, path and
+    description."""
+
+    command: str
+    title: str
+    path: str
+    description: str
+
+
+def client_resources() -> list[ClientResource]:
+    return [ClientResource(**entry) for entry in json.loads(RESOURCES_FILE.read_text(encoding="utf-8"))]
+
+
+def client_resources_json(resources: Sequence[ClientResource]) -> str:
+    """RESOURCES_FILE's text for `resources`."""
+    return json.dumps([resource._asdict() for resource in resources], indent=2, ensure_ascii=False) + "\n"
+
+
+def add_client_commands(commands: Any, resources: Sequence[ClientResource]) -> None:
+    for resource in resources:
         command = commands.add_parser(
             resource.command,
             help=f"{resource.title} records of a running server",
@@ -80,7 +105,7 @@ def _json_value(text: str) -> Any:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> None:
-    resource: Resource = args.resource
+    resource: ClientResource = args.resource
     if not args.token:
         raise ConfigurationError("no token: pass --token or set PETRECORDS_TOKEN (`petrecords token --user …`)")
     base = args.url.rstrip("/") + resource.path

@@ -1,4 +1,7 @@
-"""Database URLs, engines and schema migrations (one Alembic history for both databases)."""
+"""Database URLs, engines and schema migrations (one Alembic history for both databases).
+
+Alembic, and SQLAlchemy's asyncio extension (which brings its ORM along), are imported by what migrates: a process
+that only opens a store, as every server worker and data command does, starts without them."""
 
 from __future__ import annotations
 
@@ -8,24 +11,28 @@ import fcntl
 import functools
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import pysqlite3.dbapi2 as sqlite3
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from petrecords.config import ConfigurationError, Settings
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_VERSION_TABLE = "alembic_version"
+"""Where Alembic keeps the schema's revision."""
+_REVISION_LINE = re.compile(r"""^(down_)?revision(?:: [^=]+)? = (None|["']([^"']+)["'])$""", re.MULTILINE)
+"""A migration file's `revision = "…"` or `down_revision = …` line, as script.py.mako writes it or formatted."""
 log = logging.getLogger("petrecords.migrations")
 # How much longer than the server's statement timeout the client waits for an answer: the server's own
 # cancel normally comes first and leaves the connection usable.
@@ -161,6 +168,8 @@ def _unique_statement_name() -> str:
 
 def create_postgres_engine(settings: Settings) -> AsyncEngine:
     """A SQLAlchemy engine over asyncpg, for migrations: with the store's connection settings and bounds."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     connect_args = postgres_connect_args(settings)
     if settings.db_pooler == "transaction":
         # SQLAlchemy prepares each statement under a name, numbered per client connection: behind a transaction
@@ -200,25 +209,41 @@ def create_postgres_engine(settings: Settings) -> AsyncEngine:
 
 
 def alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
 
 
 @functools.lru_cache(maxsize=1)
-def head_revision() -> str:
-    """The newest revision of this version's migrations (read from their files once per process: every store
-    opened checks the schema against it)."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if head is None:
-        raise RuntimeError("the migration history is empty")
-    return head
+def _history() -> dict[str, str | None]:
+    """Each revision of this version's migrations and the one it follows, read from the `revision` and
+    `down_revision` lines of their files as Alembic writes them (tests/store/test_migrations.py checks that Alembic
+    reads the same history)."""
+    history: dict[str, str | None] = {}
+    for script in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        lines = {down: revision for down, _, revision in _REVISION_LINE.findall(script.read_text(encoding="utf-8"))}
+        if "" not in lines or "down_" not in lines or not lines[""]:
+            raise RuntimeError(f'{script.name}: no revision = "…" and down_revision = … lines')
+        history[lines[""]] = lines["down_"] or None
+    return history
 
 
 @functools.lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest revision of this version's migrations (read from their files once per process: every store
+    opened checks the schema against it)."""
+    history = _history()
+    heads = set(history) - set(history.values())
+    if len(heads) != 1:
+        raise RuntimeError(f"the migration history has {len(heads)} heads, not one: {sorted(heads)}")
+    return heads.pop()
+
+
 def known_revisions() -> frozenset[str]:
     """Every schema revision this version's migrations know."""
-    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
+    return frozenset(_history())
 
 
 class SchemaTooNew(Exception):
@@ -242,7 +267,13 @@ def check_revision_known(revision: str | None) -> None:
 
 
 def _current_revision(connection: sa.Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The schema's revision, as Alembic keeps it in its version table (None before the first migration)."""
+    if not sa.inspect(connection).has_table(_VERSION_TABLE):
+        return None
+    revisions = connection.execute(sa.text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalars().all()  # noqa: S608
+    if len(revisions) > 1:
+        raise RuntimeError(f"{_VERSION_TABLE} holds {len(revisions)} revisions, not one: {sorted(revisions)}")
+    return revisions[0] if revisions else None
 
 
 def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = False) -> None:
@@ -250,6 +281,13 @@ def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = 
     this version's is left as it is (SchemaTooNew): Alembic would otherwise fail on a revision it cannot find."""
     before = _current_revision(connection)
     check_revision_known(before)
+    fields = {"from_revision": before, "to_revision": before}
+    if not downgrade and before == (head_revision() if revision == "head" else revision):
+        # What Alembic would find too, without importing it: most starts and data commands find the schema current.
+        log.info("schema at %s: nothing to migrate", before or "base", extra={"fields": fields})
+        return
+    from alembic import command
+
     config = alembic_config()
     config.attributes["connection"] = connection
     if downgrade:
@@ -257,7 +295,7 @@ def _run_alembic(connection: sa.Connection, revision: str, *, downgrade: bool = 
     else:
         command.upgrade(config, revision)
     after = _current_revision(connection)
-    fields = {"from_revision": before, "to_revision": after}
+    fields["to_revision"] = after
     if before == after:
         log.info("schema at %s: nothing to migrate", after or "base", extra={"fields": fields})
     else:

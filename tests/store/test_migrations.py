@@ -23,14 +23,17 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from petrecords.config import ConfigurationError, Settings
 from petrecords.db import (
     MIGRATION_LOCK_KEY,
+    alembic_config,
     create_postgres_engine,
     create_sqlite_engine,
     head_revision,
     is_sqlite,
+    known_revisions,
     migrate,
     postgres_dsn,
 )
@@ -169,6 +172,13 @@ def test_migrating_twice_is_a_no_op(fresh_url: str, tmp_path: Path) -> None:
     migrate(settings)
     assert _on_connection(fresh_url, tmp_path, _current_revision) == head_revision()
     assert _on_connection(fresh_url, tmp_path, _schema_diff) == []
+
+
+def test_the_history_read_from_the_migrations_files_is_alembics() -> None:
+    """The head and the known revisions are read from the files' revision lines, without importing Alembic."""
+    scripts = ScriptDirectory.from_config(alembic_config())
+    assert head_revision() == scripts.get_current_head()
+    assert known_revisions() == {script.revision for script in scripts.walk_revisions()}
 
 
 def test_models_and_migrations_agree(fresh_url: str, tmp_path: Path) -> None:
