@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,44 @@ def test_last_failed_runs_only_the_failures_of_the_last_run(tmp_path: Path) -> N
 
     assert "rerun previous 1 failure" in again.stdout, again.stdout + again.stderr
     assert " 1 failed in " in again.stdout.splitlines()[-1], again.stdout  # and no other test
+
+
+def test_the_tests_sharing_a_server_are_one_workers_in_make_test() -> None:
+    """`make test`'s order (tests/conftest.py): a module's server, one for each database, serves tests that all sit in
+    one worker's share of the queue, so that no other worker starts it again."""
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST")}
+    environment["PYTEST_XDIST_WORKER_COUNT"] = str(_WORKERS)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", *_A_SHARED_SERVER_AND_OTHERS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+        env=environment,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    order = [line for line in listed.stdout.splitlines() if "::" in line]
+
+    share_of = _worksteal_shares(order)
+    for database in ("sqlite", "postgresql"):
+        served = {share_of[test] for test in order if _SHARED_SERVER in test and f"[{database}" in test}
+        assert len(served) == 1, (database, sorted(served))
+
+
+_WORKERS = 3
+_SHARED_SERVER = "tests/e2e/test_stream_bounds.py::"
+"""A module of eight tests on each database, whose server (one per database) is a fixture of the module."""
+_A_SHARED_SERVER_AND_OTHERS = (_SHARED_SERVER.removesuffix("::"), "tests/e2e/test_serve.py", "tests/unit/test_turns.py")
+
+
+def _worksteal_shares(order: list[str]) -> dict[str, int]:
+    """Which worker's share each test falls in, as xdist's worksteal cuts the queue."""
+    share_of: dict[str, int] = {}
+    remaining, start = len(order), 0
+    for share in range(_WORKERS):
+        size = remaining // (_WORKERS - share)
+        remaining -= size
+        share_of.update(dict.fromkeys(order[start : start + size], share))
+        start += size
+    return share_of

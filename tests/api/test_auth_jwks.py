@@ -31,6 +31,9 @@ from tests.servers.jwks_server import (
     rsa_key,
 )
 
+# Verifying a token against a key set asks no database: the same on both.
+pytestmark = pytest.mark.only_on("sqlite")
+
 Client = AsyncTestClient[Any]
 RSA = rsa_key("rsa-1")
 EC = ec_key("ec-1")

@@ -33,6 +33,8 @@ from tests.servers.jwks_server import (
 )
 from tests.support import assert_error, pet_body, wipe
 
+pytestmark = pytest.mark.only_on("sqlite")  # the providers' token shapes and the keys' life: the same on both databases
+
 Client = AsyncTestClient[Any]
 OWNER = Person("olga@example.com", "olga")
 VET = Person("vera@clinic.example", "vera", groups=("/clinic-42",))
@@ -409,7 +411,6 @@ class Traffic:
         return {status for at, key, status in self.answers if key == kid and after <= at < before}
 
 
-@pytest.mark.only_on("sqlite")  # the keys' life, the same on both databases
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 async def test_a_new_key_while_requests_run(database_url: str, tmp_path: Any, provider: str) -> None:
     rotation = PROVIDERS[provider]

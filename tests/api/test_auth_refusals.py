@@ -22,6 +22,9 @@ from tests.conftest import test_settings as settings_of
 from tests.servers.jwks_server import AUDIENCE, ISSUER, JwksServer, claims, ec_key, jwks_server, rsa_key
 from tests.support import SECRET, assert_error, token, wipe
 
+# Why a token was refused and what the log says: decided before any database is asked.
+pytestmark = pytest.mark.only_on("sqlite")
+
 Client = AsyncTestClient[Any]
 REFUSED = "All connection attempts failed"
 NOT_VALID = {"code": 997, "message": "The bearer token is not valid."}
