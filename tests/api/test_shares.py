@@ -18,7 +18,7 @@ from petrecords.store.base import Lock
 from petrecords.store.postgres import PostgresTransaction
 from petrecords.store.records import Statement
 from petrecords.store.sql import SqlTransaction
-from petrecords.store.sqlite import SqliteTransaction
+from petrecords.store.sqlite import SqliteStore, SqliteTransaction
 from petrecords.values import format_timestamp, now_ms
 from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, create_vaccine, token
 
@@ -52,6 +52,8 @@ class WorkDone:
         for transaction in (SqliteTransaction, PostgresTransaction):
             monkeypatch.setattr(transaction, "fetch", self._reading(transaction.fetch))
             monkeypatch.setattr(transaction, "lock", self._locking(transaction.lock))
+        # SQLite's lookups of one statement run without a transaction (SqlStore.lookup); PostgreSQL's in one.
+        monkeypatch.setattr(SqliteStore, "lookup", self._reading(SqliteStore.lookup))
         monkeypatch.setattr(SqlTransaction, "execute", self._writing(SqlTransaction.execute))
 
     async def of(self, request: Awaitable[httpx.Response]) -> tuple[httpx.Response, list[tuple[str, ...]]]:
@@ -67,10 +69,10 @@ class WorkDone:
         return task is None or not task.get_name().startswith(Duties.TASK_NAME)
 
     def _reading(self, fetch: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def reading(transaction: SqlTransaction, statement: Statement) -> Any:
+        async def reading(reader: SqlTransaction | SqliteStore, statement: Statement) -> Any:
             if self._recorded():
                 self.steps.append(("read", str(statement[0])))
-            return await fetch(transaction, statement)
+            return await fetch(reader, statement)
 
         return reading
 

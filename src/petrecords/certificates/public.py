@@ -2,16 +2,16 @@
 forms, chosen by `Accept` (JSON by default, PDF, the HTML page, the JWS), and `GET /.well-known/jwks.json`, the keys
 that verify the JWS.
 
-What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database
-read); a token that this service could not have made is 404 with none either; any other token costs one statement
-(reads.LINK), which probes the unique digest index of the live and of the revoked links: 404 unknown, 410 revoked or
-expired. For a live link the same statement reads what vouches for its facts (the certificate's, the pet's and the
-pet's doses' revisions) and the certificate's document as the database keeps it (see stored.py): a link answered
-lately by this process whose vouch has not moved is answered from what the process kept (see recent.py), any other
-whose kept document was made at that vouch from that document, with nothing more read. On SQLite a link kept costs
-not even that statement while its connection tells that nothing was written since the vouch last held
-(Store.unread_data_version). Otherwise (a document missing, or made stale by a write) one read transaction reads
-the link again and the pet's doses with their vaccines, the facts are made, and the document is kept again. Every
+What each request costs, in order: the per-address rate limit (a flooded address is answered 429 with no database read);
+a token that this service could not have made is 404 with none either; any other token costs one statement (reads.LINK,
+alone: on SQLite without a transaction, see SqlStore.lookup), which probes the unique digest index of the live and of
+the revoked links: 404 unknown, 410 revoked or expired. For a live link the same statement reads what vouches for its
+facts (the certificate's, the pet's and the pet's doses' revisions) and the certificate's document as the database keeps
+it (see stored.py): a link answered lately by this process whose vouch has not moved is answered from what the process
+kept (see recent.py), any other whose kept document was made at that vouch from that document, with nothing more read.
+On SQLite a link kept costs not even that statement while its connection tells that nothing was written since the vouch
+last held (Store.unread_data_version). Otherwise (a document missing, or made stale by a write) one read transaction
+reads the link again and the pet's doses with their vaccines, the facts are made, and the document is kept again. Every
 answer, a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand
 its address (the token) to no one.
 """
@@ -32,7 +32,7 @@ from petrecords.certificates.addresses import TrustedProxies, create_public_rate
 from petrecords.certificates.facts import STATES, CertificateFacts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
-from petrecords.certificates.reads import Link, completed_doses, find_link
+from petrecords.certificates.reads import Link, completed_doses, find_link, look_up_link
 from petrecords.certificates.recent import Kept, RecentCertificates
 from petrecords.certificates.resource import PET_CERTIFICATES, Groups
 from petrecords.certificates.signing import Signer, load_signer
@@ -131,8 +131,7 @@ class PublicCertificates:
             found = self._recent.unchanged(digest, data_version=data_version, now_ms=(now := now_ms()))
             if found is not None:
                 return await self._kept_answer(found, now, form)
-        async with store.transaction(write=False, single=True) as tx:
-            link = _live(token, await find_link(tx, digest), now := now_ms())
+        link = _live(token, await look_up_link(store, digest), now := now_ms())
         found = self._recent.get(digest, version=link.vouch, now_ms=now, data_version=data_version)
         if found is None and link.vouch is not None:
             # The document kept in the database, read in the same statement as the vouch it must match.

@@ -31,9 +31,9 @@ from petrecords.certificates.facts import COMPLETED, Row
 from petrecords.certificates.resource import PET_CERTIFICATES, revoked_certificate_links
 from petrecords.certificates.stored import certificate_documents
 from petrecords.pets import PETS
-from petrecords.store.base import Transaction
+from petrecords.store.base import Store, Transaction
 from petrecords.store.records import stored_uuid
-from petrecords.store.sql import SqlTransaction
+from petrecords.store.sql import SqlStore, SqlTransaction
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.vaccines import VACCINES
 
@@ -175,6 +175,14 @@ def _link(values: Sequence[Any]) -> Link:
 async def find_link(tx: Transaction, digest: str) -> Link | None:
     """The link, live or revoked, whose token has this digest: one statement."""
     rows = await _statements(tx).fetch((LINK, {"digest": digest}))
+    return _link(rows[0]) if rows else None
+
+
+async def look_up_link(store: Store, digest: str) -> Link | None:
+    """The same link, in the one statement alone (SqlStore.lookup): no transaction where the store needs none."""
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"{type(store).__name__} runs no statements")
+    rows = await store.lookup((LINK, {"digest": digest}))
     return _link(rows[0]) if rows else None
 
 

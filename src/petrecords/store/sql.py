@@ -215,3 +215,9 @@ class SqlStore(Store):
 
     @abc.abstractmethod
     def transaction(self, *, write: bool, single: bool = False, caller: Principal | None = None) -> SqlTransaction: ...
+
+    async def lookup(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        """The rows of one read statement that finds a few rows by their keys, as one state of the data: here in a
+        read transaction of its own; a store may do without one (SQLite's)."""
+        async with self.transaction(write=False, single=True) as tx:
+            return await tx.fetch(statement)

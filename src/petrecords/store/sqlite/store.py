@@ -5,27 +5,31 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import stat
+import time
 import uuid
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import pysqlite3.dbapi2 as sqlite3
 
 from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Principal, Row
-from petrecords.store.faults import CONNECTION, DATABASE_ERRORS, VANISHED, raise_translated, vanished
+from petrecords.store.faults import CONNECTION, DATABASE_ERRORS, TIMEOUT, VANISHED, raise_translated, vanished
 from petrecords.store.grants import PlanSizes
+from petrecords.store.records import Statement
 from petrecords.store.sql import SqlStore
 from petrecords.store.sqlite.connections import (
     _READ_CONNECTIONS,
     _SQLITE_ERROR,
+    _SQLITE_INTERRUPT,
     _SQLITE_NOTADB,
     _Connection,
     _Database,
     _identity,
     _stat,
 )
-from petrecords.store.sqlite.statements import _SCHEMA_VERSION, _lookup_of
+from petrecords.store.sqlite.statements import _SCHEMA_VERSION, _driver_values, _lookup_of
 from petrecords.store.sqlite.transaction import SqliteTransaction
 
 
@@ -167,6 +171,29 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
+
+    async def lookup(self, statement: Statement) -> Sequence[Sequence[Any]]:
+        # As `read` runs its lookup, on the lookups' connection and with no await between taking and giving it
+        # back: SQLite reads one statement from one state of the data with no BEGIN, and the transaction's own
+        # machinery (a reader taken in turn, its deadline, the end) cost a certificate link's first read about as
+        # much again as the statement (bench/results/2026-12-06-certificate-first-read.md).
+        # Bounded by the statement timeout all the same (on the lookups' connection, where one is set), though not
+        # moved to a thread: what it reads is found by keys, and takes microseconds.
+        lookups = self.database().lookups
+        sql, values = _driver_values(*statement)
+        lookups.deadline = time.monotonic() + self.statement_timeout_seconds
+        try:
+            rows: list[Sequence[Any]] = lookups.cursor.execute(sql, values).fetchall()
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == _SQLITE_INTERRUPT:
+                timeout = self.statement_timeout_seconds
+                raise DatabaseUnavailable(
+                    cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s"
+                ) from exc
+            raise_translated(exc)
+        finally:
+            lookups.deadline = math.inf
+        return rows
 
     def unread_data_version(self) -> Hashable:
         # On the lookups' connection, always the same one, as `read` uses it: the pragma's value is that
