@@ -9,9 +9,10 @@ its dueAt in `reminded`, which the keeper sets back to `none` when dueAt moves; 
 has come, and never the rows that wait or are done.
 
 Every instance runs the duty. A batch is written in one transaction that holds the batch's pets, as a write of
-their vaccinations does, reads the rows again, and sets `reminded` by a compare-and-set (one statement for each
-action) before it keeps the changes of the rows it set (one statement): of two instances, or of a pass that crashed
-and the next, each reminder is written once. Holding the pets also puts the reminder in the change log's order after
+their vaccinations does, reads the rows again (on SQLite, where a write transaction holds the whole database, it
+reads them once, in that transaction), and sets `reminded` by a compare-and-set (one statement for each action)
+before it keeps the changes of the rows it set (one statement): of two instances, or of a pass that crashed and the
+next, each reminder is written once. Holding the pets also puts the reminder in the change log's order after
 the write that made it true, and before any write that ends it. An instance whose batch set no row (another took
 them) leaves the range to that one until its next pass, rather than reading the same batches in turn.
 """
@@ -224,15 +225,21 @@ class Reminders:
                 # up to an interval later.
                 now = self._clock() if given is None else given
                 started = time.monotonic()
-                async with store.transaction(write=False, single=True) as tx:
-                    statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
-                    found = _read(await statements_of(tx).fetch(statement))
+                statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
+                if sized:
+                    found, taken, told = await self._read_and_remind(store, statement, now)
+                    took = time.monotonic() - started
+                else:
+                    async with store.transaction(write=False, single=True) as tx:
+                        found = _read(await statements_of(tx).fetch(statement))
+                    if not found:
+                        break
+                    writing = time.monotonic()
+                    async with store.transaction(write=True) as tx:
+                        taken, told = await self._remind_batch(tx, found, now, read_again=True)
+                    took = time.monotonic() - writing
                 if not found:
                     break
-                writing = time.monotonic()
-                async with store.transaction(write=True) as tx:
-                    taken, told = await self._remind_batch(tx, found, now)
-                took = time.monotonic() - writing
                 written += told
                 if len(found) < batch:
                     break
@@ -253,15 +260,28 @@ class Reminders:
                     await asyncio.sleep(rest * (time.monotonic() - started))
         return written
 
-    async def _remind_batch(self, tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+    async def _read_and_remind(self, store: Store, statement: Statement, now: int) -> tuple[list[Due], int, int]:
+        """Where one write transaction at a time holds the database (SQLite): the batch's rows read in the
+        transaction that reminds them, which no write can change before it commits, so that they need not be read
+        again; the rows, how many this batch set and how many reminders it wrote."""
+        async with store.transaction(write=True) as tx:
+            found = _read(await statements_of(tx).fetch(statement))
+            taken, told = await self._remind_batch(tx, found, now, read_again=False) if found else (0, 0)
+        return found, taken, told
+
+    async def _remind_batch(
+        self, tx: Transaction, found: Sequence[Due], now: int, *, read_again: bool
+    ) -> tuple[int, int]:
         """Remind the doses of these due rows that are still owed, holding their pets: how many rows this batch set,
-        and how many reminders it wrote."""
-        ids = [row[0] for row in found]
-        pets = {row[1] for row in found}
-        await tx.lock([Lock(RESOURCES.rank(PETS), PETS.name, pet) for pet in pets])
-        # Read again once the pets are held: a write of their doses, or another instance's batch, has committed. A
-        # dose moved to another pet meanwhile waits for the next batch, which holds that pet.
-        rows = [row for row in _read(await statements_of(tx).fetch(rows_by_id(ids))) if row[1] in pets]
+        and how many reminders it wrote. `read_again`: the rows were read before this transaction began."""
+        rows = list(found)
+        if read_again:
+            ids = [row[0] for row in found]
+            pets = {row[1] for row in found}
+            await tx.lock([Lock(RESOURCES.rank(PETS), PETS.name, pet) for pet in pets])
+            # Read again once the pets are held: a write of their doses, or another instance's batch, has committed.
+            # A dose moved to another pet meanwhile waits for the next batch, which holds that pet.
+            rows = [row for row in _read(await statements_of(tx).fetch(rows_by_id(ids))) if row[1] in pets]
         owing: dict[tuple[str, str], list[uuid.UUID]] = {}
         actions: dict[uuid.UUID, tuple[str, bool]] = {}
         for row_id, _, due_at, reminded in rows:
