@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -19,7 +21,10 @@ from petrecords.app import open_store
 from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
 from petrecords.reminders import BY, Due, Reminders
-from petrecords.store.base import Store, Transaction
+from petrecords.resources.kept import keep_notices
+from petrecords.resources.wire import show
+from petrecords.store.base import NewChange, Store, Transaction
+from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_shares import CLINIC, as_vet, share
@@ -519,3 +524,26 @@ async def test_nats_gets_each_reminder_under_its_subject(
         "petrecords.pet-vaccination.overdue",
     ]
     assert [json.loads(message.data)["id"] for message in last] == [given["id"], given["id"]]
+
+
+async def test_notices_embedding_one_record_show_each_state_of_it(
+    client: Client, store: Store, rex: dict[str, Any], rabies: dict[str, Any]
+) -> None:
+    given = await dose(client, rex, rabies, -300, 10)
+    async with store.transaction(write=False) as tx:
+        row = await tx.get(PET_VACCINATIONS.collection, uuid.UUID(given["id"]))
+    assert row is not None
+    vaccine = row["vaccine"]
+    renamed = {**row, "vaccine": {**vaccine, "name": "Renamed", "revision": vaccine["revision"] + 1}}
+    kept: list[NewChange] = []
+
+    class Recording:
+        async def record_changes(self, changes: Sequence[NewChange]) -> None:
+            kept.extend(changes)
+
+    rows = [row, renamed, row]
+    await keep_notices(tx=Recording(), resource=PET_VACCINATIONS, rows=rows, action="due-soon", by=BY, at=now_ms())  # type: ignore[arg-type]
+
+    # The embedded vaccine is encoded once for each of its states (id and revision), each record as `show` has it.
+    assert [change.record for change in kept] == [msgspec.json.encode(show(PET_VACCINATIONS, one)) for one in rows]
+    assert json.loads(kept[1].record)["vaccine"]["name"] == "Renamed"
