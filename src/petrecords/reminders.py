@@ -20,6 +20,7 @@ them) leaves the range to that one until its next pass, rather than reading the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import time
@@ -35,7 +36,7 @@ from petrecords.due_rows import DUE_DOSES, due_doses, statements_of
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
-from petrecords.store.base import Condition, Lock, Operator, PageQuery, SortKey, Store, Transaction
+from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
 from petrecords.store.records import Statement, padded, stored_uuid
 from petrecords.store.sqlite import SqliteStore
 from petrecords.vaccinations import PET_VACCINATIONS
@@ -119,6 +120,22 @@ def _by_id(ids: Sequence[uuid.UUID]) -> PageQuery:
     return PageQuery(
         conditions=(Condition(("id",), Operator.IN, tuple(ids)),), sort=(SortKey("id"),), limit=len(ids), offset=0
     )
+
+
+_DOSES_ALONE = dataclasses.replace(PET_VACCINATIONS.collection, joins=())
+"""The vaccinations without the records they embed: a batch's doses embed a few vaccines, each read once."""
+
+
+async def shown_doses(tx: Transaction, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Row]:
+    """These doses, each with the records it embeds (as PET_VACCINATIONS.collection reads them), by id: the embedded
+    records are read once each, where a join would read and build one for every dose."""
+    doses = await tx.list(_DOSES_ALONE, _by_id(ids))
+    for join in PET_VACCINATIONS.collection.joins:
+        named = sorted({dose[join.column] for dose in doses})
+        embedded = {row["id"]: row for row in await tx.list(join.target, _by_id(named))} if named else {}
+        for dose in doses:
+            dose[join.name] = embedded[dose[join.column]]
+    return {dose["id"]: dose for dose in doses}
 
 
 class Reminders:
@@ -300,7 +317,7 @@ class Reminders:
         told = [row[0] for row in rows if row[0] in taken and actions[row[0]][1]]
         if not told:
             return len(taken), 0
-        doses = {dose["id"]: dose for dose in await tx.list(PET_VACCINATIONS.collection, _by_id(told))}
+        doses = await shown_doses(tx, told)
         # A row written again as `none` though its dose was reminded for this dueAt (a booster after it entered in
         # error, say): the change log still has that reminder at the dose's version, which a new dueAt moves.
         again = [row[0] for row in rows if row[0] in doses and row[3] == NOT_YET]
