@@ -7,18 +7,24 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from litestar.testing import AsyncTestClient
 
+from petrecords import reminders as reminders_module
 from petrecords.app import open_store
 from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
 from petrecords.reminders import BY, Due, Reminders
-from petrecords.store.base import Store, Transaction
+from petrecords.resources.kept import keep_notices
+from petrecords.resources.wire import show
+from petrecords.store.base import NewChange, Store, Transaction
+from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_shares import CLINIC, as_vet, share
@@ -260,6 +266,7 @@ class TestOnce:
         assert sum(written) == len(given)
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
+    @pytest.mark.only_on("postgresql")  # on SQLite a batch reads its rows in the transaction that sets them
     async def test_an_instance_that_loses_a_batch_writes_from_the_range_end(
         self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
@@ -273,18 +280,18 @@ class TestOnce:
             batches: list[list[str]] = []
             own = second._remind_batch
 
-            async def raced(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+            async def raced(tx: Transaction, found: Sequence[Due], now: int, *, read_again: bool) -> tuple[int, int]:
                 if not batches:
                     # The first instance sets the batch's rows between the second's read and its write (through a
                     # store opened here: on SQLite the second's pass runs on a thread of its own, see Reminders).
                     taker = open_store(settings)
                     try:
                         async with taker.transaction(write=True) as taking:
-                            await first._remind_batch(taking, found, now)
+                            await first._remind_batch(taking, found, now, read_again=True)
                     finally:
                         await taker.close()
                 batches.append([str(row[0]) for row in found])
-                return await own(tx, found, now)
+                return await own(tx, found, now, read_again=read_again)
 
             second._remind_batch = raced  # type: ignore[method-assign]
             assert await second.remind() == 6
@@ -306,9 +313,9 @@ class TestOffTheLoop:
         threads: list[int] = []
         own = reminders._remind_batch
 
-        async def noted(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+        async def noted(tx: Transaction, found: Sequence[Due], now: int, *, read_again: bool) -> tuple[int, int]:
             threads.append(threading.get_ident())
-            return await own(tx, found, now)
+            return await own(tx, found, now, read_again=read_again)
 
         reminders._remind_batch = noted  # type: ignore[method-assign]
         assert await reminders.remind() == 1
@@ -316,6 +323,30 @@ class TestOffTheLoop:
         # On SQLite the batch's statements and COMMIT leave the event loop to its requests; on PostgreSQL they wait
         # on it without holding it.
         assert (threads[0] != threading.get_ident()) == (store.dialect == "sqlite")
+
+    async def test_a_sqlite_batch_reads_its_rows_once_in_its_write_transaction(
+        self,
+        client: Client,
+        store: Store,
+        reminders: Reminders,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        await dose(client, rex, rabies, -300, 10)
+        read_again: list[int] = []
+        own = reminders_module.rows_by_id
+
+        def counted(ids: Sequence[Any]) -> Any:
+            read_again.append(len(ids))
+            return own(ids)
+
+        monkeypatch.setattr(reminders_module, "rows_by_id", counted)
+        assert await reminders.remind() == 1
+
+        # On SQLite no write can come between the read and the compare-and-set, which share a write transaction; on
+        # PostgreSQL the batch holds its pets, then reads its rows again.
+        assert read_again == ([] if store.dialect == "sqlite" else [1])
 
     async def test_a_cancelled_pass_ends_after_its_batch_and_the_next_writes_the_rest_once(
         self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
@@ -328,10 +359,10 @@ class TestOffTheLoop:
         in_batch, go_on = asyncio.Event(), threading.Event()
         own = reminders._remind_batch
 
-        async def held(tx: Transaction, found: Sequence[Due], now: int) -> tuple[int, int]:
+        async def held(tx: Transaction, found: Sequence[Due], now: int, *, read_again: bool) -> tuple[int, int]:
             loop.call_soon_threadsafe(in_batch.set)
             await asyncio.to_thread(go_on.wait)  # the first batch waits here until the pass is cancelled
-            return await own(tx, found, now)
+            return await own(tx, found, now, read_again=read_again)
 
         reminders._remind_batch = held  # type: ignore[method-assign]
         passing = asyncio.create_task(reminders.remind())
@@ -493,3 +524,26 @@ async def test_nats_gets_each_reminder_under_its_subject(
         "petrecords.pet-vaccination.overdue",
     ]
     assert [json.loads(message.data)["id"] for message in last] == [given["id"], given["id"]]
+
+
+async def test_notices_embedding_one_record_show_each_state_of_it(
+    client: Client, store: Store, rex: dict[str, Any], rabies: dict[str, Any]
+) -> None:
+    given = await dose(client, rex, rabies, -300, 10)
+    async with store.transaction(write=False) as tx:
+        row = await tx.get(PET_VACCINATIONS.collection, uuid.UUID(given["id"]))
+    assert row is not None
+    vaccine = row["vaccine"]
+    renamed = {**row, "vaccine": {**vaccine, "name": "Renamed", "revision": vaccine["revision"] + 1}}
+    kept: list[NewChange] = []
+
+    class Recording:
+        async def record_changes(self, changes: Sequence[NewChange]) -> None:
+            kept.extend(changes)
+
+    rows = [row, renamed, row]
+    await keep_notices(tx=Recording(), resource=PET_VACCINATIONS, rows=rows, action="due-soon", by=BY, at=now_ms())  # type: ignore[arg-type]
+
+    # The embedded vaccine is encoded once for each of its states (id and revision), each record as `show` has it.
+    assert [change.record for change in kept] == [msgspec.json.encode(show(PET_VACCINATIONS, one)) for one in rows]
+    assert json.loads(kept[1].record)["vaccine"]["name"] == "Renamed"

@@ -45,18 +45,32 @@ async def keep_change(
     if resource.grants is not None:
         forget_granted(tx)  # a share's write: what the shares grant is looked up again
     change, window = _change(
-        resource=resource, action=action, row=row, version=version, by=by, at=at, before=before, after=after
+        resource=resource,
+        action=action,
+        row=row,
+        version=version,
+        by=by,
+        at=at,
+        before=before,
+        after=after,
+        record=msgspec.json.encode(show(resource, row)) if record is None else record,
     )
-    await tx.record_change(
-        msgspec.structs.replace(change, record=msgspec.json.encode(show(resource, row)) if record is None else record),
-        window,
-    )
+    await tx.record_change(change, window)
 
 
 def _change(
-    *, resource: Resource, action: str, row: Row, version: int, by: str, at: int, before: Row | None, after: Row | None
+    *,
+    resource: Resource,
+    action: str,
+    row: Row,
+    version: int,
+    by: str,
+    at: int,
+    before: Row | None,
+    after: Row | None,
+    record: bytes,
 ) -> tuple[NewChange, ShareWindow | None]:
-    """The change of a write of `row` (its record left empty), and the share window it moves. A change of a record
+    """The change of a write of `row` (`record`: its wire form), and the share window it moves. A change of a record
     seen through shares names the record it is shared through; a share's change also names its grantee, and moves
     the window in which the share grants."""
     shared = resource.ownership.column is None
@@ -91,7 +105,7 @@ def _change(
         by=by,
         owner_before=SHARED if shared else owner_before,
         owner_after=SHARED if shared else owner_after,
-        record=b"",
+        record=record,
         shared_key=shared_key,
         grantee=grantee,
     )
@@ -109,12 +123,31 @@ async def keep_notices(
     *, tx: Transaction, resource: Resource, rows: Sequence[Row], action: str, by: str, at: int
 ) -> None:
     """`keep_notice` of many records, in this order, in one statement (no share's window moves with a notice)."""
+    encoded: dict[tuple[str, object, int], msgspec.Raw] = {}
+
+    def embed(embedded: Resource, value: Row) -> msgspec.Raw:
+        # Many records embed the same few (a batch of reminders: a few vaccines in 500 doses): each state of one,
+        # told by its id and revision as its ETag tells it, is shown and encoded once; msgspec writes it in place.
+        key = (embedded.name, value["id"], value["revision"])
+        raw = encoded.get(key)
+        if raw is None:
+            raw = encoded[key] = msgspec.Raw(msgspec.json.encode(show(embedded, value)))
+        return raw
+
     changes: list[NewChange] = []
     for row in rows:
         change, _ = _change(
-            resource=resource, action=action, row=row, version=row["revision"], by=by, at=at, before=row, after=row
+            resource=resource,
+            action=action,
+            row=row,
+            version=row["revision"],
+            by=by,
+            at=at,
+            before=row,
+            after=row,
+            record=msgspec.json.encode(show(resource, row, embed)),
         )
-        changes.append(msgspec.structs.replace(change, record=msgspec.json.encode(show(resource, row))))
+        changes.append(change)
     await tx.record_changes(changes)
 
 

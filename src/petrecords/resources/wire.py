@@ -31,7 +31,11 @@ def _parts_of(resource: Resource) -> tuple[_Part, ...]:
     return tuple(parts)
 
 
-def show(resource: Resource, row: Row) -> Shown:
+Embed = Callable[[Resource, Row], Any]
+"""How a record embedded in another is shown: `show` by default."""
+
+
+def show(resource: Resource, row: Row, embed: Embed | None = None) -> Shown:
     shown: Shown = {
         "id": str(row["id"]),
         "createdAt": format_timestamp(row["created_at"]),
@@ -42,7 +46,7 @@ def show(resource: Resource, row: Row) -> Shown:
     for name, column, show_value, embedded in _parts_of(resource):
         value = row[column]
         if embedded is not None:
-            shown[name] = show(embedded, value)
+            shown[name] = show(embedded, value) if embed is None else embed(embedded, value)
         elif value is None or show_value is None:
             shown[name] = value
         else:
