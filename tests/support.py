@@ -336,6 +336,10 @@ FIELDS = {
     "color",
     "deceasedAt",
 }
+LONG_SQLITE_READ = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000000) SELECT count(*) FROM n"
+)
+"""A read of a few hundred milliseconds of SQLite's work (counting to two million)."""
 MISSING_ID = "01890a5d-ac96-774b-bcce-b302099a8057"
 
 
