@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pysqlite3.dbapi2 as pysqlite3
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -20,10 +22,12 @@ from petrecords import reminders as reminders_module
 from petrecords.app import open_store
 from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
+from petrecords.db import sqlite_path
 from petrecords.reminders import BY, Due, Reminders
 from petrecords.resources.kept import keep_notices
 from petrecords.resources.wire import show
 from petrecords.store.base import NewChange, Store, Transaction
+from petrecords.store.records import Statement
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import now_ms
 from tests.api.test_changes_feed import read_all, settled
@@ -384,6 +388,44 @@ class TestOffTheLoop:
         assert len(await reminders_of(client)) == kept
         reminders._remind_batch = own  # type: ignore[method-assign]
         assert await reminders.remind() == len(given) - kept
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_sqlite_pass_empties_the_log_that_readers_keep_from_starting_again(
+        self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(5)]]
+        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        reminders = Reminders(settings, lambda: store)
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        reminders.LOG_BYTES = 0
+        database = sqlite_path(settings.resolved_database_url)
+        assert database is not None
+        reader = pysqlite3.connect(database, isolation_level=None, check_same_thread=False)
+        log_sizes: list[int] = []
+        own = reminders._read_and_remind
+
+        async def read_across(on: Store, statement: Statement, now: int) -> tuple[list[Due], int, int]:
+            # A reader from before the batch's COMMIT to after it, as requests always are on a busy service: no
+            # checkpoint meanwhile copies the batch's frames, and SQLite starts the log again from its beginning only
+            # once all of them are copied.
+            log_sizes.append(os.stat(f"{database}-wal").st_size)
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM pets").fetchall()
+            try:
+                return await own(on, statement, now)
+            finally:
+                reader.execute("COMMIT")
+
+        reminders._read_and_remind = read_across  # type: ignore[method-assign]
+        try:
+            assert await reminders.remind() == len(given)
+        finally:
+            reader.close()
+
+        # Each batch found the log its predecessor wrote emptied, and the last one left it empty.
+        assert log_sizes[1:] == [0] * (len(log_sizes) - 1)
+        assert os.stat(f"{database}-wal").st_size == 0
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
 
