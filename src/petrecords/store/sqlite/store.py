@@ -216,10 +216,11 @@ class SqliteStore(SqlStore):
         SQLite's own checkpoint after a COMMIT copies only the frames no reader still reads, and the log starts
         again from its beginning only when a write begins with every frame copied, which readers that never stop
         (every process's reads by id) keep from happening, so that the log grows for as long as the burst goes on
-        (1.1 GB for 100,000 reminders, bench/results/2026-12-06-reminders-burst.md). This checkpoint holds the
-        writer while it copies, and readers that began before it ended keep it from truncating: it is tried again,
-        without blocking the event loop, until the busy timeout. Durability is the COMMITs' as before: the copy is
-        synced before the log is truncated."""
+        (0.8-1.5 GB for 100,000 reminders, bench/results/2026-12-06-reminders-burst.md). The copy and its sync run
+        on the caller's thread, holding the writer: for a burst that runs on a thread of its own. Readers that began
+        before the copy ended keep the log from being truncated: it is tried again, with pauses that leave the
+        event loop free, until the busy timeout. Durability is the COMMITs' as before: the copy is synced before
+        the log is truncated."""
         try:
             if os.stat(self._wal_path).st_size <= past_bytes:
                 return False
@@ -233,7 +234,7 @@ class SqliteStore(SqlStore):
             await writer.lock.acquire()
             try:
                 if database.retired or writer.driver.in_transaction:
-                    return False  # a write group of this store's is open: its COMMIT comes first
+                    return False  # the file is gone, or a write group of this store's is open: its COMMIT first
                 busy = writer.driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.Error as exc:
                 raise_translated(exc)
