@@ -61,7 +61,13 @@ def instance_duties(
     if settings.reminders_interval_seconds > 0:
         reminders = Reminders(settings, store)
         jobs["reminders"] = functools.partial(
-            every, reminders.interval_seconds, reminders.remind, metrics, "reminders", "writing reminders"
+            every,
+            reminders.interval_seconds,
+            reminders.remind,
+            metrics,
+            "reminders",
+            "writing reminders",
+            pause=reminders.next_wait,
         )
     if settings.nats_url:
         # Here rather than at the top: the NATS client is imported only by the instances that publish.

@@ -278,8 +278,9 @@ class Settings(BaseSettings):
         default=10.0,
         ge=0,
         le=30,
-        description="how often an instance writes the reminders whose moment has come (each within 60 s of it); 0: "
-        "this instance writes none, and another instance must",
+        description="the longest between an instance's passes that write the reminders whose moment has come (each "
+        "within 60 s of it; a pass also runs when the next moment it knows of comes); 0: this instance writes none, "
+        "and another instance must",
     )
     max_body_bytes: int = Field(default=16384, ge=256, le=10 * 1024 * 1024, description="a larger request body is 413")
     body_timeout_seconds: float = Field(

@@ -1,6 +1,7 @@
 """What an instance does besides answering requests: the duties app.py hands to `Duties`, each a coroutine for the
 life of the process (the change log's retention, horizon and NATS publisher in petrecords.changes, grant expiry in
-resources/sharing.py, reminders, webhook delivery), and `every`, which runs a duty's step on an interval. A duty
+resources/sharing.py, reminders, webhook delivery), and `every`, which runs a duty's step on an interval, or
+sooner where the duty knows when it has work next. A duty
 that one instance does at a time holds a lease in the database, and another takes over within seconds when that
 one stops."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from petrecords.errors import DatabaseUnavailable
@@ -25,18 +26,38 @@ StoreLookup = Callable[[], Store | None]
 STORE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, *DATABASE_ERRORS)
 
 
-async def every(seconds: float, step: Callable[[], Any], metrics: Metrics, duty: str, doing: str) -> None:
-    """Run a duty's step every `seconds`, for the life of the process."""
+def wait_seconds(now_ms: int, moment_ms: int | None, *, most: float, least: float) -> float:
+    """How long to wait for a moment (epoch milliseconds; None: none is known) from `now_ms`: until it, but at least
+    `least`, so that a moment already past or a step of the clock cannot make a duty spin, and at most `most`."""
+    if moment_ms is None:
+        return most
+    return min(most, max(least, (moment_ms - now_ms) / 1000))
+
+
+async def every(
+    seconds: float,
+    step: Callable[[], Any],
+    metrics: Metrics,
+    duty: str,
+    doing: str,
+    *,
+    pause: Callable[[], Awaitable[float]] | None = None,
+) -> None:
+    """Run a duty's step every `seconds`, for the life of the process; with `pause`, after a step that succeeded
+    wait what it answers instead (it reads when there is work next; bounded by `seconds`)."""
     while True:
+        wait = seconds
         try:
             await step()
+            if pause is not None:
+                wait = min(seconds, await pause())
         except STORE_ERRORS:
             pass  # the database is away: the next round tries again
         except Exception:
             # A bug must not end a duty for the life of the process: it is logged, counted and tried again.
             metrics.duty_failures.labels(duty).inc()
             log.exception("%s failed; trying again in %g s", doing, seconds)
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(wait)
 
 
 class Duties:

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from petrecords.config import Settings
 from petrecords.due_rows import DUE_DOSES, due_doses, statements_of
+from petrecords.duties import wait_seconds
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
@@ -140,7 +141,8 @@ async def shown_doses(tx: Transaction, ids: Sequence[uuid.UUID]) -> dict[uuid.UU
 
 class Reminders:
     """Writes the reminders whose moment has come, in batches of BATCH doses (each batch its own transaction); every
-    instance's duties (petrecords.duties) run it every `interval_seconds`.
+    instance's duties (petrecords.duties) run a pass, then the next when the first moment it knows of comes, or
+    `interval_seconds` later if that is sooner (`next_wait`).
 
     On SQLite a pass that has anything to write runs on a thread of its own, with a store of its own: the batches'
     statements and their COMMIT (its sync, about 20 ms) ran on the worker's event loop, which served no request
@@ -184,9 +186,29 @@ class Reminders:
         self._soon_ms = settings.due_soon_days * DAY_MS
         self._store = store
         self.interval_seconds = settings.reminders_interval_seconds if interval_seconds is None else interval_seconds
-        """How often a pass runs: PETRECORDS_REMINDERS_INTERVAL_SECONDS (10 by default, well within the 60 seconds
-        the contract gives, with room for a pass that has many to write)."""
+        """The longest between two passes: PETRECORDS_REMINDERS_INTERVAL_SECONDS (10 by default, well within the 60
+        seconds the contract gives, with room for a pass that has many to write). A moment that another instance's
+        write brings closer is seen at the next pass, at most this long after the last."""
         self._clock = clock
+
+    LEAST_WAIT_SECONDS = 0.2
+    """The least time between two passes: a moment already come (rows another instance is writing, or that came as
+    the pass ended) or a step of the clock starts the next pass this long after the last, never at once."""
+
+    async def next_wait(self) -> float:
+        """How long to wait after a pass: until the first moment to come within `interval_seconds`, at least
+        LEAST_WAIT_SECONDS. Its reads are the first row of each of the pass's ranges, up to the interval ahead."""
+        store = self._store()
+        if store is None:
+            return self.interval_seconds
+        now = self._clock()
+        ahead_ms = int(self.interval_seconds * 1000)
+        moments: list[int] = []
+        async with store.transaction(write=False) as tx:
+            for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
+                first = await statements_of(tx).fetch(reminder_range(reminded, now + soon_ms + ahead_ms, 1))
+                moments.extend(due_at - soon_ms for _, _, due_at, _ in _read(first))
+        return wait_seconds(now, min(moments, default=None), most=self.interval_seconds, least=self.LEAST_WAIT_SECONDS)
 
     async def remind(self, *, now: int | None = None) -> int:
         """Write what has come by `now` (the clock's at each batch, by default); how many reminders were written."""

@@ -29,7 +29,7 @@ from petrecords.resources.wire import show
 from petrecords.store.base import NewChange, Store, Transaction
 from petrecords.store.records import Statement
 from petrecords.vaccinations import PET_VACCINATIONS
-from petrecords.values import now_ms
+from petrecords.values import format_timestamp, now_ms
 from tests.api.test_changes_feed import read_all, settled
 from tests.api.test_shares import CLINIC, as_vet, share
 from tests.changes.test_publisher import STREAM, _jetstream, _message_ids, _publisher
@@ -534,6 +534,30 @@ async def test_every_instance_runs_the_duty(
             return await reminders_of(client) == [(given["id"], "due-soon", 1)]
 
         await until(reminded, what="the due-soon reminder")
+
+
+async def test_the_duty_wakes_for_a_moment_before_its_interval_ends(
+    client: Client,
+    make_client: Callable[[Settings], Client],
+    make_settings: Callable[..., Settings],
+    rex: dict[str, Any],
+    rabies: dict[str, Any],
+) -> None:
+    # The dose is written before the instance with the duty starts: its first pass finds the due-soon moment a few
+    # seconds ahead, and the next pass must come then, not at the end of the interval.
+    due_at = format_timestamp(later(30) + 3_000)
+    body = {"petId": rex["id"], "vaccineId": rabies["id"], "appliedAt": at(-300), "dueAt": due_at}
+    created = await client.post(DOSES, json=body, headers=auth(ALICE))
+    assert created.status_code == 201, created.text
+    given = created.json()
+
+    async with make_client(make_settings(reminders_interval_seconds=30, due_soon_days=30)) as duty:
+
+        async def reminded() -> bool:
+            return await reminders_of(duty) == [(given["id"], "due-soon", 1)]
+
+        # Well before the interval's end, whatever the machine's load.
+        await until(reminded, what="the due-soon reminder at its moment", seconds=20)
 
 
 async def test_nats_gets_each_reminder_under_its_subject(

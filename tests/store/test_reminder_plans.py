@@ -1,7 +1,7 @@
 """Reminders find their doses through an index (contract section 15, issue 54: with 1,000,000 doses a pass reads only
 those whose moment has come): each of a pass's two ranges is a range of the index (reminded, due_at, id), read in
 its order (or from its end, where another instance writes from its beginning), so that the rows that wait and those
-already reminded are never read."""
+already reminded are never read. The duty's next moment is the first row of each range, read the same way."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ from petrecords.reminders import DUE_SOON, NOT_YET, reminder_range
 from tests.store.test_query_plans import NOW, _plan
 
 
+@pytest.mark.parametrize("limit", [1, 100])
 @pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize("reminded", [NOT_YET, DUE_SOON])
-async def test_a_pass_reads_a_range_of_the_reminded_index(database_url: str, reminded: str, backward: bool) -> None:
+async def test_a_pass_reads_a_range_of_the_reminded_index(
+    database_url: str, reminded: str, backward: bool, limit: int
+) -> None:
     plan = await _plan(
         database_url,
-        *reminder_range(reminded, NOW, 100, backward=backward),
+        *reminder_range(reminded, NOW, limit, backward=backward),
         forbid=("enable_seqscan", "enable_bitmapscan", "enable_sort"),
     )
     if database_url.startswith("sqlite"):
