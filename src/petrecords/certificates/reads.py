@@ -1,18 +1,20 @@
 """What the public answer reads: a link by its token's digest, with what vouches for its facts, and the doses the
-facts show. Two statements of their own, reading only the columns a certificate shows, instead of the generic list
+facts show. Statements of their own, reading only the columns a certificate shows, instead of the generic list
 machinery (which read every column of every dose and vaccine, a quarter of an uncached answer's time).
 
 `LINK` finds a token's link, live or revoked, in one statement that probes the unique digest index of each table
-(a token of no link costs that and nothing else). For a live one it also reads the certificate, its pet, and the
-pet's `Vouch`: the certificate's and the pet's revisions and, over every dose of the pet (whatever its status) with
-its vaccine, how many there are, the sums of their revisions and creation instants and the latest modification.
-Every write that can change what a certificate shows changes one of these: a dose's or a vaccine's update bumps its
-revision (and so the sum), a new dose raises the count and a deleted one lowers it, and a deletion paired with a
-creation moves the sum of creation instants, while writes to other pets change none of them. Facts kept with the
-vouch they were made from hold while a later `LINK` reads the same one.
+(a token of no link costs that and nothing else). For a live one it also reads the pet's `Vouch`: the certificate's
+and the pet's revisions and, over every dose of the pet (whatever its status) with its vaccine, how many there are,
+the sums of their revisions and creation instants and the latest modification. Every write that can change what a
+certificate shows changes one of these: a dose's or a vaccine's update bumps its revision (and so the sum), a new dose
+raises the count and a deleted one lowers it, and a deletion paired with a creation moves the sum of creation
+instants, while writes to other pets change none of them. Facts kept with the vouch they were made from hold while a
+later `LINK` reads the same one.
 
-`LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key: a first read
-whose document holds costs that one statement.
+`LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key, and nothing
+that only making the facts needs: a first read whose document holds costs that one statement, and builds no row.
+`LINK_RECORD` reads the link again with what its facts are made from (the certificate's instants and groups, the
+pet's columns), in the transaction that reads the doses, where the document is missing or stale.
 
 `PET` reads a pet and its vouch, for a certificate's write to make its document; `DOSES` the doses of a pet with
 their vaccines, by the pet's index.
@@ -22,9 +24,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import sqlalchemy as sa
 
 from petrecords.certificates.facts import COMPLETED, Row
@@ -93,34 +95,45 @@ def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
     )
 
 
-_LIVE = sa.select(
-    sa.literal(0).label("revoked"),
+_VOUCHED = (_certificates.c.revision, _pets.c.revision, _doses_vouch(_certificates.c.pet_id))
+"""What vouches for a live link's facts (Link.vouch), in this order."""
+
+
+def _link_statement(*live_columns: sa.ColumnElement[Any], documents: bool) -> sa.CompoundSelect[Any]:
+    """A link found by its digest among the live ones (these columns, after whether it is revoked, its digest, its
+    expiry and its vouch) and the revoked ones (nulls in their place)."""
+    joined = _certificates.join(_pets, _pets.c.id == _certificates.c.pet_id)
+    if documents:
+        joined = joined.outerjoin(_documents, _documents.c.certificate_id == _certificates.c.id)
+    live = sa.select(
+        sa.literal(0).label("revoked"),
+        _certificates.c.token_digest,
+        _certificates.c.expires_at,
+        *_VOUCHED,
+        *live_columns,
+    ).select_from(joined)
+    revoked = sa.select(
+        sa.literal(1),
+        revoked_certificate_links.c.token_digest,
+        revoked_certificate_links.c.expires_at,
+        *(sa.null() for _ in range(len(live.selected_columns) - 3)),
+    )
+    return sa.union_all(
+        live.where(_certificates.c.token_digest == _DIGEST),
+        revoked.where(revoked_certificate_links.c.token_digest == _DIGEST),
+    )
+
+
+LINK = _link_statement(*(_documents.c[name] for name in STORED_COLUMNS), documents=True)
+LINK_RECORD = _link_statement(
     _certificates.c.id,
-    _certificates.c.token_digest,
-    _certificates.c.expires_at,
     _certificates.c.created_at,
     _certificates.c.groups,
-    _certificates.c.revision,
-    _pets.c.revision,
-    _doses_vouch(_certificates.c.pet_id),
     *(_pets.c[name] for name in PET_COLUMNS),
-    *(_documents.c[name] for name in STORED_COLUMNS),
-).select_from(
-    _certificates.join(_pets, _pets.c.id == _certificates.c.pet_id).outerjoin(
-        _documents, _documents.c.certificate_id == _certificates.c.id
-    )
+    documents=False,
 )
-_REVOKED = sa.select(
-    sa.literal(1),
-    revoked_certificate_links.c.id,
-    revoked_certificate_links.c.token_digest,
-    revoked_certificate_links.c.expires_at,
-    *(sa.null() for _ in range(len(_LIVE.selected_columns) - 4)),
-)
-LINK = sa.union_all(
-    _LIVE.where(_certificates.c.token_digest == _DIGEST),
-    _REVOKED.where(revoked_certificate_links.c.token_digest == _DIGEST),
-)
+_FIRST = 3 + len(_VOUCHED)
+"""Where the columns of either statement's own begin."""
 PET = sa.select(_pets.c.revision, _doses_vouch(_PET), *(_pets.c[name] for name in PET_COLUMNS)).where(
     _pets.c.id == _PET
 )
@@ -134,22 +147,34 @@ DOSES = (
 )
 
 
-@dataclass(frozen=True)
-class Link:
-    """A link found by its digest."""
+class Link(msgspec.Struct, frozen=True, gc=False):
+    """A link found by its digest (LINK): whether it is live, and its document as kept with what vouches for it."""
 
-    id: uuid.UUID
     token_digest: str
     expires_at_ms: int
     revoked: bool
     vouch: tuple[Any, ...] | None
     """What vouches for the facts of a live link (see the module's note); None for a revoked one."""
+    stored: tuple[Any, ...]
+    """The certificate's document as kept (STORED_COLUMNS), all None where none is."""
+
+
+class LinkRecord(msgspec.Struct, frozen=True):
+    """A link found by its digest with what its facts are made from (LINK_RECORD)."""
+
+    token_digest: str
+    expires_at_ms: int
+    revoked: bool
+    vouch: tuple[Any, ...] | None
+    id: uuid.UUID | None
     created_at_ms: int
     groups: str | None
     """The certificate's groups as stored: a JSON array, or None for every group."""
     pet: Row | None
-    stored: tuple[Any, ...] = (None, None, None)
-    """The certificate's document as kept (STORED_COLUMNS), all None where none is."""
+    """None, as the id and the vouch, for a revoked link."""
+
+
+Found = TypeVar("Found", Link, LinkRecord)
 
 
 def _pet(values: Sequence[Any]) -> dict[str, Any]:
@@ -161,25 +186,31 @@ def _pet(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def _link(values: Sequence[Any]) -> Link:
-    revoked, link_id, token_digest, expires_at = values[:4]
+    revoked, token_digest, expires_at = values[:3]
     if revoked:
-        return Link(stored_uuid(link_id), token_digest, expires_at, True, None, 0, None, None)
-    created_at, groups, certificate_revision, pet_revision, doses_vouch = values[4:9]
-    pets_end = 9 + len(PET_COLUMNS)
-    pet = _pet(values[9:pets_end])
-    vouch = (certificate_revision, pet_revision, doses_vouch)
-    stored = tuple(values[pets_end:])
-    return Link(stored_uuid(link_id), token_digest, expires_at, False, vouch, created_at, groups, pet, stored)
+        return Link(token_digest, expires_at, True, None, (None,) * len(STORED_COLUMNS))
+    return Link(token_digest, expires_at, False, tuple(values[3:_FIRST]), tuple(values[_FIRST:]))
 
 
-async def find_link(tx: Transaction, digest: str) -> Link | None:
-    """The link, live or revoked, whose token has this digest: one statement."""
-    rows = await _statements(tx).fetch((LINK, {"digest": digest}))
-    return _link(rows[0]) if rows else None
+def _link_record(values: Sequence[Any]) -> LinkRecord:
+    revoked, token_digest, expires_at = values[:3]
+    if revoked:
+        return LinkRecord(token_digest, expires_at, True, None, None, 0, None, None)
+    link_id, created_at, groups = values[_FIRST : _FIRST + 3]
+    vouch = tuple(values[3:_FIRST])
+    pet = _pet(values[_FIRST + 3 :])
+    return LinkRecord(token_digest, expires_at, False, vouch, stored_uuid(link_id), created_at, groups, pet)
+
+
+async def find_link(tx: Transaction, digest: str) -> LinkRecord | None:
+    """The link, live or revoked, whose token has this digest, with what its facts are made from: one statement."""
+    rows = await _statements(tx).fetch((LINK_RECORD, {"digest": digest}))
+    return _link_record(rows[0]) if rows else None
 
 
 async def look_up_link(store: Store, digest: str) -> Link | None:
-    """The same link, in the one statement alone (SqlStore.lookup): no transaction where the store needs none."""
+    """The link, live or revoked, whose token has this digest, with its document as kept, in the one statement alone
+    (SqlStore.lookup): no transaction where the store needs none."""
     if not isinstance(store, SqlStore):
         raise TypeError(f"{type(store).__name__} runs no statements")
     rows = await store.lookup((LINK, {"digest": digest}))

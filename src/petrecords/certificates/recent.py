@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 
 import msgspec
 
@@ -31,8 +30,7 @@ _AS_OF = b'"asOf":"'
 _decoder = msgspec.json.Decoder(CertificateFacts)
 
 
-@dataclass(frozen=True)
-class Kept:
+class Kept(msgspec.Struct, frozen=True):
     version: Hashable
     """What vouched for the facts when they were made (reads.Link.vouch)."""
     facts: CertificateFacts | None

@@ -64,7 +64,7 @@ _FORGET = sa.delete(certificate_documents).where(
 def vouch_text(vouch: Sequence[Any], due_soon_days: int) -> str:
     """What a document is kept with: the vouch of its records (reads.Link.vouch), and the due-soon days its states
     were chosen with."""
-    return ":".join(str(part) for part in (due_soon_days, *vouch))
+    return ":".join(map(str, (due_soon_days, *vouch)))
 
 
 def made(
