@@ -3,13 +3,13 @@ facts show. Statements of their own, reading only the columns a certificate show
 machinery (which read every column of every dose and vaccine, a quarter of an uncached answer's time).
 
 `LINK` finds a token's link, live or revoked, in one statement that probes the unique digest index of each table
-(a token of no link costs that and nothing else). For a live one it also reads the pet's `Vouch`: the certificate's
-and the pet's revisions and, over every dose of the pet (whatever its status) with its vaccine, how many there are,
-the sums of their revisions and creation instants and the latest modification. Every write that can change what a
-certificate shows changes one of these: a dose's or a vaccine's update bumps its revision (and so the sum), a new dose
-raises the count and a deleted one lowers it, and a deletion paired with a creation moves the sum of creation
-instants, while writes to other pets change none of them. Facts kept with the vouch they were made from hold while a
-later `LINK` reads the same one.
+(a token of no link costs that and nothing else). For a live one it also reads the link's vouch: the certificate's
+and the pet's revisions, and the writes to the pet's doses and to the vaccines, which the database's own triggers
+count (stored.pet_dose_writes, stored.vaccine_writes), whoever writes. Every write that can change what a certificate
+shows moves one of these: a change of the certificate or of the pet bumps its revision, a dose of the pet inserted,
+changed or deleted (or moved to another pet) its count, a vaccine changed the vaccines' count; writes to other pets'
+doses move none of them. Facts kept with the vouch they were made from hold while a later `LINK` reads the same one.
+The counts are read by key: two probes, however many doses the pet has.
 
 `LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key, and nothing
 that only making the facts needs: a first read whose document holds costs that one statement, and builds no row.
@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 from petrecords.certificates.facts import COMPLETED, Row
 from petrecords.certificates.resource import PET_CERTIFICATES, revoked_certificate_links
-from petrecords.certificates.stored import certificate_documents
+from petrecords.certificates.stored import certificate_documents, pet_dose_writes, vaccine_writes
 from petrecords.pets import PETS
 from petrecords.store.base import Store, Transaction
 from petrecords.store.records import stored_uuid
@@ -74,25 +74,12 @@ def _as_text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
     return sa.cast(sa.func.coalesce(value, 0), sa.String())
 
 
-def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
-    """The pet's doses and their vaccines summed up in one value: of the certificate's pet, or of a given one."""
-    parts = [
-        sa.func.count(),
-        sa.func.sum(_doses.c.revision),
-        sa.func.sum(_doses.c.created_at),
-        sa.func.max(_doses.c.modified_at),
-        sa.func.sum(_vaccines.c.revision),
-        sa.func.max(_vaccines.c.modified_at),
-    ]
-    summed = _as_text(parts[0])
-    for part in parts[1:]:
-        summed = summed.concat(":").concat(_as_text(part))
-    return (
-        sa.select(summed)
-        .select_from(_doses.join(_vaccines, _vaccines.c.id == _doses.c.vaccine_id))
-        .where(_doses.c.pet_id == pet_id)
-        .scalar_subquery()
-    )
+def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
+    """The writes to the pet's doses and to the vaccines as the database counts them, in one value: of the
+    certificate's pet, or of a given one. Two probes by key, whatever the pet's doses."""
+    doses = sa.select(pet_dose_writes.c.writes).where(pet_dose_writes.c.pet_id == pet_id).scalar_subquery()
+    vaccines = sa.select(vaccine_writes.c.writes).where(vaccine_writes.c.id == 1).scalar_subquery()
+    return _as_text(doses).concat(":").concat(_as_text(vaccines))
 
 
 _VOUCHED = (_certificates.c.revision, _pets.c.revision, _doses_vouch(_certificates.c.pet_id))
