@@ -36,7 +36,18 @@ from petrecords.store.sqlite.statements import as_sqlite_runs_it
 from petrecords.values import format_timestamp, now_ms, parse_datetime_ms
 from tests.api.test_shares import WorkDone
 from tests.certificates.support import DOSE_MEMBERS
-from tests.support import ADMIN, ALICE, BOB, MISSING_ID, assert_error, auth, create, create_vaccine, scalar_sql
+from tests.support import (
+    ADMIN,
+    ALICE,
+    BOB,
+    MISSING_ID,
+    assert_error,
+    auth,
+    create,
+    create_vaccine,
+    run_sql,
+    scalar_sql,
+)
 
 Client = AsyncTestClient[Any]
 CERTIFICATES = "/v1/pet-certificates"
@@ -620,6 +631,38 @@ class TestFirstRead:
         assert (await client.delete(f"{CERTIFICATES}/{created['id']}", headers=auth())).status_code == 200
         assert_error(await client.get(created["link"]), 410, 981)
         assert await scalar_sql(database_url, kept) == 0
+
+    async def test_a_write_by_any_writer_makes_it_stale(
+        self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], database_url: str
+    ) -> None:
+        # Written past the service, as another release or a script may write, moving no revision and no instant:
+        # the database counts each write itself.
+        dose = await vaccinate(client, rex, rabies)
+        fido = (await create(client, ALICE, name="Fido", pet_type="Dog")).json()
+        created, fidos = await issue(client, rex), await issue(client, fido)
+
+        async def shown(link: str) -> list[dict[str, Any]]:
+            response = await client.get(link)
+            assert response.status_code == 200, response.text
+            vaccinations: list[dict[str, Any]] = response.json()["vaccinations"]
+            return vaccinations
+
+        def hex_id(record: dict[str, Any]) -> str:
+            return uuid.UUID(record["id"]).hex
+
+        # The ids are the test's own.
+        lot = f"UPDATE pet_vaccinations SET lot_number = 'B-77' WHERE id = '{hex_id(dose)}'"  # noqa: S608
+        maker = f"UPDATE vaccines SET manufacturer = 'Zoetis' WHERE id = '{hex_id(rabies)}'"  # noqa: S608
+        move = f"UPDATE pet_vaccinations SET pet_id = '{hex_id(fido)}' WHERE id = '{hex_id(dose)}'"  # noqa: S608
+        assert [item["id"] for item in await shown(created["link"])] == [dose["id"]]
+        await run_sql(database_url, lot)
+        assert (await shown(created["link"]))[0]["lotNumber"] == "B-77"
+        await run_sql(database_url, maker)
+        assert (await shown(created["link"]))[0]["manufacturer"] == "Zoetis"
+        assert await shown(fidos["link"]) == []
+        await run_sql(database_url, move)
+        assert await shown(created["link"]) == []
+        assert [item["id"] for item in await shown(fidos["link"])] == [dose["id"]]
 
     async def test_a_write_committed_while_a_read_makes_it_is_not_hidden(
         self, client: Client, rex: dict[str, Any], rabies: dict[str, Any], monkeypatch: pytest.MonkeyPatch

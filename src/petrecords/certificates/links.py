@@ -42,12 +42,12 @@ def well_formed(token: str) -> bool:
     return _TOKEN.fullmatch(token) is not None
 
 
-def matches(token: str, kept_digest: str) -> bool:
-    """Whether `token` is the one whose digest was kept, in time that does not depend on where they differ.
+def matches(digest: str, kept_digest: str) -> bool:
+    """Whether a token's digest (digest_of) is the one kept, in time that does not depend on where they differ.
 
     The lookup by digest already found the record; this check after it keeps a database whose index compares
     loosely (a collation, a prefix) from ever opening a link with another token."""
-    return hmac.compare_digest(digest_of(token).encode(), kept_digest.encode())
+    return hmac.compare_digest(digest.encode(), kept_digest.encode())
 
 
 def redact_path(path: str) -> str:

@@ -11,9 +11,9 @@ it (see stored.py): a link answered lately by this process whose vouch has not m
 kept (see recent.py), any other whose kept document was made at that vouch from that document, with nothing more read.
 On SQLite a link kept costs not even that statement while its connection tells that nothing was written since the vouch
 last held (Store.unread_data_version). Otherwise (a document missing, or made stale by a write) one read transaction
-reads the link again and the pet's doses with their vaccines, the facts are made, and the document is kept again. Every
-answer, a failure too, is `no-store` and `no-referrer`: a link's answer must stay in no cache, and the page must hand
-its address (the token) to no one.
+reads the link again with its pet (reads.LINK_RECORD) and the pet's doses with their vaccines, the facts are made, and
+the document is kept again. Every answer, a failure too, is `no-store` and `no-referrer`: a link's answer must stay in
+no cache, and the page must hand its address (the token) to no one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from petrecords.certificates.addresses import TrustedProxies, create_public_rate
 from petrecords.certificates.facts import STATES, CertificateFacts, encode_facts
 from petrecords.certificates.links import TOKEN_LENGTH, digest_of, matches, well_formed
 from petrecords.certificates.page import CONTENT_SECURITY_POLICY, render_page
-from petrecords.certificates.reads import Link, completed_doses, find_link, look_up_link
+from petrecords.certificates.reads import Found, completed_doses, find_link, look_up_link
 from petrecords.certificates.recent import Kept, RecentCertificates
 from petrecords.certificates.resource import PET_CERTIFICATES, Groups
 from petrecords.certificates.signing import Signer, load_signer
@@ -131,7 +131,7 @@ class PublicCertificates:
             found = self._recent.unchanged(digest, data_version=data_version, now_ms=(now := now_ms()))
             if found is not None:
                 return await self._kept_answer(found, now, form)
-        link = _live(token, await look_up_link(store, digest), now := now_ms())
+        link = _live(digest, await look_up_link(store, digest), now := now_ms())
         found = self._recent.get(digest, version=link.vouch, now_ms=now, data_version=data_version)
         if found is None and link.vouch is not None:
             # The document kept in the database, read in the same statement as the vouch it must match.
@@ -140,7 +140,7 @@ class PublicCertificates:
                 self._recent.keep(digest, found, data_version=data_version)
         if found is not None:
             return await self._kept_answer(found, now, form)
-        return await self._form(await self._facts(token, digest), form)
+        return await self._form(await self._facts(digest), form)
 
     async def _kept_answer(self, found: Kept, now: int, form: str) -> Answer:
         as_of = format_timestamp(now)
@@ -150,14 +150,14 @@ class PublicCertificates:
             return Answer(200, self.signer.sign(found.json_as_of(as_of)).encode("ascii"), media_type=JOSE)
         return await self._form(found.facts_as_of(as_of), form)
 
-    async def _facts(self, token: str, digest: str) -> CertificateFacts:
+    async def _facts(self, digest: str) -> CertificateFacts:
         store = self.services.store
         data_version = store.unread_data_version()
         # The link again, in the transaction that reads the doses: what vouches for the facts is then of the same
         # state of the data as the rows they are made from.
         async with store.transaction(write=False) as tx:
-            link = _live(token, await find_link(tx, digest), now := now_ms())
-            if link.pet is None or link.vouch is None:
+            link = _live(digest, await find_link(tx, digest), now := now_ms())
+            if link.pet is None or link.vouch is None or link.id is None:
                 raise LinkGone()
             doses = await completed_doses(tx, link.pet["id"])
         days = self._due_soon_days
@@ -255,9 +255,9 @@ class PrintedCertificates:
         return await asyncio.to_thread(render_pdf, facts)
 
 
-def _live(token: str, link: Link | None, now: int) -> Link:
-    """The link of a token, when it is live: 404 for none, 410 for a revoked or expired one."""
-    if link is None or not matches(token, link.token_digest):
+def _live(digest: str, link: Found | None, now: int) -> Found:
+    """The link of a token's digest, when it is live: 404 for none, 410 for a revoked or expired one."""
+    if link is None or not matches(digest, link.token_digest):
         raise NotFound()
     if link.revoked or link.expires_at_ms <= now:
         raise LinkGone()

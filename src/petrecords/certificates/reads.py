@@ -1,18 +1,20 @@
 """What the public answer reads: a link by its token's digest, with what vouches for its facts, and the doses the
-facts show. Two statements of their own, reading only the columns a certificate shows, instead of the generic list
+facts show. Statements of their own, reading only the columns a certificate shows, instead of the generic list
 machinery (which read every column of every dose and vaccine, a quarter of an uncached answer's time).
 
 `LINK` finds a token's link, live or revoked, in one statement that probes the unique digest index of each table
-(a token of no link costs that and nothing else). For a live one it also reads the certificate, its pet, and the
-pet's `Vouch`: the certificate's and the pet's revisions and, over every dose of the pet (whatever its status) with
-its vaccine, how many there are, the sums of their revisions and creation instants and the latest modification.
-Every write that can change what a certificate shows changes one of these: a dose's or a vaccine's update bumps its
-revision (and so the sum), a new dose raises the count and a deleted one lowers it, and a deletion paired with a
-creation moves the sum of creation instants, while writes to other pets change none of them. Facts kept with the
-vouch they were made from hold while a later `LINK` reads the same one.
+(a token of no link costs that and nothing else). For a live one it also reads the link's vouch: the certificate's
+and the pet's revisions, and the writes to the pet's doses and to the vaccines, which the database's own triggers
+count (stored.pet_dose_writes, stored.vaccine_writes), whoever writes. Every write that can change what a certificate
+shows moves one of these: a change of the certificate or of the pet bumps its revision, a dose of the pet inserted,
+changed or deleted (or moved to another pet) its count, a vaccine changed the vaccines' count; writes to other pets'
+doses move none of them. Facts kept with the vouch they were made from hold while a later `LINK` reads the same one.
+The counts are read by key: two probes, however many doses the pet has.
 
-`LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key: a first read
-whose document holds costs that one statement.
+`LINK` reads the certificate's document as kept (stored.py) in the same statement, by its primary key, and nothing
+that only making the facts needs: a first read whose document holds costs that one statement, and builds no row.
+`LINK_RECORD` reads the link again with what its facts are made from (the certificate's instants and groups, the
+pet's columns), in the transaction that reads the doses, where the document is missing or stale.
 
 `PET` reads a pet and its vouch, for a certificate's write to make its document; `DOSES` the doses of a pet with
 their vaccines, by the pet's index.
@@ -22,14 +24,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import sqlalchemy as sa
 
 from petrecords.certificates.facts import COMPLETED, Row
 from petrecords.certificates.resource import PET_CERTIFICATES, revoked_certificate_links
-from petrecords.certificates.stored import certificate_documents
+from petrecords.certificates.stored import certificate_documents, pet_dose_writes, vaccine_writes
 from petrecords.pets import PETS
 from petrecords.store.base import Store, Transaction
 from petrecords.store.records import stored_uuid
@@ -72,55 +74,53 @@ def _as_text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
     return sa.cast(sa.func.coalesce(value, 0), sa.String())
 
 
-def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
-    """The pet's doses and their vaccines summed up in one value: of the certificate's pet, or of a given one."""
-    parts = [
-        sa.func.count(),
-        sa.func.sum(_doses.c.revision),
-        sa.func.sum(_doses.c.created_at),
-        sa.func.max(_doses.c.modified_at),
-        sa.func.sum(_vaccines.c.revision),
-        sa.func.max(_vaccines.c.modified_at),
-    ]
-    summed = _as_text(parts[0])
-    for part in parts[1:]:
-        summed = summed.concat(":").concat(_as_text(part))
-    return (
-        sa.select(summed)
-        .select_from(_doses.join(_vaccines, _vaccines.c.id == _doses.c.vaccine_id))
-        .where(_doses.c.pet_id == pet_id)
-        .scalar_subquery()
+def _doses_vouch(pet_id: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
+    """The writes to the pet's doses and to the vaccines as the database counts them, in one value: of the
+    certificate's pet, or of a given one. Two probes by key, whatever the pet's doses."""
+    doses = sa.select(pet_dose_writes.c.writes).where(pet_dose_writes.c.pet_id == pet_id).scalar_subquery()
+    vaccines = sa.select(vaccine_writes.c.writes).where(vaccine_writes.c.id == 1).scalar_subquery()
+    return _as_text(doses).concat(":").concat(_as_text(vaccines))
+
+
+_VOUCHED = (_certificates.c.revision, _pets.c.revision, _doses_vouch(_certificates.c.pet_id))
+"""What vouches for a live link's facts (Link.vouch), in this order."""
+
+
+def _link_statement(*live_columns: sa.ColumnElement[Any], documents: bool) -> sa.CompoundSelect[Any]:
+    """A link found by its digest among the live ones (these columns, after whether it is revoked, its digest, its
+    expiry and its vouch) and the revoked ones (nulls in their place)."""
+    joined = _certificates.join(_pets, _pets.c.id == _certificates.c.pet_id)
+    if documents:
+        joined = joined.outerjoin(_documents, _documents.c.certificate_id == _certificates.c.id)
+    live = sa.select(
+        sa.literal(0).label("revoked"),
+        _certificates.c.token_digest,
+        _certificates.c.expires_at,
+        *_VOUCHED,
+        *live_columns,
+    ).select_from(joined)
+    revoked = sa.select(
+        sa.literal(1),
+        revoked_certificate_links.c.token_digest,
+        revoked_certificate_links.c.expires_at,
+        *(sa.null() for _ in range(len(live.selected_columns) - 3)),
+    )
+    return sa.union_all(
+        live.where(_certificates.c.token_digest == _DIGEST),
+        revoked.where(revoked_certificate_links.c.token_digest == _DIGEST),
     )
 
 
-_LIVE = sa.select(
-    sa.literal(0).label("revoked"),
+LINK = _link_statement(*(_documents.c[name] for name in STORED_COLUMNS), documents=True)
+LINK_RECORD = _link_statement(
     _certificates.c.id,
-    _certificates.c.token_digest,
-    _certificates.c.expires_at,
     _certificates.c.created_at,
     _certificates.c.groups,
-    _certificates.c.revision,
-    _pets.c.revision,
-    _doses_vouch(_certificates.c.pet_id),
     *(_pets.c[name] for name in PET_COLUMNS),
-    *(_documents.c[name] for name in STORED_COLUMNS),
-).select_from(
-    _certificates.join(_pets, _pets.c.id == _certificates.c.pet_id).outerjoin(
-        _documents, _documents.c.certificate_id == _certificates.c.id
-    )
+    documents=False,
 )
-_REVOKED = sa.select(
-    sa.literal(1),
-    revoked_certificate_links.c.id,
-    revoked_certificate_links.c.token_digest,
-    revoked_certificate_links.c.expires_at,
-    *(sa.null() for _ in range(len(_LIVE.selected_columns) - 4)),
-)
-LINK = sa.union_all(
-    _LIVE.where(_certificates.c.token_digest == _DIGEST),
-    _REVOKED.where(revoked_certificate_links.c.token_digest == _DIGEST),
-)
+_FIRST = 3 + len(_VOUCHED)
+"""Where the columns of either statement's own begin."""
 PET = sa.select(_pets.c.revision, _doses_vouch(_PET), *(_pets.c[name] for name in PET_COLUMNS)).where(
     _pets.c.id == _PET
 )
@@ -134,22 +134,34 @@ DOSES = (
 )
 
 
-@dataclass(frozen=True)
-class Link:
-    """A link found by its digest."""
+class Link(msgspec.Struct, frozen=True, gc=False):
+    """A link found by its digest (LINK): whether it is live, and its document as kept with what vouches for it."""
 
-    id: uuid.UUID
     token_digest: str
     expires_at_ms: int
     revoked: bool
     vouch: tuple[Any, ...] | None
     """What vouches for the facts of a live link (see the module's note); None for a revoked one."""
+    stored: tuple[Any, ...]
+    """The certificate's document as kept (STORED_COLUMNS), all None where none is."""
+
+
+class LinkRecord(msgspec.Struct, frozen=True):
+    """A link found by its digest with what its facts are made from (LINK_RECORD)."""
+
+    token_digest: str
+    expires_at_ms: int
+    revoked: bool
+    vouch: tuple[Any, ...] | None
+    id: uuid.UUID | None
     created_at_ms: int
     groups: str | None
     """The certificate's groups as stored: a JSON array, or None for every group."""
     pet: Row | None
-    stored: tuple[Any, ...] = (None, None, None)
-    """The certificate's document as kept (STORED_COLUMNS), all None where none is."""
+    """None, as the id and the vouch, for a revoked link."""
+
+
+Found = TypeVar("Found", Link, LinkRecord)
 
 
 def _pet(values: Sequence[Any]) -> dict[str, Any]:
@@ -161,25 +173,31 @@ def _pet(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def _link(values: Sequence[Any]) -> Link:
-    revoked, link_id, token_digest, expires_at = values[:4]
+    revoked, token_digest, expires_at = values[:3]
     if revoked:
-        return Link(stored_uuid(link_id), token_digest, expires_at, True, None, 0, None, None)
-    created_at, groups, certificate_revision, pet_revision, doses_vouch = values[4:9]
-    pets_end = 9 + len(PET_COLUMNS)
-    pet = _pet(values[9:pets_end])
-    vouch = (certificate_revision, pet_revision, doses_vouch)
-    stored = tuple(values[pets_end:])
-    return Link(stored_uuid(link_id), token_digest, expires_at, False, vouch, created_at, groups, pet, stored)
+        return Link(token_digest, expires_at, True, None, (None,) * len(STORED_COLUMNS))
+    return Link(token_digest, expires_at, False, tuple(values[3:_FIRST]), tuple(values[_FIRST:]))
 
 
-async def find_link(tx: Transaction, digest: str) -> Link | None:
-    """The link, live or revoked, whose token has this digest: one statement."""
-    rows = await _statements(tx).fetch((LINK, {"digest": digest}))
-    return _link(rows[0]) if rows else None
+def _link_record(values: Sequence[Any]) -> LinkRecord:
+    revoked, token_digest, expires_at = values[:3]
+    if revoked:
+        return LinkRecord(token_digest, expires_at, True, None, None, 0, None, None)
+    link_id, created_at, groups = values[_FIRST : _FIRST + 3]
+    vouch = tuple(values[3:_FIRST])
+    pet = _pet(values[_FIRST + 3 :])
+    return LinkRecord(token_digest, expires_at, False, vouch, stored_uuid(link_id), created_at, groups, pet)
+
+
+async def find_link(tx: Transaction, digest: str) -> LinkRecord | None:
+    """The link, live or revoked, whose token has this digest, with what its facts are made from: one statement."""
+    rows = await _statements(tx).fetch((LINK_RECORD, {"digest": digest}))
+    return _link_record(rows[0]) if rows else None
 
 
 async def look_up_link(store: Store, digest: str) -> Link | None:
-    """The same link, in the one statement alone (SqlStore.lookup): no transaction where the store needs none."""
+    """The link, live or revoked, whose token has this digest, with its document as kept, in the one statement alone
+    (SqlStore.lookup): no transaction where the store needs none."""
     if not isinstance(store, SqlStore):
         raise TypeError(f"{type(store).__name__} runs no statements")
     rows = await store.lookup((LINK, {"digest": digest}))

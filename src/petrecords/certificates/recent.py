@@ -2,10 +2,10 @@
 
 What a certificate shows depends on its record, its pet, the pet's doses and their vaccines, and on the time of the
 answer: `asOf`, and the state of each group's latest dose. A kept answer is vouched for by what it was made from
-(reads.Link.vouch: the certificate's and the pet's revisions and a summary of the pet's doses and their vaccines,
-read in the statement that finds the link, before the rows the facts are made from), and by the moment of its first
-state change or of the link's expiry, whichever comes first. Asked again while both hold, a link costs that one
-statement and no other: a revocation, a new expiry or groups, a dose added, deleted or marked in error, a vaccine
+(reads.Link.vouch: the certificate's and the pet's revisions and the writes counted to the pet's doses and to the
+vaccines, read in the statement that finds the link, before the rows the facts are made from), and by the moment of
+its first state change or of the link's expiry, whichever comes first. Asked again while both hold, a link costs that
+one statement and no other: a revocation, a new expiry or groups, a dose added, deleted or marked in error, a vaccine
 renamed, the pet changing hands, each moves the vouch and is shown at once; a write to another pet moves nothing.
 Where the store tells without a statement that nothing at all was written since the vouch last held (SQLite), not
 even the vouch is read.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 
 import msgspec
 
@@ -31,8 +30,7 @@ _AS_OF = b'"asOf":"'
 _decoder = msgspec.json.Decoder(CertificateFacts)
 
 
-@dataclass(frozen=True)
-class Kept:
+class Kept(msgspec.Struct, frozen=True):
     version: Hashable
     """What vouched for the facts when they were made (reads.Link.vouch)."""
     facts: CertificateFacts | None

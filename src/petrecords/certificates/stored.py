@@ -7,10 +7,11 @@ read that finds it missing or stale, which keeps what it made; `reads.LINK` read
 statement that finds the token's digest.
 
 Whether it still holds is told by its vouch, kept with it: the vouch of the records it was made from (reads.Link
-.vouch: the certificate's and the pet's revisions and a summary of the pet's doses and their vaccines, which every
-write that can change what a certificate shows moves, and a write to another pet does not) and the due-soon days it
-was made with. A write that changes the facts thus marks the document stale without touching it, at no cost to the
-write: a vaccine renamed, used by thousands of pets, writes nothing more than its own row. The document is served
+.vouch: the certificate's and the pet's revisions and the writes to the pet's doses and to the vaccines, counted by
+the database's triggers, which every write that can change what a certificate shows moves, and a write to another
+pet's doses does not) and the due-soon days it was made with. A write that changes the facts thus marks the document
+stale without touching it, at the cost of a count: a vaccine renamed, used by thousands of pets, moves one row for
+all of them. The document is served
 only when the vouch read with it, in the same statement and so from the same state of the data, is the one it was
 made from, and before its first state change (`good_until`): a stale one never is, whatever commits meanwhile.
 It is derived data: an export leaves it out, and an import makes it again on each link's first read.
@@ -39,6 +40,20 @@ certificate_documents = sa.Table(
     sa.Column("good_until", sa.BigInteger(), nullable=False, comment="epoch ms: its first state change"),
     sa.Column("document", sa.LargeBinary(), nullable=False, comment="the public JSON, asOf empty"),
 )
+pet_dose_writes = sa.Table(
+    "pet_dose_writes",
+    metadata,
+    sa.Column("pet_id", sa.Uuid(), primary_key=True),
+    sa.Column("writes", sa.BigInteger(), nullable=False, comment="inserts, changes and deletes of its doses"),
+)
+"""Moved by the database's triggers (migration 0030), whoever writes: a pet with no row has had none since."""
+vaccine_writes = sa.Table(
+    "vaccine_writes",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False, comment="1: the one row"),
+    sa.Column("writes", sa.BigInteger(), nullable=False, comment="changes and deletes of any vaccine"),
+)
+"""Moved by the database's triggers (migration 0030) at each change of any vaccine."""
 
 
 def _upsert(insert: Any) -> sa.Insert:
@@ -64,7 +79,7 @@ _FORGET = sa.delete(certificate_documents).where(
 def vouch_text(vouch: Sequence[Any], due_soon_days: int) -> str:
     """What a document is kept with: the vouch of its records (reads.Link.vouch), and the due-soon days its states
     were chosen with."""
-    return ":".join(str(part) for part in (due_soon_days, *vouch))
+    return ":".join(map(str, (due_soon_days, *vouch)))
 
 
 def made(
