@@ -184,6 +184,8 @@ class Reminders:
     ) -> None:
         self._settings = settings
         self._soon_ms = settings.due_soon_days * DAY_MS
+        self._ranges = ((NOT_YET, self._soon_ms), (DUE_SOON, 0))
+        """The pass's two ranges, in its order: (the rows' `reminded`, how long before dueAt their moment is)."""
         self._store = store
         self.interval_seconds = settings.reminders_interval_seconds if interval_seconds is None else interval_seconds
         """The longest between two passes: PETRECORDS_REMINDERS_INTERVAL_SECONDS (10 by default, well within the 60
@@ -197,18 +199,24 @@ class Reminders:
 
     async def next_wait(self) -> float:
         """How long to wait after a pass: until the first moment to come within `interval_seconds`, at least
-        LEAST_WAIT_SECONDS. Its reads are the first row of each of the pass's ranges, up to the interval ahead."""
+        LEAST_WAIT_SECONDS."""
         store = self._store()
         if store is None:
             return self.interval_seconds
         now = self._clock()
-        ahead_ms = int(self.interval_seconds * 1000)
-        moments: list[int] = []
         async with store.transaction(write=False) as tx:
-            for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
-                first = await statements_of(tx).fetch(reminder_range(reminded, now + soon_ms + ahead_ms, 1))
-                moments.extend(due_at - soon_ms for _, _, due_at, _ in _read(first))
-        return wait_seconds(now, min(moments, default=None), most=self.interval_seconds, least=self.LEAST_WAIT_SECONDS)
+            moment = await self._first_moment(tx, now + int(self.interval_seconds * 1000))
+        return wait_seconds(now, moment, most=self.interval_seconds, least=self.LEAST_WAIT_SECONDS)
+
+    async def _first_moment(self, tx: Transaction, until: int) -> int | None:
+        """The first moment, up to `until`, of a row of either of the pass's ranges: the first row of each, by the
+        ranges' index."""
+        moments = [
+            due_at - soon_ms
+            for reminded, soon_ms in self._ranges
+            for _, _, due_at, _ in _read(await statements_of(tx).fetch(reminder_range(reminded, until + soon_ms, 1)))
+        ]
+        return min(moments, default=None)
 
     async def remind(self, *, now: int | None = None) -> int:
         """Write what has come by `now` (the clock's at each batch, by default); how many reminders were written."""
@@ -218,8 +226,8 @@ class Reminders:
         if not isinstance(store, SqliteStore):
             return await self._remind(store, now, threading.Event())
         async with store.transaction(write=False) as tx:
-            owing = await self._first_owed(tx, self._clock() if now is None else now)
-        if not owing:
+            first = await self._first_moment(tx, self._clock() if now is None else now)
+        if first is None:
             return 0  # the pass of nearly every interval: no thread, no connections opened
         stop = threading.Event()
         running = asyncio.get_running_loop().run_in_executor(None, self._remind_apart, now, stop)
@@ -230,13 +238,6 @@ class Reminders:
         except asyncio.CancelledError:
             stop.set()
             raise
-
-    async def _first_owed(self, tx: Transaction, now: int) -> bool:
-        """Whether either range has a row whose moment has come."""
-        for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
-            if await statements_of(tx).fetch(reminder_range(reminded, now + soon_ms, 1)):
-                return True
-        return False
 
     def _remind_apart(self, now: int | None, stop: threading.Event) -> int:
         """A SQLite pass on this thread, with an event loop and a store of its own."""
@@ -264,7 +265,7 @@ class Reminders:
         # The rows not reminded whose due-soon moment (or dueAt) has come, then those reminded due-soon whose dueAt
         # has come. Each row a batch reads leaves its range (or another instance's batch took it), so each read
         # starts from the range's beginning.
-        for reminded, soon_ms in ((NOT_YET, self._soon_ms), (DUE_SOON, 0)):
+        for reminded, soon_ms in self._ranges:
             backward = False
             while not stop.is_set():
                 # The clock is read again for each batch: a pass that writes many moments at once (an import's doses
