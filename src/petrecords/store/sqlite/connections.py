@@ -25,6 +25,24 @@ _FIRST_BUSY_PAUSE_SECONDS = 0.001
 _LAST_BUSY_PAUSE_SECONDS = 0.002
 
 
+class _BusyWait:
+    """The pauses between attempts at what another connection holds (the write lock, a checkpoint's readers), until
+    `seconds` (busy_timeout) from its making: each leaves the event loop free."""
+
+    def __init__(self, seconds: float) -> None:
+        self._deadline = time.monotonic() + seconds
+        self._pause = _FIRST_BUSY_PAUSE_SECONDS
+
+    @property
+    def spent(self) -> bool:
+        return time.monotonic() >= self._deadline
+
+    async def pause(self) -> None:
+        """Wait before the next attempt, no later than the deadline."""
+        await asyncio.sleep(max(0.0, min(self._pause, self._deadline - time.monotonic())))
+        self._pause = min(self._pause * 2, _LAST_BUSY_PAUSE_SECONDS)
+
+
 _SQLITE_ERROR, _SQLITE_INTERRUPT, _SQLITE_NOTADB = 1, 9, 26
 # Virtual machine instructions between two looks at the clock: tens of microseconds of work, so that a
 # statement outlives its deadline by about that much, and a lookup of a few rows never looks at all.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import math
 import os
@@ -22,12 +21,11 @@ from petrecords.store.grants import PlanSizes
 from petrecords.store.records import Statement
 from petrecords.store.sql import SqlStore
 from petrecords.store.sqlite.connections import (
-    _FIRST_BUSY_PAUSE_SECONDS,
-    _LAST_BUSY_PAUSE_SECONDS,
     _READ_CONNECTIONS,
     _SQLITE_ERROR,
     _SQLITE_INTERRUPT,
     _SQLITE_NOTADB,
+    _BusyWait,
     _Connection,
     _Database,
     _identity,
@@ -190,14 +188,16 @@ class SqliteStore(SqlStore):
             rows: list[Sequence[Any]] = lookups.cursor.execute(sql, values).fetchall()
         except sqlite3.Error as exc:
             if getattr(exc, "sqlite_errorcode", None) == _SQLITE_INTERRUPT:
-                timeout = self.statement_timeout_seconds
-                raise DatabaseUnavailable(
-                    cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s"
-                ) from exc
+                raise self.timed_out() from exc
             raise_translated(exc)
         finally:
             lookups.deadline = math.inf
         return rows
+
+    def timed_out(self) -> DatabaseUnavailable:
+        """What a statement interrupted at its deadline (the statement timeout) is answered with."""
+        timeout = self.statement_timeout_seconds
+        return DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s")
 
     def unread_data_version(self) -> Hashable:
         # On the lookups' connection, always the same one, as `read` uses it: the pragma's value is that
@@ -226,8 +226,7 @@ class SqliteStore(SqlStore):
                 return False
         except FileNotFoundError:
             return False
-        deadline = time.monotonic() + self.busy_timeout_seconds
-        pause = _FIRST_BUSY_PAUSE_SECONDS
+        busy = _BusyWait(self.busy_timeout_seconds)
         while True:
             database = self.database()
             writer = database.writer
@@ -235,18 +234,16 @@ class SqliteStore(SqlStore):
             try:
                 if database.retired or writer.driver.in_transaction:
                     return False  # the file is gone, or a write group of this store's is open: its COMMIT first
-                busy = writer.driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                readers_in_the_way = writer.driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.Error as exc:
                 raise_translated(exc)
             finally:
                 database.release(writer)
-            if not busy:
+            if not readers_in_the_way:
                 return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if busy.spent:
                 return False
-            await asyncio.sleep(min(pause, remaining))
-            pause = min(pause * 2, _LAST_BUSY_PAUSE_SECONDS)
+            await busy.pause()
 
     @property
     def read_connections(self) -> int:

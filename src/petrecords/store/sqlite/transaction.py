@@ -32,7 +32,6 @@ from petrecords.store.faults import (
     DATABASE_ERRORS,
     LOCKED,
     STORAGE,
-    TIMEOUT,
     raise_translated,
     unavailable,
     unconfirmed,
@@ -42,11 +41,11 @@ from petrecords.store.queries import TrigramSearch
 from petrecords.store.records import Statement
 from petrecords.store.sql import SqlTransaction
 from petrecords.store.sqlite.connections import (
-    _FIRST_BUSY_PAUSE_SECONDS,
     _LAST_BUSY_PAUSE_SECONDS,
     _ON_THE_LOOP_SECONDS,
     _SQLITE_INTERRUPT,
     _all_rows,
+    _BusyWait,
     _Connection,
     _Database,
     _EndedPastDeadline,
@@ -150,8 +149,7 @@ class SqliteTransaction(SqlTransaction):
     async def _enter_write_group(self) -> None:
         """Hold the writer, inside the open write group or a new one (led by this transaction)."""
         store = self._store
-        deadline = time.monotonic() + store.busy_timeout_seconds
-        pause = _FIRST_BUSY_PAUSE_SECONDS
+        busy = _BusyWait(store.busy_timeout_seconds)
         while True:
             database = store.database()
             writer = database.writer
@@ -170,16 +168,14 @@ class SqliteTransaction(SqlTransaction):
                 error = unavailable(exc)
                 if error is None:
                     raise
-                remaining = deadline - time.monotonic()
-                if error.cause != LOCKED or remaining <= 0:
+                if error.cause != LOCKED or busy.spent:
                     raise error from exc
             else:
                 self._group = database.group = _WriteGroup()
                 self._leads_group = True
                 return
             # Another process holds the write lock. Wait without the connection, so that reads go on meanwhile.
-            await asyncio.sleep(min(pause, remaining))
-            pause = min(pause * 2, _LAST_BUSY_PAUSE_SECONDS)
+            await busy.pause()
 
     async def _end(self, *, commit: bool) -> None:
         database = self._bound()
@@ -320,12 +316,8 @@ class SqliteTransaction(SqlTransaction):
     def _failed(self, connection: _Connection, exc: sqlite3.Error) -> NoReturn:
         connection.deadline = math.inf
         if getattr(exc, "sqlite_errorcode", None) == _SQLITE_INTERRUPT and not self.write:
-            raise self._timed_out() from exc
+            raise self._store.timed_out() from exc
         raise_translated(exc)
-
-    def _timed_out(self) -> DatabaseUnavailable:
-        timeout = self._store.statement_timeout_seconds
-        return DatabaseUnavailable(cause=TIMEOUT, detail=f"a statement ran past its timeout of {timeout} s")
 
     async def get(self, collection: Collection, record_id: uuid.UUID) -> Row | None:
         # The request clients send most: its statement and reader looked up once, its one parameter given as
@@ -385,7 +377,7 @@ class SqliteTransaction(SqlTransaction):
         except _EndedPastDeadline:
             reader.off_the_loop = None
             reader.deadline = math.inf
-            raise self._timed_out() from None
+            raise self._store.timed_out() from None
         finally:
             if timer is not None:
                 timer.cancel()
