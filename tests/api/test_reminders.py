@@ -67,6 +67,15 @@ def later(days: float) -> int:
     return now_ms() + int(days * DAY_MS)
 
 
+async def doses_a_day_apart(
+    client: Client, rex: dict[str, Any], vaccine: dict[str, Any], pets: int
+) -> list[dict[str, Any]]:
+    """Rex and `pets` - 1 pets more, each given a dose of `vaccine` due a day after the one before (3 days from the
+    start first): the ranges' order is theirs."""
+    every_pet = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(pets - 1)]]
+    return [await dose(client, pet, vaccine, -300, 3 + n) for n, pet in enumerate(every_pet)]
+
+
 async def reminders_of(client: Client, user: str = ADMIN) -> list[tuple[str, str, int]]:
     """(dose id, action, version) of each reminder the caller sees in the feed, in its order."""
     feed = await read_all(client, user, limit=1000)
@@ -274,9 +283,7 @@ class TestOnce:
     async def test_an_instance_that_loses_a_batch_writes_from_the_range_end(
         self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
-        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(8)]]
-        # Due a day apart: the range's order is theirs.
-        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        given = await doses_a_day_apart(client, rex, rabies, 9)
         other = open_store(settings)  # a third instance's
         try:
             first, second = Reminders(settings, lambda: store), Reminders(settings, lambda: other)
@@ -355,8 +362,7 @@ class TestOffTheLoop:
     async def test_a_cancelled_pass_ends_after_its_batch_and_the_next_writes_the_rest_once(
         self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
-        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(5)]]
-        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        given = await doses_a_day_apart(client, rex, rabies, 6)
         reminders = Reminders(settings, lambda: store)
         reminders.BATCH = reminders.LEAST_BATCH = 2
         loop = asyncio.get_running_loop()
@@ -394,8 +400,7 @@ class TestOffTheLoop:
     async def test_a_sqlite_pass_empties_the_log_that_readers_keep_from_starting_again(
         self, client: Client, store: Store, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
-        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(5)]]
-        given = [await dose(client, pet, rabies, -300, 3 + n) for n, pet in enumerate(pets)]
+        given = await doses_a_day_apart(client, rex, rabies, 6)
         reminders = Reminders(settings, lambda: store)
         reminders.BATCH = reminders.LEAST_BATCH = 2
         reminders.LOG_BYTES = 0
