@@ -313,6 +313,24 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def held_alone(path: Path) -> Iterator[bool]:
+    """Whether the block holds the lock file at `path` alone, not waiting for it (flock): of every process on this
+    machine and every other open of it in this one. The kernel lets it go when the process ends, `kill -9` included.
+    The file is made owner-only when there is none, and left in place: one removed while held would let the next
+    holder lock a new file beside it."""
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def check_database_folder(settings: Settings) -> None:
     """Refuse an SQLite database in a folder that does not exist: a mistyped path would otherwise be a new, empty
     database. The data directory is the exception, made when missing, as the default database lives there."""

@@ -147,7 +147,10 @@ class Reminders:
     On SQLite a pass that has anything to write runs on a thread of its own, with a store of its own: the batches'
     statements and their COMMIT (its sync, about 20 ms) ran on the worker's event loop, which served no request
     meanwhile. There SQLite lets go of Python's lock while it works, and the loop goes on; the pass's store is one
-    more connection to the file, queued for the one writer as another process's is. Between its batches it empties
+    more connection to the file, queued for the one writer as another process's is. Only one such pass runs at a time
+    of every process that serves the file (SqliteStore.alone): two, one in each of a server's two workers, took the
+    one writer in turn, each with its own pages to read, and cost the requests about half as much CPU again as one
+    writing everything (bench/results/2026-12-06-one-pass-at-a-time.md). Between its batches it empties
     the write-ahead log once that has passed LOG_BYTES: with reads by id always under way, SQLite never starts the
     log again from its beginning while batches follow one another. On PostgreSQL a batch's time is round trips,
     which leave the loop free already."""
@@ -192,6 +195,10 @@ class Reminders:
         seconds the contract gives, with room for a pass that has many to write). A moment that another instance's
         write brings closer is seen at the next pass, at most this long after the last."""
         self._clock = clock
+        self._elsewhere = False
+        """On SQLite: the last pass found another one writing (Reminders.remind), which goes on until nothing is left
+        to write and then waits for the next moment; this one looks again `interval_seconds` later, in case that
+        process has stopped."""
 
     LEAST_WAIT_SECONDS = 0.2
     """The least time between two passes: a moment already come (rows another instance is writing, or that came as
@@ -201,7 +208,7 @@ class Reminders:
         """How long to wait after a pass: until the first moment to come within `interval_seconds`, at least
         LEAST_WAIT_SECONDS."""
         store = self._store()
-        if store is None:
+        if store is None or self._elsewhere:
             return self.interval_seconds
         now = self._clock()
         async with store.transaction(write=False) as tx:
@@ -228,6 +235,7 @@ class Reminders:
         async with store.transaction(write=False) as tx:
             first = await self._first_moment(tx, self._clock() if now is None else now)
         if first is None:
+            self._elsewhere = False  # nothing is being written: this one waits for the next moment too
             return 0  # the pass of nearly every interval: no thread, no connections opened
         stop = threading.Event()
         running = asyncio.get_running_loop().run_in_executor(None, self._remind_apart, now, stop)
@@ -250,7 +258,9 @@ class Reminders:
                 statement_timeout_seconds=settings.db_statement_timeout_seconds,
             )
             try:
-                return await self._remind(store, now, stop)
+                with store.alone("reminders") as held:
+                    self._elsewhere = not held
+                    return await self._remind(store, now, stop) if held else 0
             finally:
                 await store.close()
 

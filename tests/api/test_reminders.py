@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import msgspec
@@ -278,6 +280,31 @@ class TestOnce:
 
         assert sum(written) == len(given)
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    @pytest.mark.only_on("sqlite")
+    async def test_one_sqlite_pass_at_a_time_and_another_takes_over_after_kill_9(
+        self, client: Client, reminders: Reminders, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await dose(client, rex, rabies, -300, 3)
+        lock = f"{sqlite_path(settings.resolved_database_url)}.reminders-lock"
+        # Another process's pass, as the lock file sees it (a server's other worker, or another server).
+        holding = "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True)"
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", f"{holding}; sys.stdin.read()", lock, stdin=PIPE, stdout=PIPE
+        )
+        try:
+            assert holder.stdout is not None
+            await holder.stdout.readline()
+            assert await reminders.remind() == 0
+            # It looks again an interval later, not at once: the other writes until nothing is left.
+            assert await reminders.next_wait() == reminders.interval_seconds
+        finally:
+            holder.kill()
+            await holder.wait()
+
+        assert await reminders.remind() == 1
+        assert await reminders_of(client) == [(given["id"], "due-soon", 1)]
+        assert os.stat(lock).st_mode & 0o777 == 0o600
 
     @pytest.mark.only_on("postgresql")  # on SQLite a batch reads its rows in the transaction that sets them
     async def test_an_instance_that_loses_a_batch_writes_from_the_range_end(

@@ -15,7 +15,9 @@ import pytest
 from petrecords.app import open_store
 from petrecords.config import Settings
 from petrecords.db import MIN_SQLITE_VERSION, SqliteTooOld, check_sqlite_version, create_sqlite_engine, migrate
+from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Condition, Operator, PageQuery, Row, SortKey, Transaction
+from petrecords.store.faults import VANISHED
 from petrecords.store.pages import BLOCK
 from petrecords.store.queries import list_statement
 from petrecords.store.records import reader_of
@@ -152,3 +154,16 @@ async def test_a_deep_page_never_seeks_from_another_connections_anchors(tmp_path
     finally:
         await service.close()
         await other.close()
+
+
+def test_a_duty_is_held_by_one_holder_at_a_time_and_a_gone_folder_is_a_503(tmp_path: Path) -> None:
+    store = SqliteStore(f"sqlite:///{tmp_path / 'pets.sqlite3'}", busy_timeout_ms=100)
+    with store.alone("reminders") as first, store.alone("reminders") as second, store.alone("purging") as other:
+        assert (first, second, other) == (True, False, True)
+    with store.alone("reminders") as again:
+        assert again
+
+    gone = SqliteStore(f"sqlite:///{tmp_path / 'gone' / 'pets.sqlite3'}", busy_timeout_ms=100)
+    with pytest.raises(DatabaseUnavailable) as raised, gone.alone("reminders"):
+        pass
+    assert raised.value.cause == VANISHED

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import math
 import os
 import stat
 import time
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pysqlite3.dbapi2 as sqlite3
 
-from petrecords.db import create_sqlite_engine, sqlite_path, sqlite_uri
+from petrecords.db import create_sqlite_engine, held_alone, sqlite_path, sqlite_uri
 from petrecords.errors import DatabaseUnavailable
 from petrecords.store.base import Collection, Principal, Row
 from petrecords.store.faults import CONNECTION, DATABASE_ERRORS, TIMEOUT, VANISHED, raise_translated, vanished
@@ -244,6 +246,19 @@ class SqliteStore(SqlStore):
             if busy.spent:
                 return False
             await busy.pause()
+
+    @contextlib.contextmanager
+    def alone(self, duty: str) -> Iterator[bool]:
+        """Whether the block is the only one, of every process that serves this database file, to run `duty` (a
+        lock file beside the database, `{file}.{duty}-lock`; see db.held_alone), not waiting for it."""
+        with contextlib.ExitStack() as holding:
+            try:
+                held = holding.enter_context(held_alone(Path(f"{self._path}.{duty}-lock")))
+            except FileNotFoundError as exc:
+                raise vanished("no folder at the configured database path") from exc
+            except OSError as exc:
+                raise DatabaseUnavailable(cause=CONNECTION, detail=f"{type(exc).__name__}: {exc.strerror}") from exc
+            yield held
 
     @property
     def read_connections(self) -> int:
