@@ -373,7 +373,8 @@ def change_row(reader: ExportReader, change: ChangeBody) -> dict[str, Any]:
         raise Malformed(f"record has no {resource.ownership.field}, whose the {resource.title} is")
     shared = resource.ownership.column is None
     shared_key, grantee = shared_through(resource, record)
-    owner_before = owner if shared or change.action != "created" else None
+    # A notice (a reminder) is filed under its owner after only, as the service files it (kept.keep_notices).
+    owner_before = owner if change.action in WRITES and (shared or change.action != "created") else None
     owner_after = owner if shared or change.action != "deleted" else None
     if resource.ownership.issuer is not None:
         # Filed under its issuer and its owner, as the service files it (see Ownership.issuer).
