@@ -162,6 +162,8 @@ def test_a_duty_is_held_by_one_holder_at_a_time_and_a_gone_folder_is_a_503(tmp_p
         assert (first, second, other) == (True, False, True)
     with store.alone("reminders") as again:
         assert again
+    # Made by the first holder, owner-only, and left in place for the next.
+    assert (tmp_path / "pets.sqlite3.reminders-lock").stat().st_mode & 0o777 == 0o600
 
     gone = SqliteStore(f"sqlite:///{tmp_path / 'gone' / 'pets.sqlite3'}", busy_timeout_ms=100)
     with pytest.raises(DatabaseUnavailable) as raised, gone.alone("reminders"):
