@@ -77,14 +77,19 @@ FileIdentity = tuple[int, int]
 """(st_dev, st_ino): which file a path names."""
 
 
+def _file_error(exc: OSError, missing: str) -> DatabaseUnavailable:
+    """The 503 for an error of the database's files: `missing` where the file or its folder is not there."""
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return vanished(missing)
+    return DatabaseUnavailable(cause=CONNECTION, detail=f"{type(exc).__name__}: {exc.strerror}")
+
+
 def _stat(path: str) -> os.stat_result:
     """The status of the file at `path`, or the 503 that says why there is none to serve from."""
     try:
         return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise vanished("no database file at the configured path") from exc
     except OSError as exc:
-        raise DatabaseUnavailable(cause=CONNECTION, detail=f"{type(exc).__name__}: {exc.strerror}") from exc
+        raise _file_error(exc, "no database file at the configured path") from exc
 
 
 def _identity(path: str) -> FileIdentity:

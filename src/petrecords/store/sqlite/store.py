@@ -30,6 +30,7 @@ from petrecords.store.sqlite.connections import (
     _BusyWait,
     _Connection,
     _Database,
+    _file_error,
     _identity,
     _stat,
 )
@@ -254,10 +255,8 @@ class SqliteStore(SqlStore):
         with contextlib.ExitStack() as holding:
             try:
                 held = holding.enter_context(held_alone(Path(f"{self._path}.{duty}-lock")))
-            except FileNotFoundError as exc:
-                raise vanished("no folder at the configured database path") from exc
             except OSError as exc:
-                raise DatabaseUnavailable(cause=CONNECTION, detail=f"{type(exc).__name__}: {exc.strerror}") from exc
+                raise _file_error(exc, "no folder at the configured database path") from exc
             yield held
 
     @property
