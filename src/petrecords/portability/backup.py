@@ -32,7 +32,15 @@ from pathlib import Path
 import pysqlite3.dbapi2 as sqlite3
 
 from petrecords.config import ConfigurationError, Settings
-from petrecords.db import SchemaTooNew, check_revision_known, is_sqlite, migrate, serving_lock_path, sqlite_uri
+from petrecords.db import (
+    SchemaTooNew,
+    check_revision_known,
+    held_alone,
+    is_sqlite,
+    migrate,
+    serving_lock_path,
+    sqlite_uri,
+)
 from petrecords.portability.databases import open_sqlite, sqlite_file
 from petrecords.portability.errors import CommandFailed, UseAnotherTool
 from petrecords.portability.progress import Meter
@@ -156,13 +164,11 @@ def _no_server(database: Path) -> Iterator[None]:
     does, or while anything has the database open."""
     lock = serving_lock_path(database)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with held_alone(lock) as held:
+        if not held:
             raise CommandFailed(
                 f"a server is using {database} (it holds {lock.name}): stop it first; nothing was restored"
-            ) from None
+            )
         if _open_elsewhere(database):
             raise CommandFailed(
                 f"another process has {database} open (its shared-memory file is locked): stop it first; "
