@@ -234,9 +234,9 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
     with process([str(BIN / "petrecords"), "serve", "--port", str(port)], env, work / "serve.log"):
         wait_until_answering(f"{base}/readyz")
         # /readyz answers once one worker does. wrk's connections stay with the worker that took them: a worker
-        # still starting when `before` began took none, and `before` measured one worker (9,100-10,100 req/s where
-        # two give 16,400-19,600), which the ratio then set against two. So the workers are given time, and wrk's
-        # first connections are thrown away.
+        # not yet serving when `before` began (starting, or copying a log such as the one checkpointed above) took
+        # none, and `before` measured one worker (9,100-11,000 req/s where two give 16,400-19,600), which the ratio
+        # then set against two. So the workers are given time, and wrk's first connections are thrown away.
         time.sleep(2)
         run_wrk(base, "get_by_id", duration=3, connections=args.connections, env=wrk_env)
         before: dict[str, Any] = {}
