@@ -37,6 +37,7 @@ from petrecords.duties import wait_seconds
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
 from petrecords.resources.kept import keep_notices
+from petrecords.resources.locks import reference_locks
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
 from petrecords.store.records import Statement, padded, stored_uuid
 from petrecords.store.sqlite import SqliteStore
@@ -127,10 +128,25 @@ _DOSES_ALONE = dataclasses.replace(PET_VACCINATIONS.collection, joins=())
 """The vaccinations without the records they embed: a batch's doses embed a few vaccines, each read once."""
 
 
-async def shown_doses(tx: Transaction, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Row]:
-    """These doses, each with the records it embeds (as PET_VACCINATIONS.collection reads them), by id: the embedded
-    records are read once each, where a join would read and build one for every dose."""
-    doses = await tx.list(_DOSES_ALONE, _by_id(ids))
+async def doses_alone(tx: Transaction, ids: Sequence[uuid.UUID]) -> list[Row]:
+    return list(await tx.list(_DOSES_ALONE, _by_id(ids)))
+
+
+def embedded_locks(doses: Sequence[Row]) -> list[Lock]:
+    """Shared holds of the records these doses embed. A reminder shows its dose with them as they are where it
+    comes in the change log: a vaccine's write holds the vaccine, but not the pets a pass holds, and without these
+    a vaccine renamed between the pass's read and its COMMIT came in the log before a reminder showing its old name."""
+    joined = {join.column for join in PET_VACCINATIONS.collection.joins}
+    return [
+        lock
+        for dose in doses
+        for lock in reference_locks(RESOURCES, PET_VACCINATIONS, {column: dose[column] for column in joined})
+    ]
+
+
+async def shown_doses(tx: Transaction, doses: Sequence[Row]) -> dict[uuid.UUID, Row]:
+    """These doses (read alone), each with the records it embeds (as PET_VACCINATIONS.collection reads them), by
+    id: the embedded records are read once each, where a join would read and build one for every dose."""
     for join in PET_VACCINATIONS.collection.joins:
         named = sorted({dose[join.column] for dose in doses})
         embedded = {row["id"]: row for row in await tx.list(join.target, _by_id(named))} if named else {}
@@ -336,6 +352,7 @@ class Reminders:
         """Remind the doses of these due rows that are still owed, holding their pets: how many rows this batch set,
         and how many reminders it wrote. `read_again`: the rows were read before this transaction began."""
         rows = list(found)
+        alone: list[Row] = []
         if read_again:
             ids = [row[0] for row in found]
             pets = {row[1] for row in found}
@@ -343,6 +360,10 @@ class Reminders:
             # Read again once the pets are held: a write of their doses, or another instance's batch, has committed.
             # A dose moved to another pet meanwhile waits for the next batch, which holds that pet.
             rows = [row for row in _read(await statements_of(tx).fetch(rows_by_id(ids))) if row[1] in pets]
+            # The doses cannot change while their pets are held; what they embed can, until it is held too.
+            if rows:
+                alone = await doses_alone(tx, [row[0] for row in rows])
+            await tx.lock(embedded_locks(alone))
         owing: dict[tuple[str, str], list[uuid.UUID]] = {}
         actions: dict[uuid.UUID, tuple[str, bool]] = {}
         for row_id, _, due_at, reminded in rows:
@@ -361,7 +382,10 @@ class Reminders:
         told = [row[0] for row in rows if row[0] in taken and actions[row[0]][1]]
         if not told:
             return len(taken), 0
-        doses = await shown_doses(tx, told)
+        told_ids = set(told)
+        doses = await shown_doses(
+            tx, [dose for dose in alone if dose["id"] in told_ids] if read_again else await doses_alone(tx, told)
+        )
         # A row written again as `none` though its dose was reminded for this dueAt (a booster after it entered in
         # error, say): the change log still has that reminder at the dose's version, which a new dueAt moves.
         again = [row[0] for row in rows if row[0] in doses and row[3] == NOT_YET]

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -31,6 +31,7 @@ from tests.support import ALICE, BOB, POSTGRES_ADMIN_URL, admin, auth, create, c
 Client = AsyncTestClient[Any]
 APPLIED = "2026-11-20T10:00:00.000Z"
 WAIT_SECONDS = 10.0
+Sent = TypeVar("Sent")
 
 
 # SQLite runs one write transaction at a time: no commit can overtake another.
@@ -67,6 +68,15 @@ async def assert_waits_without_a_transaction_id(
     database_url: str, held: tuple[str, str], send: Callable[[], Awaitable[httpx.Response]], status: int
 ) -> None:
     """`send` waits for the lock of the `held` record (resource, id) with no transaction id of its own yet."""
+    response = await waits_without_a_transaction_id(database_url, held, send)
+    assert response.status_code == status, response.text
+
+
+async def waits_without_a_transaction_id(
+    database_url: str, held: tuple[str, str], send: Callable[[], Awaitable[Sent]]
+) -> Sent:
+    """What `send` returns, once it has waited for the lock of the `held` record (resource, id) with no transaction
+    id of its own yet."""
     # The test client runs the app on the calling thread's behalf and blocks it: the lock is held elsewhere.
     taken = threading.Event()
     waiting: list[Any] = []
@@ -75,14 +85,14 @@ async def assert_waits_without_a_transaction_id(
     holder.start()
     try:
         assert await asyncio.to_thread(taken.wait, WAIT_SECONDS)
-        response = await send()
+        sent = await send()
     finally:
         holder.join(WAIT_SECONDS * 2)
-    assert response.status_code == status, response.text
-    assert waiting, "the request never waited for the held lock"
+    assert waiting, "it never waited for the held lock"
     # Had it written anything before it waited, it would have its id already: a change it then kept would sort
     # before those of the transaction it waited for, which committed first.
     assert waiting == [None]
+    return sent
 
 
 async def _pet_with_vaccination(client: Client, owner: str = ALICE) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -33,6 +33,7 @@ from petrecords.store.records import Statement
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import format_timestamp, now_ms
 from tests.api.test_changes_feed import read_all, settled
+from tests.api.test_commit_order import waits_without_a_transaction_id
 from tests.api.test_shares import CLINIC, as_vet, share
 from tests.changes.test_publisher import STREAM, _jetstream, _message_ids, _publisher
 from tests.servers.nats_server import NatsServer, nats_server
@@ -280,6 +281,15 @@ class TestOnce:
 
         assert sum(written) == len(given)
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    @pytest.mark.only_on("postgresql")  # on SQLite a write transaction holds the database
+    async def test_a_reminder_waits_for_a_write_of_the_vaccine_it_shows(
+        self, client: Client, reminders: Reminders, database_url: str, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        # A vaccine renamed meanwhile comes before the reminder in the log: the reminder must show the new name.
+        await dose(client, rex, rabies, -355, 10)
+
+        assert await waits_without_a_transaction_id(database_url, ("vaccines", rabies["id"]), reminders.remind) == 1
 
     @pytest.mark.only_on("sqlite")
     async def test_one_sqlite_pass_at_a_time_and_another_takes_over_after_kill_9(
