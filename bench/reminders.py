@@ -12,8 +12,12 @@ Then, with the server's defaults (2 workers × 2 threads, the reminders duty eve
 workers answer (2 s, then 3 s of wrk thrown away): wrk reads get by id for `--duration` s (before), sleeps until 2 s
 before the moment, and reads it again for `--across` s while the reminders are written; the count of doses reminded
 is polled every 0.2 s meanwhile, and the time from the moment to the last one is reported (the contract: within 60 s
-of it). Beside each wrk run, one client creates a pet `--creates` times a second, one at a time, and its latencies
-are reported: on SQLite, the API's writes wait for the one writer that the reminders' batches also need.
+of it). Get by id's rate in each second is then counted from the server's access log: before the moment, during the
+burst (from the moment to the last reminder) and after it; the ratio is during over the higher of before and after
+(wrk's figure across the whole window mixes the burst with the quiet after it, and `before` alone was at times held
+low by the machine). Beside each wrk run, one client creates a pet `--creates` times a second, one at a time, and
+its latencies are reported: on SQLite, the API's writes wait for the one writer that the reminders' batches also
+need.
 
 Usage: .venv/bin/python bench/reminders.py [--database sqlite|postgresql] [--doses 20000] [--rows 2000] [--lead 40]
        [--duration 10] [--across 40] [--creates 20] [--json reminders.json]
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import http.client
 import json
 import math
@@ -205,6 +210,26 @@ def beside(work: threading.Thread, base: str, token: str, *, rate: float, durati
     return creates
 
 
+GET_BY_ID_LINE = b'"method":"GET","route":"/v1/pets/{'
+
+
+def gets_by_id_per_second(log: Path) -> dict[int, int]:
+    """The server's answers to get by id in each second (epoch seconds), from its access log."""
+    by_stamp: dict[bytes, int] = {}
+    with log.open("rb") as lines:
+        for line in lines:
+            if GET_BY_ID_LINE in line and b'"status":200' in line:
+                stamp = line[9:28]  # {"time":"2026-12-06T10:39:17
+                by_stamp[stamp] = by_stamp.get(stamp, 0) + 1
+    return {calendar.timegm(time.strptime(stamp.decode(), "%Y-%m-%dT%H:%M:%S")): n for stamp, n in by_stamp.items()}
+
+
+def mean_rate(per_second: dict[int, int], start: float, end: float) -> float:
+    """Get by id's mean rate over the whole seconds from `start` to `end` (epoch seconds); 0 if none."""
+    seconds = range(math.ceil(start), math.floor(end))
+    return round(sum(per_second.get(second, 0) for second in seconds) / len(seconds), 1) if seconds else 0.0
+
+
 def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, Any]) -> None:
     settings = Settings(database_url=url, data_dir=work)
     migrate(settings)
@@ -240,9 +265,12 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
         time.sleep(2)
         run_wrk(base, "get_by_id", duration=3, connections=args.connections, env=wrk_env)
         before: dict[str, Any] = {}
+        window: dict[str, tuple[float, float]] = {}
 
         def measure_before() -> None:
+            window["before"] = (time.time(), 0.0)
             before.update(run_wrk(base, "get_by_id", duration=args.duration, connections=args.connections, env=wrk_env))
+            window["before"] = (window["before"][0], time.time())
 
         creates_before = beside(
             threading.Thread(target=measure_before), base, wrk_env["TOKEN"], rate=args.creates, duration=args.duration
@@ -254,6 +282,7 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
 
         def measure_across() -> None:
             across.update(run_wrk(base, "get_by_id", duration=args.across, connections=args.connections, env=wrk_env))
+            window["across_end"] = (time.time(), 0.0)
 
         creates_across: dict[str, float] = {}
         creating = threading.Thread(
@@ -278,6 +307,15 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
         creating.join()
         print_line("get_by_id across", across)
         print(f"  creates across: {creates_across}")
+    per_second = gets_by_id_per_second(work / "serve.log")
+    ended = done_at if done_at is not None else window["across_end"][0]
+    rates = {
+        "before": mean_rate(per_second, *window["before"]),
+        "during": mean_rate(per_second, moment / 1000, ended),
+        "after": mean_rate(per_second, ended, window["across_end"][0]),
+    }
+    ceiling = max(rates["before"], rates["after"])
+    print(f"  get by id per second, from the access log: {rates}")
     report.update(
         before=before,
         across=across,
@@ -285,7 +323,8 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
         creates_across=creates_across,
         reminders_written=reminders_written(url),
         all_written_seconds_after_the_moment=None if done_at is None else round(done_at - moment / 1000, 1),
-        get_by_id_across_over_before=round(across["rps"] / before["rps"], 3),
+        get_by_id_per_second=rates,
+        get_by_id_during_over_ceiling=round(rates["during"] / ceiling, 3) if ceiling else None,
         create_p99_across_over_before=round(creates_across["p99_ms"] / max(creates_before["p99_ms"], 0.1), 2),
         load_average_after=os.getloadavg()[0],
     )

@@ -22,20 +22,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import sys
 import threading
 import time
 import uuid
+from asyncio.subprocess import PIPE
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 
 from petrecords.config import Settings
 from petrecords.due_rows import DUE_DOSES, due_doses, statements_of
 from petrecords.duties import wait_seconds
+from petrecords.errors import DatabaseUnavailable
 from petrecords.pets import PETS
 from petrecords.registry import RESOURCES
+from petrecords.reminders_apart import ReminderOrder, ReminderReport
 from petrecords.resources.kept import keep_notices
 from petrecords.resources.locks import reference_locks
 from petrecords.store.base import Condition, Lock, Operator, PageQuery, Row, SortKey, Store, Transaction
@@ -163,7 +168,8 @@ class Reminders:
     On SQLite a pass that has anything to write runs on a thread of its own, with a store of its own: the batches'
     statements and their COMMIT (its sync, about 20 ms) ran on the worker's event loop, which served no request
     meanwhile. There SQLite lets go of Python's lock while it works, and the loop goes on; the pass's store is one
-    more connection to the file, queued for the one writer as another process's is. Only one such pass runs at a time
+    more connection to the file, queued for the one writer as another process's is; a burst (APART_AT) is written by a
+    process of its own. Only one such pass runs at a time
     of every process that serves the file (SqliteStore.alone): two, one in each of a server's two workers, took the
     one writer in turn, each with its own pages to read, and cost the requests about half as much CPU again as one
     writing everything (bench/results/2026-12-06-one-pass-at-a-time.md). Between its batches it empties
@@ -193,6 +199,14 @@ class Reminders:
     """On SQLite, how far the write-ahead log may grow before the pass empties it between two batches
     (SqliteStore.empty_log): unbounded, it reached 0.8-1.5 GB during a pass of 100,000 reminders, and kept that size."""
 
+    APART_AT = 5_000
+    """On SQLite, how many doses owed make a pass run in a process of its own rather than on a thread of the worker's
+    (reminders_apart): there its Python shared the worker's interpreter lock with the event loop, which served get by
+    id at 0.5-0.65 of its rate while a burst of 100,000 was written; in a process of its own, the kernel shares the
+    machine's cores between them: 100,000 were written in 38.8-40.7 s where 56.7-57.5 s, get by id at 0.57-0.66 of its
+    rate meanwhile where 0.53-0.54 (bench/results/2026-12-06-a-burst-in-a-process.md). Below this, the process's start
+    (about 0.6 s of CPU) would cost more than it saves."""
+
     def __init__(
         self,
         settings: Settings,
@@ -211,6 +225,8 @@ class Reminders:
         seconds the contract gives, with room for a pass that has many to write). A moment that another instance's
         write brings closer is seen at the next pass, at most this long after the last."""
         self._clock = clock
+        self.processes = 0
+        """On SQLite: how many passes this instance has run in a process of their own."""
         self._elsewhere = False
         """On SQLite: the last pass found another one writing (Reminders.remind), which goes on until nothing is left
         to write and then waits for the next moment; this one looks again `interval_seconds` later, in case that
@@ -253,8 +269,12 @@ class Reminders:
         if first is None:
             self._elsewhere = False  # nothing is being written: this one waits for the next moment too
             return 0  # the pass of nearly every interval: no thread, no connections opened
+        if await self._owed_at_least(store, now, self.APART_AT):
+            # Looked at first: a process started only to find the lock held cost about 0.6 s of CPU.
+            self._elsewhere = store.held_elsewhere("reminders")
+            return 0 if self._elsewhere else await self._remind_in_a_process(now)
         stop = threading.Event()
-        running = asyncio.get_running_loop().run_in_executor(None, self._remind_apart, now, stop)
+        running = asyncio.get_running_loop().run_in_executor(None, self._remind_on_a_thread, now, stop)
         try:
             # Shielded: a cancelled duty (the process stopping) tells the pass to end after its batch, which then
             # closes its store, rather than leaving a write transaction open on the thread.
@@ -263,24 +283,92 @@ class Reminders:
             stop.set()
             raise
 
-    def _remind_apart(self, now: int | None, stop: threading.Event) -> int:
-        """A SQLite pass on this thread, with an event loop and a store of its own."""
+    async def _owed_at_least(self, store: Store, now: int | None, count: int) -> bool:
+        """Whether `count` doses or more are owed reminders by `now`, or, where the pass reads the clock, within an
+        interval of it: the first `count` rows of the pass's ranges, read by their index. A duty wakes at the first
+        moment it knows of, when a burst's other moments, a few milliseconds later, have not come; the pass goes on
+        reading the clock and writes them all."""
+        until = self._clock() + int(self.interval_seconds * 1000) if now is None else now
+        owed = 0
+        async with store.transaction(write=False) as tx:
+            for reminded, soon_ms in self._ranges:
+                owed += len(await statements_of(tx).fetch(reminder_range(reminded, until + soon_ms, count - owed)))
+                if owed >= count:
+                    return True
+        return False
+
+    def settings_of_a_pass(self) -> dict[str, object]:
+        """The settings a pass in another process needs, by name (reminders_apart.ReminderOrder)."""
         settings = self._settings
+        return {
+            "database_url": settings.resolved_database_url,
+            "data_dir": str(settings.data_dir),
+            "due_soon_days": settings.due_soon_days,
+            "sqlite_busy_timeout_ms": settings.sqlite_busy_timeout_ms,
+            "db_statement_timeout_seconds": settings.db_statement_timeout_seconds,
+            "reminders_interval_seconds": settings.reminders_interval_seconds,
+            "log_level": settings.log_level,
+        }
 
-        async def with_own_store() -> int:
-            store = SqliteStore(
-                settings.resolved_database_url,
-                busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                statement_timeout_seconds=settings.db_statement_timeout_seconds,
-            )
-            try:
-                with store.alone("reminders") as held:
-                    self._elsewhere = not held
-                    return await self._remind(store, now, stop) if held else 0
-            finally:
-                await store.close()
+    STOP_WAIT_SECONDS = 10.0
+    """How long a duty that is cancelled waits for the pass's process to end its batch before it kills it."""
 
-        return asyncio.run(with_own_store())
+    async def _remind_in_a_process(self, now: int | None) -> int:
+        """A SQLite pass in a process of its own (reminders_apart): how many reminders it wrote."""
+        order = ReminderOrder(
+            settings=self.settings_of_a_pass(),
+            batching={
+                "BATCH": self.BATCH,
+                "LEAST_BATCH": self.LEAST_BATCH,
+                "BATCH_SECONDS": self.BATCH_SECONDS,
+                "LOG_BYTES": self.LOG_BYTES,
+                "REST": self.REST.get("sqlite", 0.0),
+            },
+            now=now,
+        )
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "petrecords.reminders_apart", stdin=PIPE, stdout=PIPE
+        )
+        self.processes += 1
+        try:
+            said, _ = await asyncio.shield(child.communicate(msgspec.json.encode(order)))
+        except asyncio.CancelledError:
+            # The process stopping: the pass ends after its batch, as on a thread; killed if it takes too long.
+            if child.returncode is None:
+                child.terminate()
+                try:
+                    await asyncio.wait_for(child.wait(), self.STOP_WAIT_SECONDS)
+                except TimeoutError:
+                    child.kill()
+            raise
+        if child.returncode != 0:
+            raise RuntimeError(f"the reminders pass's process ended with exit code {child.returncode}")
+        report = msgspec.json.decode(said, type=ReminderReport)
+        if report.unavailable is not None:
+            raise DatabaseUnavailable(cause=report.unavailable)
+        self._elsewhere = not report.held
+        return report.written
+
+    def _remind_on_a_thread(self, now: int | None, stop: threading.Event) -> int:
+        """A SQLite pass on this thread, with an event loop of its own."""
+        written, held = asyncio.run(self.remind_alone(now, stop))
+        self._elsewhere = not held
+        return written
+
+    async def remind_alone(self, now: int | None, stop: threading.Event) -> tuple[int, bool]:
+        """A SQLite pass with a store of its own, if no other process is writing the reminders (SqliteStore.alone):
+        how many reminders it wrote, and whether it could."""
+        settings = self._settings
+        store = SqliteStore(
+            settings.resolved_database_url,
+            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+            statement_timeout_seconds=settings.db_statement_timeout_seconds,
+        )
+        try:
+            with store.alone("reminders") as held:
+                return (await self._remind(store, now, stop) if held else 0), held
+        finally:
+            await store.close()
 
     async def _remind(self, store: Store, given: int | None, stop: threading.Event) -> int:
         """A pass on this store, until there is nothing left to write or `stop` is set."""
@@ -334,7 +422,8 @@ class Reminders:
                     # on SQLite their reads and records' JSON) rather than reading the same ones in turn.
                     backward = True
                 if rest:
-                    await asyncio.sleep(rest * (time.monotonic() - started))
+                    # Ended by `stop`, so that a process stopping need not wait for the rest to end.
+                    await asyncio.to_thread(stop.wait, rest * (time.monotonic() - started))
         return written
 
     async def _read_and_remind(self, store: Store, statement: Statement, now: int) -> tuple[list[Due], int, int]:

@@ -292,10 +292,18 @@ class TestOnce:
         assert await waits_without_a_transaction_id(database_url, ("vaccines", rabies["id"]), reminders.remind) == 1
 
     @pytest.mark.only_on("sqlite")
+    @pytest.mark.parametrize("apart_at", [1, Reminders.APART_AT], ids=["a burst", "a few"])
     async def test_one_sqlite_pass_at_a_time_and_another_takes_over_after_kill_9(
-        self, client: Client, reminders: Reminders, settings: Settings, rex: dict[str, Any], rabies: dict[str, Any]
+        self,
+        client: Client,
+        reminders: Reminders,
+        settings: Settings,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        apart_at: int,
     ) -> None:
         given = await dose(client, rex, rabies, -300, 3)
+        reminders.APART_AT = apart_at
         lock = f"{sqlite_path(settings.resolved_database_url)}.reminders-lock"
         # Another process's pass, as the lock file sees it (a server's other worker, or another server).
         holding = "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True)"
@@ -306,6 +314,7 @@ class TestOnce:
             assert holder.stdout is not None
             await holder.stdout.readline()
             assert await reminders.remind() == 0
+            assert reminders.processes == 0  # a burst's process is not started to find the lock held
             # It looks again an interval later, not at once: the other writes until nothing is left.
             assert await reminders.next_wait() == reminders.interval_seconds
         finally:
@@ -313,6 +322,7 @@ class TestOnce:
             await holder.wait()
 
         assert await reminders.remind() == 1
+        assert reminders.processes == (1 if apart_at == 1 else 0)
         assert await reminders_of(client) == [(given["id"], "due-soon", 1)]
 
     @pytest.mark.only_on("postgresql")  # on SQLite a batch reads its rows in the transaction that sets them
@@ -430,6 +440,50 @@ class TestOffTheLoop:
         assert len(await reminders_of(client)) == kept
         reminders._remind_batch = own  # type: ignore[method-assign]
         assert await reminders.remind() == len(given) - kept
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_burst_is_written_by_a_process_of_its_own(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await doses_a_day_apart(client, rex, rabies, 5)
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        reminders.APART_AT = 6
+
+        assert await reminders.remind() == 5  # fewer owed than APART_AT: on a thread
+        assert reminders.processes == 0
+        reminders.APART_AT = 5
+        assert await reminders.remind(now=later(30)) == 5  # a burst: in a process, in batches, each once
+        assert reminders.processes == 1
+        assert await reminders.remind(now=later(30)) == 0
+
+        assert sorted(await reminders_of(client)) == sorted(
+            (one["id"], action, 1) for one in given for action in REMINDERS
+        )
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_burst_stopped_ends_after_its_batch_and_the_next_pass_writes_the_rest_once(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await doses_a_day_apart(client, rex, rabies, 6)
+        reminders.APART_AT = 1
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        # A rest of a few seconds after each batch: the process is stopped (SIGTERM) while the first rests.
+        reminders.REST = {"sqlite": 1_000.0}
+        passing = asyncio.create_task(reminders.remind())
+
+        async def first_batch_written() -> bool:
+            return len(await reminders_of(client)) >= 2
+
+        await until(first_batch_written, what="the burst's first batch")
+        passing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await passing
+
+        assert len(await reminders_of(client)) == 2
+        reminders.REST = Reminders.REST
+        assert await reminders.remind() == len(given) - 2
+        assert reminders.processes == 2
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
     @pytest.mark.only_on("sqlite")

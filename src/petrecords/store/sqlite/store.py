@@ -259,6 +259,11 @@ class SqliteStore(SqlStore):
                 raise _file_error(exc, "no folder at the configured database path") from exc
             yield held
 
+    def held_elsewhere(self, duty: str) -> bool:
+        """Whether another holder runs `duty` now (see `alone`): a look, which holds nothing after it."""
+        with self.alone(duty) as held:
+            return not held
+
     @property
     def read_connections(self) -> int:
         return _READ_CONNECTIONS

@@ -1,0 +1,71 @@
+"""The process a large SQLite reminders pass runs in (Reminders.remind): `python -m petrecords.reminders_apart`, its
+order (ReminderOrder) as JSON on its standard input, what it did (ReminderReport) as JSON on its standard output.
+
+It holds the database's reminders lock file for the pass, or writes nothing and says so where another process holds
+it. SIGTERM or SIGINT (the serving process stopping, Ctrl-C) end the pass after its batch. Its log lines go to the
+standard error it shares with the process that started it, in the same JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import threading
+
+import msgspec
+
+from petrecords.config import Settings
+from petrecords.errors import DatabaseUnavailable
+from petrecords.logs import configure_logging
+from petrecords.store.faults import DATABASE_ERRORS
+
+log = logging.getLogger("petrecords.reminders")
+
+
+class ReminderOrder(msgspec.Struct, frozen=True):
+    settings: dict[str, object]
+    """The settings a pass reads (Reminders.settings_of_a_pass), by name."""
+    batching: dict[str, float]
+    """Reminders' batch sizing, by attribute name (BATCH, LEAST_BATCH, BATCH_SECONDS, LOG_BYTES, REST)."""
+    now: int | None
+    """The moment the pass writes up to (epoch milliseconds); None: the clock's at each batch."""
+
+
+class ReminderReport(msgspec.Struct, frozen=True):
+    written: int = 0
+    held: bool = True
+    """False: another process was writing the reminders, and this one wrote nothing."""
+    unavailable: str | None = None
+    """The database could not serve the pass (its cause): the duty tries again at its next round."""
+
+
+async def _run(order: ReminderOrder) -> ReminderReport:
+    from petrecords.reminders import Reminders
+
+    settings = Settings(**order.settings)  # type: ignore[arg-type]
+    stop = threading.Event()
+    loop = asyncio.get_running_loop()
+    for ending in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(ending, stop.set)
+    reminders = Reminders(settings, lambda: None)
+    for name, value in order.batching.items():
+        setattr(reminders, name, {"sqlite": value} if name == "REST" else type(getattr(Reminders, name))(value))
+    try:
+        written, held = await reminders.remind_alone(order.now, stop)
+    except DatabaseUnavailable as exc:
+        return ReminderReport(unavailable=exc.cause)
+    except DATABASE_ERRORS as exc:
+        return ReminderReport(unavailable=type(exc).__name__)
+    return ReminderReport(written=written, held=held)
+
+
+def main() -> None:
+    order = msgspec.json.decode(sys.stdin.buffer.read(), type=ReminderOrder)
+    configure_logging(str(order.settings.get("log_level", "INFO")))
+    report = asyncio.run(_run(order))
+    sys.stdout.buffer.write(msgspec.json.encode(report))
+
+
+if __name__ == "__main__":
+    main()
