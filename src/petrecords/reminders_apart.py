@@ -26,8 +26,8 @@ log = logging.getLogger("petrecords.reminders")
 class ReminderOrder(msgspec.Struct, frozen=True):
     settings: dict[str, object]
     """The settings a pass reads (Reminders.settings_of_a_pass), by name."""
-    batching: dict[str, float]
-    """Reminders' batch sizing, by attribute name (BATCH, LEAST_BATCH, BATCH_SECONDS, LOG_BYTES, REST)."""
+    tuning: dict[str, float]
+    """The numbers that tune a pass, by attribute name (Reminders.TUNING, and REST's for SQLite)."""
     now: int | None
     """The moment the pass writes up to (epoch milliseconds); None: the clock's at each batch."""
 
@@ -49,7 +49,7 @@ async def _run(order: ReminderOrder) -> ReminderReport:
     for ending in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(ending, stop.set)
     reminders = Reminders(settings, lambda: None)
-    for name, value in order.batching.items():
+    for name, value in order.tuning.items():
         setattr(reminders, name, {"sqlite": value} if name == "REST" else type(getattr(Reminders, name))(value))
     try:
         written, held = await reminders.remind_alone(order.now, stop)

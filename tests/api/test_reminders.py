@@ -5,10 +5,12 @@ databases; the duty's clock is given to each pass, so that a test moves time ins
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -460,6 +462,23 @@ class TestOffTheLoop:
         assert sorted(await reminders_of(client)) == sorted(
             (one["id"], action, 1) for one in given for action in REMINDERS
         )
+
+    async def test_a_burst_is_spread_over_the_time_it_is_given(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        pets = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(5)]]
+        given = [await dose(client, pet, rabies, -300, 3) for pet in pets]  # one moment for all six
+        moment = int(datetime.datetime.fromisoformat(given[0]["dueAt"]).timestamp() * 1000) - 30 * DAY_MS
+        reminders.APART_AT = 6
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        reminders.SPREAD_SECONDS = 3.0
+
+        started = time.monotonic()
+        assert await reminders.remind(now=moment) == 6
+        # Three batches, each followed by its share of what the spread leaves: the pass ends about 3 s after it
+        # began, where it would end within a few milliseconds (on SQLite, a second for its process to start).
+        assert time.monotonic() - started >= 2.5
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
 
     @pytest.mark.only_on("sqlite")
     async def test_a_burst_stopped_ends_after_its_batch_and_the_next_pass_writes_the_rest_once(
