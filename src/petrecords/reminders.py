@@ -328,7 +328,7 @@ class Reminders:
         if first is None:
             self._elsewhere = False  # nothing is being written: this one waits for the next moment too
             return 0  # the pass of nearly every interval: no thread, no connections opened
-        if await self._owed_at_least(store, now, self.APART_AT):
+        if await self._owed_by(store, now) >= self.APART_AT:
             # Looked at first: a process started only to find the lock held cost about 0.6 s of CPU.
             self._elsewhere = store.held_elsewhere("reminders")
             return 0 if self._elsewhere else await self._remind_in_a_process(now)
@@ -341,11 +341,6 @@ class Reminders:
         except asyncio.CancelledError:
             stop.set()
             raise
-
-    async def _owed_at_least(self, store: Store, now: int | None, count: int) -> bool:
-        """Whether `count` doses or more are owed reminders by `now` (`_coming_by`)."""
-        async with store.transaction(write=False) as tx:
-            return await self._owed_count(tx, self._coming_by(now)) >= count
 
     def settings_of_a_pass(self) -> dict[str, object]:
         """The settings a pass in another process needs, by name (reminders_apart.ReminderOrder)."""
@@ -471,7 +466,7 @@ class Reminders:
                 if pace is not None:
                     # Where several instances write a burst at once (PostgreSQL), what this one has written is not
                     # what is left: that is counted again, so that each rests for the burst's pace, not its share's.
-                    left = None if sized else await self._left_owed(store, given)
+                    left = None if sized else await self._owed_by(store, given)
                     pause = max(pause, pace.rest_after(taken, took, batch, most=self.MOST_PACED_REST, left=left))
                 if pause and sized:
                     # Ended by `stop`, so that a process stopping need not wait for the rest to end.
@@ -508,7 +503,8 @@ class Reminders:
             owed += int(counted[0][0])
         return owed
 
-    async def _left_owed(self, store: Store, given: int | None) -> int:
+    async def _owed_by(self, store: Store, given: int | None) -> int:
+        """How many doses are owed reminders by `given` (`_coming_by`), in a read of their own."""
         async with store.transaction(write=False) as tx:
             return await self._owed_count(tx, self._coming_by(given))
 

@@ -8,7 +8,6 @@ standard error it shares with the process that started it, in the same JSON."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 import threading
@@ -19,8 +18,6 @@ from petrecords.config import Settings
 from petrecords.errors import DatabaseUnavailable
 from petrecords.logs import configure_logging
 from petrecords.store.faults import DATABASE_ERRORS
-
-log = logging.getLogger("petrecords.reminders")
 
 
 class ReminderOrder(msgspec.Struct, frozen=True):
