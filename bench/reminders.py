@@ -265,12 +265,13 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
         time.sleep(2)
         run_wrk(base, "get_by_id", duration=3, connections=args.connections, env=wrk_env)
         before: dict[str, Any] = {}
-        window: dict[str, tuple[float, float]] = {}
+        window: dict[str, float] = {}
+        """When wrk's runs began and ended (epoch seconds): before_start, before_end and across_end."""
 
         def measure_before() -> None:
-            window["before"] = (time.time(), 0.0)
+            window["before_start"] = time.time()
             before.update(run_wrk(base, "get_by_id", duration=args.duration, connections=args.connections, env=wrk_env))
-            window["before"] = (window["before"][0], time.time())
+            window["before_end"] = time.time()
 
         creates_before = beside(
             threading.Thread(target=measure_before), base, wrk_env["TOKEN"], rate=args.creates, duration=args.duration
@@ -282,7 +283,7 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
 
         def measure_across() -> None:
             across.update(run_wrk(base, "get_by_id", duration=args.across, connections=args.connections, env=wrk_env))
-            window["across_end"] = (time.time(), 0.0)
+            window["across_end"] = time.time()
 
         creates_across: dict[str, float] = {}
         creating = threading.Thread(
@@ -308,11 +309,11 @@ def measure(args: argparse.Namespace, url: str, work: Path, report: dict[str, An
         print_line("get_by_id across", across)
         print(f"  creates across: {creates_across}")
     per_second = gets_by_id_per_second(work / "serve.log")
-    ended = done_at if done_at is not None else window["across_end"][0]
+    ended = done_at if done_at is not None else window["across_end"]
     rates = {
-        "before": mean_rate(per_second, *window["before"]),
+        "before": mean_rate(per_second, window["before_start"], window["before_end"]),
         "during": mean_rate(per_second, moment / 1000, ended),
-        "after": mean_rate(per_second, ended, window["across_end"][0]),
+        "after": mean_rate(per_second, ended, window["across_end"]),
     }
     ceiling = max(rates["before"], rates["after"])
     print(f"  get by id per second, from the access log: {rates}")
