@@ -27,6 +27,7 @@ from petrecords.store.base import Store
 from petrecords.store.sql import SqlTransaction
 from petrecords.tables import service_state
 from petrecords.values import now_ms
+from petrecords.webhooks import deliverer as deliverer_module
 from petrecords.webhooks.deliverer import FELL_BEHIND, WebhookDeliveries
 from petrecords.webhooks.delivery import Sender
 from petrecords.webhooks.log import DAY_MS, KEPT_DAYS
@@ -226,6 +227,61 @@ class TestDelivery:
         await until(lambda: names()[-1:] == ["Bobs"], what="the owner's own change")
         # A client's write of the webhook drops an acknowledgement not yet saved: a change may come again.
         assert list(dict.fromkeys(names())) == ["Seen through the group", "Still seen", "Bobs"]
+
+
+class TestAWriteDuringARead:
+    @pytest.fixture(autouse=True)
+    def own_deliverer_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        async def idle(self: WebhookDeliveries) -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
+
+    async def test_changes_after_the_owners_write_are_seen_as_it_wrote_them(
+        self,
+        make_loop_client: Callable[[Settings], LoopClient],
+        hook_settings: Callable[..., Settings],
+        receiver: Receiver,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The owner writes the webhook with a token of no group, then the pet shared with the group is renamed,
+        both while the deliverer reads: between its read of the webhook and its read of the changes (on
+        PostgreSQL each statement of a read sees what has committed before it). The rename comes after the
+        owner's write in the log: it is not delivered through the group the webhook no longer has."""
+        settings = hook_settings()
+        mark = _mark()
+        in_clinic = {"Authorization": f"Bearer {token(BOB, groups=['clinic-42'])}"}
+        async with make_loop_client(settings) as client, _deliverer(settings) as (deliveries, _):
+            hook = await _hook(client, receiver, "/ok", mark, events=["pets.*"], headers=in_clinic)
+            rex = (await create(client, ALICE, name="Rex")).json()
+            shared = {"petId": rex["id"], "grantee": "group:clinic-42", "access": "read"}
+            assert (await client.post("/v1/pet-shares", json=shared, headers=auth(ALICE))).status_code == 201
+            hook_id = uuid.UUID(hook["id"])
+
+            async def rename(name: str) -> None:
+                answer = await client.patch(f"/v1/pets/{rex['id']}", json={"name": name}, headers=auth(ALICE))
+                assert answer.status_code == 200, answer.text
+
+            await rename("Seen through the group")
+            assert await deliveries.deliver_once(hook_id) == 0
+            writes_during_the_read = [True]
+            start_of = deliverer_module._start_of
+
+            async def start_after_writes(tx: Any, row: Any) -> Any:
+                if writes_during_the_read and writes_during_the_read.pop():
+                    answer = await client.patch(f"{WEBHOOKS}/{hook_id}", json={"enabled": True}, headers=auth(BOB))
+                    assert answer.status_code == 200, answer.text
+                    await rename("Not seen")
+                return await start_of(tx, row)
+
+            monkeypatch.setattr(deliverer_module, "_start_of", start_after_writes)
+            for _ in range(3):
+                await deliveries.deliver_once(hook_id)
+            await create(client, BOB, name="Bobs")
+            await deliveries.deliver_once(hook_id)
+
+            names = [body["data"]["record"]["name"] for body in _bodies(receiver.requests_marked(mark))]
+            assert names == ["Seen through the group", "Bobs"]
 
 
 class TestFailures:

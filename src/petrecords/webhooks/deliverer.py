@@ -307,9 +307,15 @@ class WebhookDeliveries:
                 changes, _ = await tx.changes_page(start, limit=self.BATCH, reader=_viewer(row), resources=None)
                 # Looked at after the read too: retention may have removed changes meanwhile (see feed_page).
                 purged = await tx.purged_through()
-            # The secrets as they are once the changes are read: each statement of a PostgreSQL read sees what was
-            # committed before it, so a rotation committed before a change that was read signs that change too.
+            # Read again once the changes are: each statement of a PostgreSQL read sees what was committed before
+            # it, and a client's write of the webhook committed since the first read may come before some of them
+            # in the log. Those are then seen through the webhook as written (its owner's groups, its events, its
+            # secrets), by a read that begins after that write, rather than delivered through what it was.
             latest = await tx.get(WEBHOOKS.collection, webhook_id)
+        if latest is None:
+            return None
+        if latest["revision"] != row["revision"]:
+            return 0
         if start < purged:
             await self._disable(store, row, FELL_BEHIND)
             return None
@@ -324,7 +330,7 @@ class WebhookDeliveries:
             next_attempt_at=row["next_attempt_at"],
         )
         selection = EventSelection(msgspec.json.decode(row["events"]))
-        secrets = _secrets(row if latest is None else latest, now_ms())
+        secrets = _secrets(row, now_ms())
         loop = asyncio.get_running_loop()
         saved_at = loop.time()
         for change in changes:
