@@ -15,13 +15,10 @@ export NO_MKDOCS_2_WARNING := 1
 # suite took 13 s of CPU in each instead of 6.
 unexport PYTHONDONTWRITEBYTECODE
 
-# Three test processes on two cores: a third of the suite's time is spent waiting (servers starting, outages
-# and restarts played out), which a third process fills; so is much of the long tests' (on PostgreSQL's answers).
-# Four were measured against three, alternated, on a waiting-heavy part of the suite (e2e/, two API modules, the
-# migrations, a state machine: 791 tests): 4-9 % sooner, but at a load of 7-12 from other jobs, from which a
-# fourth process also takes a larger share of the cores; and a fourth adds a third to the connections a run holds
-# on the local PostgreSQL, whose 100 other runs share too. Three stay until a quiet machine says otherwise.
-PYTEST_WORKERS ?= 3
+# Four test processes on two cores: much of the suite's time is spent waiting (servers starting, outages and
+# restarts played out), which more processes fill. On a quiet machine, 5,545 tests: three took 486 s (CPU 679 s),
+# four 419 s (CPU 620 s). Under a load of 7-12 from other jobs a fourth had gained only 4-9 %.
+PYTEST_WORKERS ?= 4
 LONG_TEST_WORKERS ?= 3
 
 .PHONY: install compile run dist test test-quick test-long bench lint typecheck docs reference check clean

@@ -136,11 +136,16 @@ def _slow_first_in_each_share(items: list[pytest.Item], workers: int) -> list[py
 
 def _sharing_group(item: pytest.Item) -> tuple[str, ...]:
     """What a test shares with others that it runs beside: its module and the fixtures of module or class scope it
-    takes (a server, a cluster, an export), with their parameters; a test that takes none is a group of its own.
+    takes (a server, a cluster, an export), with their parameters, or the lock it holds while it runs (marked
+    `one_at_a_time`); a test that takes neither is a group of its own.
     pytest keeps no public record of a fixture's scope on the test, hence `_fixtureinfo`, which its own ordering
     of the tests by fixture reads too."""
     if not isinstance(item, pytest.Function):
         return (item.nodeid,)
+    lock = item.get_closest_marker("one_at_a_time")
+    if lock is not None:
+        # Tests that take turns at one lock: on several workers, all but one would sit waiting for it.
+        return ("one_at_a_time", str(lock.args[0]))
     definitions = item._fixtureinfo.name2fixturedefs
     shared = sorted(name for name, chain in definitions.items() if chain[-1].scope in ("module", "class"))
     if not shared:

@@ -48,10 +48,29 @@ def test_last_failed_runs_only_the_failures_of_the_last_run(tmp_path: Path) -> N
 def test_the_tests_sharing_a_server_are_one_workers_in_make_test() -> None:
     """`make test`'s order (tests/conftest.py): a module's server, one for each database, serves tests that all sit in
     one worker's share of the queue, so that no other worker starts it again."""
+    order = _make_test_order(*_A_SHARED_SERVER_AND_OTHERS)
+    share_of = _worksteal_shares(order)
+    for database in ("sqlite", "postgresql"):
+        served = {share_of[test] for test in order if _SHARED_SERVER in test and f"[{database}" in test}
+        assert len(served) == 1, (database, sorted(served))
+
+
+def test_the_tests_that_take_turns_at_a_lock_are_one_workers_in_make_test() -> None:
+    """The documentation's pages that start servers on fixed ports take turns at one lock: they sit in one
+    worker's share of the queue, where none waits for another."""
+    order = _make_test_order("tests/docs/test_how_to.py", "tests/unit")
+    serving = [test for test in order if "README.md" in test or "tutorial.md" in test or "keycloak.md" in test]
+    assert len(serving) == 3, order
+    share_of = _worksteal_shares(order)
+    assert len({share_of[test] for test in serving}) == 1, [(test, share_of[test]) for test in serving]
+
+
+def _make_test_order(*paths: str) -> list[str]:
+    """The order of these tests in `make test`'s queue, as _WORKERS workers are dealt it."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST")}
     environment["PYTEST_XDIST_WORKER_COUNT"] = str(_WORKERS)
     listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", *_A_SHARED_SERVER_AND_OTHERS],
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", "-m", "not long", *paths],
         capture_output=True,
         text=True,
         timeout=120,
@@ -60,15 +79,10 @@ def test_the_tests_sharing_a_server_are_one_workers_in_make_test() -> None:
         env=environment,
     )
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    order = [line for line in listed.stdout.splitlines() if "::" in line]
-
-    share_of = _worksteal_shares(order)
-    for database in ("sqlite", "postgresql"):
-        served = {share_of[test] for test in order if _SHARED_SERVER in test and f"[{database}" in test}
-        assert len(served) == 1, (database, sorted(served))
+    return [line for line in listed.stdout.splitlines() if "::" in line]
 
 
-_WORKERS = 3
+_WORKERS = 4
 _SHARED_SERVER = "tests/e2e/test_stream_bounds.py::"
 """A module of eight tests on each database, whose server (one per database) is a fixture of the module."""
 _A_SHARED_SERVER_AND_OTHERS = (_SHARED_SERVER.removesuffix("::"), "tests/e2e/test_serve.py", "tests/unit/test_turns.py")

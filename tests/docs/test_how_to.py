@@ -16,6 +16,7 @@ test gives in the variables the page names. A changed flag or answer fails here.
   page makes the service's role itself, and the test then finds it no superuser, owning the migrated tables. Its
   systemd steps are ```text blocks: the test machines do not run systemd.
 - Pages that start servers hold a lock while they run, one page at a time: their servers listen on fixed ports.
+  `make test` gives them all to one worker (marked `one_at_a_time`), where none waits for another.
 """
 
 from __future__ import annotations
@@ -278,9 +279,16 @@ class _Shell:
         self.process.stdout.close()
 
 
-@pytest.mark.parametrize(
-    "page", [pytest.param(page, marks=pytest.mark.long) if page in LONG_PAGES else page for page in PAGES]
-)
+def _marks(page: str) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.long] if page in LONG_PAGES else []
+    if any(serve for _, serve in page_blocks(page)):
+        # In one worker's share of `make test`: spread over the workers, the pages sat waiting for each other's
+        # servers, 135 s of the workers' time for 62 s of pages run one after another.
+        marks.append(pytest.mark.one_at_a_time(SERVE_LOCK.name))
+    return marks
+
+
+@pytest.mark.parametrize("page", [pytest.param(page, marks=_marks(page)) for page in PAGES])
 def test_every_shell_example_runs(page: str, tmp_path: Path) -> None:
     blocks = page_blocks(page)
     assert blocks, f"{page} has no ```sh example"
