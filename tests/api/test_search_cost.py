@@ -22,6 +22,9 @@ from petrecords.app import create_app, open_store
 from tests.conftest import test_settings as settings_of
 from tests.support import ADMIN, ALICE, BOB, PET_RECORDS, auth, pet_row, run_sql, seeded_database
 
+# Heavy by nature: a hundred thousand pets written on each database before the first search (35 s of a worker).
+pytestmark = pytest.mark.long
+
 OTHERS_MATCHES = 100_000
 """Another owner's pets that a search of "abc" matches: reading them all takes tens of milliseconds."""
 SEED_BATCH = 5_000

@@ -26,7 +26,8 @@ import pytest
 
 from tests.e2e.servers import running_server
 
-pytestmark = pytest.mark.slow
+# Heavy by nature: six thousand connections held open while requests are timed for 20 s, in `make test-long`.
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_KIND = int(os.environ.get("PETRECORDS_TEST_SLOW_CLIENTS", "2000"))

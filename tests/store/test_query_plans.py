@@ -744,6 +744,7 @@ def _clinic_count(*, with_own: bool) -> Statement:
     return statement, grants.shared_count_values(VACCINATIONS, shared, list(VETS_GRANTEES[::-1]))
 
 
+@pytest.mark.long  # sixty thousand vaccinations written, with their shares and counts, for each parameter
 @pytest.mark.only_on("postgresql")
 @pytest.mark.usefixtures("many_due_dates")
 async def test_a_prepared_count_up_to_an_instant_keeps_the_plan_for_any_value(database_url: str) -> None:
