@@ -56,6 +56,16 @@ def quick_scans(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def own_deliverer_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's own deliverer stays out of it: the test runs deliverers of its own, as other instances'."""
+
+    async def idle(self: WebhookDeliveries) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(WebhookDeliveries, "run", idle)
+
+
+@pytest.fixture
 def hook_settings(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
@@ -229,14 +239,8 @@ class TestDelivery:
         assert list(dict.fromkeys(names())) == ["Seen through the group", "Still seen", "Bobs"]
 
 
+@pytest.mark.usefixtures("own_deliverer_only")
 class TestAWriteDuringARead:
-    @pytest.fixture(autouse=True)
-    def own_deliverer_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        async def idle(self: WebhookDeliveries) -> None:
-            await asyncio.Event().wait()
-
-        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
-
     async def test_changes_after_the_owners_write_are_seen_as_it_wrote_them(
         self,
         make_loop_client: Callable[[Settings], LoopClient],
@@ -388,6 +392,7 @@ class TestReplayAndRotation:
 
 
 class TestInstances:
+    @pytest.mark.usefixtures("own_deliverer_only")
     async def test_one_instance_delivers_a_webhook_and_another_takes_over_once_its_lease_lapses(
         self,
         make_loop_client: Callable[[Settings], LoopClient],
@@ -395,10 +400,6 @@ class TestInstances:
         receiver: Receiver,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        async def idle(self: WebhookDeliveries) -> None:
-            await asyncio.Event().wait()
-
-        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
         monkeypatch.setattr(WebhookDeliveries, "LEASE_SECONDS", 1.0)
         monkeypatch.setattr(WebhookDeliveries, "LEASE_MARGIN_SECONDS", 0.6)
         settings = hook_settings(webhooks_timeout_seconds=0.3)
@@ -445,14 +446,8 @@ class TestInstances:
                 await store.close()
 
 
+@pytest.mark.usefixtures("own_deliverer_only")
 class TestRetention:
-    @pytest.fixture(autouse=True)
-    def own_deliverer_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        async def idle(self: WebhookDeliveries) -> None:
-            await asyncio.Event().wait()
-
-        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
-
     async def test_the_deliveries_log_is_purged_after_thirty_days(
         self,
         make_loop_client: Callable[[Settings], LoopClient],
@@ -551,17 +546,13 @@ class _Outage:
 
 
 class TestDatabaseOutage:
+    @pytest.mark.usefixtures("own_deliverer_only")
     async def test_delivery_pauses_while_the_database_is_away_and_resumes_after(
         self,
         make_loop_client: Callable[[Settings], LoopClient],
         hook_settings: Callable[..., Settings],
         receiver: Receiver,
-        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        async def idle(self: WebhookDeliveries) -> None:
-            await asyncio.Event().wait()
-
-        monkeypatch.setattr(WebhookDeliveries, "run", idle)  # the app's own deliverer stays out of it
         settings = hook_settings()
         async with make_loop_client(settings) as client:
             mark = _mark()
