@@ -461,13 +461,15 @@ class Reminders:
                     # goes on from the range's end, so that the two write disjoint batches at once (on PostgreSQL;
                     # on SQLite their reads and records' JSON) rather than reading the same ones in turn.
                     backward = True
-                took = time.monotonic() - started
-                pause = rest * took
+                # The batch's whole time (its read, and on SQLite the log emptied after it), where `took` is its
+                # hold of the writer alone.
+                spent = time.monotonic() - started
+                pause = rest * spent
                 if pace is not None:
                     # Where several instances write a burst at once (PostgreSQL), what this one has written is not
                     # what is left: that is counted again, so that each rests for the burst's pace, not its share's.
                     left = None if sized else await self._owed_by(store, given)
-                    pause = max(pause, pace.rest_after(taken, took, batch, most=self.MOST_PACED_REST, left=left))
+                    pause = max(pause, pace.rest_after(taken, spent, batch, most=self.MOST_PACED_REST, left=left))
                 if pause and sized:
                     # Ended by `stop`, so that a process stopping need not wait for the rest to end.
                     await asyncio.to_thread(stop.wait, pause)
