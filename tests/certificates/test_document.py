@@ -3,11 +3,13 @@ fact a border officer checks, and names in every script the fonts cover, as text
 
 from __future__ import annotations
 
+import gc
 import io
 import re
 
 import pypdf
 import pytest
+from fpdf.fonts import SubsetMap
 
 from petrecords.certificates.document import render_pdf
 from petrecords.certificates.facts import CertificateFacts
@@ -123,3 +125,15 @@ class TestRepeated:
         assert "Ñandú Größe-Çelik" in pypdf.PdfReader(io.BytesIO(pdf)).pages[0].extract_text()
         render_pdf(facts_of(pet_row(name="Łukasz Šťastný"), doses=[]))
         assert cuts  # beyond Latin-1: a font of its own
+
+    def test_a_documents_record_of_its_glyphs_goes_with_it(self) -> None:
+        # fpdf2 remembers a glyph map's lookups on its class, keyed by the map: kept there, every document's map
+        # and font copy would stay in memory for the life of the server (about 46 KB a PDF).
+        def made_in_every_script() -> int:
+            for name in ("Rex", "小白", "Шарик", "قطة"):
+                render_pdf(facts_of(pet_row(name=name), doses=many_doses(3)))
+            gc.collect()
+            return sum(isinstance(item, SubsetMap) for item in gc.get_objects())
+
+        parsed = made_in_every_script()  # each font's own, parsed once by the thread
+        assert [made_in_every_script() for _ in range(3)] == [parsed] * 3
