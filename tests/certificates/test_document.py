@@ -6,11 +6,13 @@ from __future__ import annotations
 import gc
 import io
 import re
+import threading
 
 import pypdf
 import pytest
 from fpdf.fonts import SubsetMap
 
+from petrecords.certificates import document
 from petrecords.certificates.document import render_pdf
 from petrecords.certificates.facts import CertificateFacts
 from petrecords.certificates.fontfile import GlyphCutter
@@ -125,6 +127,34 @@ class TestRepeated:
         assert "Ñandú Größe-Çelik" in pypdf.PdfReader(io.BytesIO(pdf)).pages[0].extract_text()
         render_pdf(facts_of(pet_row(name="Łukasz Šťastný"), doses=[]))
         assert cuts  # beyond Latin-1: a font of its own
+
+    def test_a_run_encoded_for_another_document_is_shown_in_this_one(self) -> None:
+        # The second document's text is all runs the first encoded: its fonts must still hold their glyphs.
+        render_pdf(facts_of(pet_row(name="Шарик Rex"), doses=many_doses(4)))
+        _, text = _read(facts_of(pet_row(name="Rex Шарик"), doses=many_doses(4)))
+        assert "Rex Шарик" in text
+        assert all(dose in text for dose in ("Rabies", "Nobivac")), text
+
+    def test_a_threads_codes_start_again_before_they_run_out(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def codes_given(names: list[str]) -> int:
+            """The codes a new thread has given the bold font's glyphs once it has made a document of each name."""
+            given: list[int] = []
+
+            def make() -> None:
+                for name in names:
+                    _, text = _read(facts_of(pet_row(name=f"{name} Ψ"), doses=many_doses(2)))
+                    assert name in text or name[::-1] in text, name
+                given.append(len(document._fonts()._parsed["notosansB"].subset))
+
+            thread = threading.Thread(target=make)
+            thread.start()
+            thread.join()
+            assert given, "the thread failed"
+            return given[0]
+
+        every = list(NAMES.values())
+        monkeypatch.setattr(document, "_CODES_RENEWED_AT", 1)  # the codes start again at every document
+        assert codes_given(every) == codes_given(every[-1:])
 
     def test_a_documents_record_of_its_glyphs_goes_with_it(self) -> None:
         # fpdf2 remembers a glyph map's lookups on its class, keyed by the map: kept there, every document's map

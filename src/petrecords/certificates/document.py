@@ -66,6 +66,13 @@ _FONT_FILES_KEPT = 16
 _PRINTABLE_ASCII = range(0x21, 0x7F)
 _WRAPPED_KEPT = 4096
 """Texts a thread keeps wrapped."""
+_OPERATORS_KEPT = 16384
+"""Positioning and box operators a thread keeps written."""
+_RUNS_KEPT = 4096
+"""Runs of text a thread keeps encoded."""
+_CODES_RENEWED_AT = 0xD800 - 0x2000
+"""Codes a thread gives a font's glyphs before it starts again from none: fpdf2 writes a code as one UTF-16 unit,
+below the surrogates (0xD800), and a document uses far fewer than the margin left (0x2000)."""
 
 
 class _Fonts:
@@ -79,6 +86,12 @@ class _Fonts:
         self._files: dict[tuple[str, frozenset[int]], tuple[bytes, int]] = {}
         self.covers_ascii: set[str] = set()
         """The fonts that have a glyph for every printable ASCII character."""
+        self.operators: dict[tuple[float, ...], str] = {}
+        """Operators that place text or draw a box, by their numbers: every document of a layout repeats them (the
+        columns' edges, the rows' lines), and formatting their numbers was a fifth of a page."""
+        self.runs: dict[tuple[str, str], tuple[str, dict[Glyph | None, int]]] = {}
+        """Each run of text's operator in a font, with the glyphs it shows and their codes: the thread gives a glyph
+        the same code in every document, so that a run is encoded once, not once a document."""
         self.wrapped: dict[tuple[str, float, float, bool], list[str]] = {}
         """Text wrapped in lines of a width, for the documents of the thread: a pet's doses repeat their values
         (vets, clinics, vaccines), and its certificates all of them. The lines depend on the text alone: each
@@ -89,11 +102,15 @@ class _Fonts:
         parsed = self._parsed.get(fontkey)
         if parsed is None:
             parsed = self._parsed[fontkey] = TTFFont(pdf, FONTS / file_name, fontkey, style)
+            parsed.subset = _DocumentSubset(parsed)  # the thread's codes for the font's glyphs
             self._cutters[fontkey] = GlyphCutter((FONTS / file_name).read_bytes())
             common = _COMMON_CHARACTERS if family == FAMILY else ()
             self._common[fontkey] = frozenset(parsed.glyph_ids[c] for c in common if c in parsed.glyph_ids)
             if all(code in parsed.cmap for code in _PRINTABLE_ASCII):
                 self.covers_ascii.add(fontkey)
+        elif len(parsed.subset) >= _CODES_RENEWED_AT:  # shaped text can give one glyph many codes
+            parsed.subset = _DocumentSubset(parsed)
+            self.runs.clear()
         font = TTFFont.__new__(TTFFont)
         for name in TTFFont.__slots__:
             if hasattr(parsed, name):
@@ -101,7 +118,7 @@ class _Fonts:
         font.i = len(pdf.fonts) + 1
         font.missing_glyphs = []
         font.biggest_size_pt = 0
-        font.subset = _DocumentSubset(font)
+        font.subset = _DocumentSubset(font, codes=parsed.subset)
         pdf.fonts[fontkey] = font
         return font
 
@@ -119,14 +136,19 @@ class _Fonts:
 
 
 class _DocumentSubset(SubsetMap):
-    """fpdf2's record of the glyphs a document uses, its lookups remembered by the document alone: fpdf2's own
-    remembers them in `functools.cache` on the class, keyed by the map, which keeps every document's map (and the
-    font copy it holds) for the life of the process: about 46 KB a PDF of 50 doses, a gigabyte in 20,000."""
+    """fpdf2's record of the glyphs a document uses and of their codes, with two changes:
 
-    def __init__(self, font: TTFFont) -> None:
+    - its lookups are remembered by the record alone: fpdf2's own remembers them in `functools.cache` on the class,
+      keyed by the record, which keeps every document's (and the font copy it holds) for the life of the process,
+      about 46 KB a PDF of 50 doses, a gigabyte in 20,000;
+    - a glyph's code is the one the thread gave it (`codes`, the parsed font's record), the same in every document,
+      so that a run of text is encoded once for all of them (see `_Writer._encoded`)."""
+
+    def __init__(self, font: TTFFont, codes: SubsetMap | None = None) -> None:
         self._picked: dict[int, int | None] = {}
         self._glyphs: dict[tuple[Any, ...], Glyph | None] = {}
-        super().__init__(font)
+        self._codes = codes
+        super().__init__(font)  # .notdef and space, at the codes every record gives them
 
     # fpdf2 declares both as its cache wrappers; they are called as the methods they wrap.
     def pick(self, unicode: int) -> int | None:  # type: ignore[override]
@@ -149,6 +171,30 @@ class _DocumentSubset(SubsetMap):
         except KeyError:
             found = self._glyphs[key] = _GET_GLYPH(self, glyph, unicode, glyph_name, glyph_width)
             return found
+
+    def pick_glyph(self, glyph: Glyph | None) -> int | None:
+        if self._codes is None or glyph is None:
+            return super().pick_glyph(glyph)
+        code = self._char_id_per_glyph.get(glyph)
+        if code is None:
+            code = self._codes.pick_glyph(glyph)  # never None for a glyph
+            if code is not None:
+                self._char_id_per_glyph[glyph] = code
+        return code
+
+    def glyphs_of(self, text: str) -> dict[Glyph | None, int]:
+        """The glyphs that show `text`, with their codes, recorded as used."""
+        used: dict[Glyph | None, int] = {}
+        for char in text:
+            code = self.pick(ord(char))
+            glyph = self.get_glyph(unicode=ord(char))
+            if code is not None and glyph is not None:
+                used[glyph] = code
+        return used
+
+    def record(self, used: dict[Glyph | None, int]) -> None:
+        """Record glyphs as used, at the codes `glyphs_of` gave them."""
+        self._char_id_per_glyph.update(used)
 
 
 _PICK = SubsetMap.pick.__wrapped__
@@ -266,13 +312,8 @@ def _new_document(texts: Iterable[str]) -> tuple[FPDF, _Writer]:
     fonts = _fonts()
     regular = fonts.add(pdf, FAMILY, "", "NotoSans-Regular.ttf")
     bold = fonts.add(pdf, FAMILY, "B", "NotoSans-Bold.ttf")
-    missing = {
-        char
-        for text in texts
-        if not text.isascii()
-        for char in text
-        if ord(char) not in regular.cmap and not char.isspace()
-    }
+    beyond_ascii = {text for text in texts if not text.isascii()}  # a certificate repeats its texts
+    missing = {char for char in "".join(beyond_ascii) if ord(char) not in regular.cmap and not char.isspace()}
     fallbacks: list[TTFFont] = []
     for family, file_name in FALLBACKS:
         if not missing:
@@ -286,7 +327,7 @@ def _new_document(texts: Iterable[str]) -> tuple[FPDF, _Writer]:
             del pdf.fonts[font.fontkey]
     if fallbacks:
         pdf.set_fallback_fonts([font.fontkey for font in fallbacks], exact_match=False)
-    if any(_Writer.needs_shaping(text) for text in texts):
+    if any(_Writer.needs_shaping(text) for text in beyond_ascii):
         pdf.set_text_shaping(use_shaping_engine=True)
     return pdf, _Writer(pdf, regular=regular, bold=bold, fallbacks=fallbacks, fonts=fonts)
 
@@ -308,15 +349,17 @@ class _Writer:
         self._pdf = pdf
         self._covers_ascii = fonts.covers_ascii
         self._wrapped = fonts.wrapped
+        self._operators = fonts.operators
         self._regular = regular
         self._bold = bold
         self._fallbacks = fallbacks
         self._pending: list[str] = []
         self._boxes: list[str] = []
+        self._font_set: tuple[int, float] | None = None
+        """The font and size of the text object being written, once set in it."""
         self._listed: set[tuple[int, int]] = set()
         """The fonts listed among each page's resources."""
-        self._encoded: dict[tuple[int, str], str] = {}
-        """Each run's text operator, by font and text: a certificate repeats its words (dates, names, states)."""
+        self._runs_encoded = fonts.runs
 
     def font_of(self, char: str, primary: TTFFont) -> TTFFont:
         code = ord(char)
@@ -377,7 +420,7 @@ class _Writer:
         """`text` on one line whose top left corner is (x, y), in mm; written by the next `flush`."""
         pdf = self._pdf
         primary = self._bold if bold else self._regular
-        if self.needs_shaping(text):
+        if not text.isascii() and self.needs_shaping(text):
             self.flush()
             self._use(primary, size)
             pdf.set_xy(x, y)
@@ -393,11 +436,26 @@ class _Writer:
             if (font.i, pdf.page) not in self._listed:  # once a page for each font: a set of them, for fpdf2
                 self._listed.add((font.i, pdf.page))
                 pdf._resource_catalog.add(PDFResourceType.FONT, font.i, pdf.page)
-            self._pending.append(f"/F{font.i} {size:.2f} Tf 1 0 0 1 {x * scale:.2f} {baseline:.2f} Tm")
-            encoded = self._encoded.get((font.i, run))
-            if encoded is None:
-                encoded = self._encoded[font.i, run] = font.encode_text(run)
-            self._pending.append(encoded)
+            if self._font_set != (font.i, size):  # the text object keeps it until another is set
+                self._font_set = (font.i, size)
+                self._pending.append(f"/F{font.i} {size:.2f} Tf")
+            self._pending.append(self._operator(x * scale, baseline))
+            self._pending.append(self._encoded(font, run))
+
+    def _encoded(self, font: TTFFont, run: str) -> str:
+        """The text operator of `run` in `font`, its glyphs recorded as used by the document."""
+        subset = font.subset
+        if not isinstance(subset, _DocumentSubset) or font.is_symbol:
+            return font.encode_text(run)
+        key = (font.fontkey, run)
+        found = self._runs_encoded.get(key)
+        if found is None:
+            if len(self._runs_encoded) >= _RUNS_KEPT:
+                self._runs_encoded.clear()
+            found = self._runs_encoded[key] = (font.encode_text(run), subset.glyphs_of(run))
+        else:
+            subset.record(found[1])
+        return found[0]
 
     def _runs(self, text: str, primary: TTFFont) -> list[tuple[TTFFont, str]]:
         """`text` cut where the font that prints it changes: most text of a certificate is one run of `primary`."""
@@ -418,8 +476,21 @@ class _Writer:
         """A cell's border (and its fill, in the fill colour), written by the next `flush` under its text."""
         pdf = self._pdf
         scale = pdf.k
-        corner = f"{x * scale:.2f} {(pdf.h - y) * scale:.2f}"
-        self._boxes.append(f"{corner} {width * scale:.2f} {-height * scale:.2f} re {'B' if filled else 'S'}")
+        self._boxes.append(self._operator(x * scale, (pdf.h - y) * scale, width * scale, -height * scale, filled))
+
+    def _operator(self, *numbers: float) -> str:
+        """A text's position (x, y) or a box (x, y, width, height, filled) as its operator."""
+        written = self._operators.get(numbers)
+        if written is None:
+            if len(self._operators) >= _OPERATORS_KEPT:
+                self._operators.clear()
+            if len(numbers) == 2:
+                written = f"1 0 0 1 {numbers[0]:.2f} {numbers[1]:.2f} Tm"
+            else:
+                x, y, width, height, filled = numbers
+                written = f"{x:.2f} {y:.2f} {width:.2f} {height:.2f} re {'B' if filled else 'S'}"
+            self._operators[numbers] = written
+        return written
 
     def flush(self) -> None:
         """Write the boxes noted since the last flush, then the text, in black, as one text object."""
@@ -429,6 +500,7 @@ class _Writer:
         if self._pending:
             self._pdf._out(f"q 0 g BT {' '.join(self._pending)} ET Q")
             self._pending.clear()
+            self._font_set = None
 
     def line(self, text: str, *, size: float, height: float, bold: bool = False) -> None:
         """A line of its own at the left margin, then down by `height`."""
