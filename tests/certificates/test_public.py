@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import msgspec
@@ -88,3 +89,19 @@ async def test_a_pdf_asked_for_by_many_at_once_is_made_once(monkeypatch: pytest.
     assert len(set(answers)) == 1
     assert await printed.document(facts) == answers[0]
     assert len(made) == 1
+
+
+async def test_every_pdf_of_a_process_is_made_on_its_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each thread keeps what it parsed of the fonts: on asyncio's pool, every one parsed them again.
+    threads: set[str] = set()
+    render = document.render_pdf
+    monkeypatch.setattr(
+        document, "render_pdf", lambda facts: threads.add(threading.current_thread().name) or render(facts)
+    )
+    printings = [PrintedCertificates() for _ in range(2)]
+    pets = [facts_of(pet_row(name=f"Rex {number}"), doses=many_doses(2)) for number in range(6)]
+
+    await asyncio.gather(*(printed.document(facts) for printed in printings for facts in pets))
+
+    assert len(threads) == 1
+    assert threads.pop().startswith("certificate-pdf")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import functools
 import hashlib
 import logging
@@ -252,7 +253,20 @@ class PrintedCertificates:
         from petrecords.certificates.document import render_pdf
 
         # A document takes milliseconds of processor: out of the event loop, which other requests share.
-        return await asyncio.to_thread(render_pdf, facts)
+        return await asyncio.get_running_loop().run_in_executor(_rendering(), render_pdf, facts)
+
+
+_renderer: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _rendering() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's one thread that makes PDFs. One is enough, for a document is Python that holds the
+    interpreter's lock; and a thread keeps what it parsed of the fonts and what it encoded (document.py): every
+    thread of asyncio's default pool kept its own, parsed in turn by the first documents each made."""
+    global _renderer
+    if _renderer is None:
+        _renderer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="certificate-pdf")
+    return _renderer
 
 
 def _live(digest: str, link: Found | None, now: int) -> Found:
