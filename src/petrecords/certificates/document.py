@@ -17,10 +17,11 @@ already cut and compressed, and kept.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import unicodedata
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ class _Fonts:
         self.operators: dict[tuple[float, ...], str] = {}
         """Operators that place text or draw a box, by their numbers: every document of a layout repeats them (the
         columns' edges, the rows' lines), and formatting their numbers was a fifth of a page."""
-        self.runs: dict[tuple[str, str], tuple[str, dict[Glyph | None, int]]] = {}
+        self.runs: dict[tuple[str, str], tuple[str, dict[int, Glyph]]] = {}
         """Each run of text's operator in a font, with the glyphs it shows and their codes: the thread gives a glyph
         the same code in every document, so that a run is encoded once, not once a document."""
         self.wrapped: dict[tuple[str, float, float, bool], list[str]] = {}
@@ -148,6 +149,8 @@ class _DocumentSubset(SubsetMap):
         self._picked: dict[int, int | None] = {}
         self._glyphs: dict[tuple[Any, ...], Glyph | None] = {}
         self._codes = codes
+        self._recorded: dict[int, Glyph] = {}
+        """Glyphs recorded by their codes (`record`): keyed by a glyph, each update compared glyphs in Python."""
         super().__init__(font)  # .notdef and space, at the codes every record gives them
 
     # fpdf2 declares both as its cache wrappers; they are called as the methods they wrap.
@@ -182,19 +185,25 @@ class _DocumentSubset(SubsetMap):
                 self._char_id_per_glyph[glyph] = code
         return code
 
-    def glyphs_of(self, text: str) -> dict[Glyph | None, int]:
-        """The glyphs that show `text`, with their codes, recorded as used."""
-        used: dict[Glyph | None, int] = {}
+    def glyphs_of(self, text: str) -> dict[int, Glyph]:
+        """The glyphs that show `text`, by their codes, recorded as used."""
+        used: dict[int, Glyph] = {}
         for char in text:
             code = self.pick(ord(char))
             glyph = self.get_glyph(unicode=ord(char))
             if code is not None and glyph is not None:
-                used[glyph] = code
+                used[code] = glyph
         return used
 
-    def record(self, used: dict[Glyph | None, int]) -> None:
-        """Record glyphs as used, at the codes `glyphs_of` gave them."""
-        self._char_id_per_glyph.update(used)
+    def record(self, used: dict[int, Glyph]) -> None:
+        """Record glyphs as used, by the codes `glyphs_of` gave them."""
+        self._recorded.update(used)
+
+    def items(self) -> Iterator[tuple[Glyph | None, int]]:
+        by_code: dict[int, Glyph | None] = {code: glyph for glyph, code in self._char_id_per_glyph.items()}
+        by_code.update(self._recorded)  # a code is one glyph's, in every record of the thread
+        for code, glyph in by_code.items():
+            yield glyph, code
 
 
 _PICK = SubsetMap.pick.__wrapped__
@@ -336,6 +345,12 @@ def _shaped(char: str) -> bool:
     return unicodedata.name(char, "").startswith(_SHAPED_SCRIPTS)
 
 
+@functools.lru_cache(maxsize=_WRAPPED_KEPT)
+def _beyond_ascii_needs_shaping(text: str) -> bool:
+    # Kept: a certificate writes and wraps each of its names, clinics and vets many times.
+    return any(_shaped(char) for char in text if ord(char) > 0x2FF)
+
+
 class _Writer:
     """Text on the page, at the cost of the text alone.
 
@@ -414,7 +429,7 @@ class _Writer:
 
     @staticmethod
     def needs_shaping(text: str) -> bool:
-        return not text.isascii() and any(_shaped(char) for char in text if ord(char) > 0x2FF)
+        return not text.isascii() and _beyond_ascii_needs_shaping(text)
 
     def text(self, x: float, y: float, text: str, *, size: float, bold: bool = False, width: float = 0) -> None:
         """`text` on one line whose top left corner is (x, y), in mm; written by the next `flush`."""
