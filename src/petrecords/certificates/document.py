@@ -435,7 +435,7 @@ class _Writer:
         """`text` on one line whose top left corner is (x, y), in mm; written by the next `flush`."""
         pdf = self._pdf
         primary = self._bold if bold else self._regular
-        if not text.isascii() and self.needs_shaping(text):
+        if self.needs_shaping(text):
             self.flush()
             self._use(primary, size)
             pdf.set_xy(x, y)
