@@ -81,6 +81,16 @@ async def doses_a_day_apart(
     return [await dose(client, pet, vaccine, -300, 3 + n) for n, pet in enumerate(every_pet)]
 
 
+async def doses_sooner_for_later_pets(
+    client: Client, rex: dict[str, Any], vaccine: dict[str, Any], pets: int
+) -> list[dict[str, Any]]:
+    """Rex and `pets` - 1 pets more, made in turn (their ids rising), each given a dose of `vaccine` due a day before
+    the one before: the ranges' order is the reverse of the pets'."""
+    every_pet = [rex, *[(await create(client, ALICE, name=f"Pet {n}")).json() for n in range(pets - 1)]]
+    assert [pet["id"] for pet in every_pet] == sorted(pet["id"] for pet in every_pet)
+    return [await dose(client, pet, vaccine, -300, 3 + pets - n) for n, pet in enumerate(every_pet)]
+
+
 async def reminders_of(client: Client, user: str = ADMIN) -> list[tuple[str, str, int]]:
     """(dose id, action, version) of each reminder the caller sees in the feed, in its order."""
     feed = await read_all(client, user, limit=1000)
@@ -461,6 +471,70 @@ class TestOffTheLoop:
 
         assert sorted(await reminders_of(client)) == sorted(
             (one["id"], action, 1) for one in given for action in REMINDERS
+        )
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_sqlite_burst_is_written_in_the_order_of_its_pets(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await doses_sooner_for_later_pets(client, rex, rabies, 6)
+        reminders.APART_AT = 1
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+
+        assert await reminders.remind(now=later(1)) == 6  # a burst, in a process
+        assert reminders.processes == 1
+
+        pet_of = {one["id"]: one["petId"] for one in given}
+        written = [pet_of[dose_id] for dose_id, _, _ in await reminders_of(client)]
+        assert written == sorted(written) == [one["petId"] for one in given]
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_sqlite_burst_reads_ahead_a_part_at_a_time_and_writes_each_once(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await doses_sooner_for_later_pets(client, rex, rabies, 6)
+        reminders.APART_AT = 1
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        reminders.READ_AHEAD = 3
+
+        assert await reminders.remind(now=later(1)) == 6
+
+        # Read three at a time in the order of their moments (the last pet's first), written two at a time in the
+        # order of their pets; the one left is read again with the next part: pets 3 and 4, then of 5, 2 and 1
+        # pets 1 and 2, then of 5 and 0 both.
+        order = [given[n]["id"] for n in (3, 4, 1, 2, 0, 5)]
+        assert await reminders_of(client) == [(dose_id, "due-soon", 1) for dose_id in order]
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_dose_deleted_after_the_burst_read_it_is_not_reminded(
+        self,
+        client: Client,
+        reminders: Reminders,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        given = await doses_sooner_for_later_pets(client, rex, rabies, 4)
+        reminders.APART_AT = 1
+        reminders.BATCH = reminders.LEAST_BATCH = 2
+        own = reminders_module.ReadAhead.take
+        gone = given[3]  # read with the others, in the second batch
+        deleted: list[bool] = []
+
+        async def then_deleted(ahead: reminders_module.ReadAhead, *arguments: Any) -> list[Due]:
+            taken = await own(ahead, *arguments)
+            if not deleted and any(row[0] == uuid.UUID(gone["id"]) for row in ahead.rows):
+                assert (await client.delete(f"{DOSES}/{gone['id']}", headers=auth())).status_code in (200, 204)
+                deleted.append(True)
+            return taken
+
+        monkeypatch.setattr(reminders_module.ReadAhead, "take", then_deleted)
+        # In this process, so that its read ahead is the one above: the dose is deleted once read, before its batch.
+        assert await reminders.remind_alone(later(1), threading.Event()) == (3, True)
+
+        assert deleted
+        assert sorted(await reminders_of(client)) == sorted(
+            (one["id"], "due-soon", 1) for one in given if one is not gone
         )
 
     async def test_a_burst_is_spread_over_the_time_it_is_given(
