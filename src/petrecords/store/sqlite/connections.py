@@ -56,7 +56,7 @@ _READ_CONNECTIONS = 3
 process (lookups by id have a connection of their own)."""
 
 
-def _all_rows(driver: Any, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+def _all_rows(driver: Any, sql: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
     rows: list[Sequence[Any]] = driver.execute(sql, parameters).fetchall()
     return rows
 
@@ -126,7 +126,7 @@ class _Connection:
     def _past_deadline(self) -> bool:
         return time.monotonic() > self.deadline
 
-    def all_rows_on_a_thread(self, sql: str, parameters: dict[str, Any]) -> list[Sequence[Any]]:
+    def all_rows_on_a_thread(self, sql: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
         """A statement's rows, run on a thread with no progress handler: every call of the handler takes the GIL
         from the event loop (thousands a second), which made a long read about 60 % slower and doubled the p99 of
         the loop's own statements beside it. The event loop interrupts such a statement at its deadline instead

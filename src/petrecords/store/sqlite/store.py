@@ -172,7 +172,7 @@ class SqliteStore(SqlStore):
         sql, row_reader = _lookup_of(collection)
         try:
             # All of them: a statement read to its end holds no snapshot of the database open.
-            rows = database.lookups.cursor.execute(sql, {"record_id": record_id.hex}).fetchall()
+            rows = database.lookups.cursor.execute(sql, (record_id.hex,)).fetchall()
         except sqlite3.Error as exc:
             raise_translated(exc)
         return row_reader.row(rows[0]) if rows else None
