@@ -283,7 +283,7 @@ class Reminders:
     thinner takes less from the requests meanwhile; the 10 s left are for a pass that falls behind, which then rests
     no more. 100,000 on PostgreSQL, spread over 40 s: written in 37.7 s where 27.6-31.2 s, get by id at 0.54 of its
     rate meanwhile where 0.44-0.49 (bench/results/2026-12-06-a-burst-in-a-process.md); on SQLite over 50 s, written
-    in 50.2-50.6 s (bench/results/2026-12-06-a-burst-in-the-order-of-its-pets.md)."""
+    in 50.2-50.6 s (bench/results/2026-12-06-burst-by-pet.md)."""
     MOST_PACED_REST = 2.0
     """The longest such a rest: the pass looks at its time again after each batch."""
 
@@ -292,7 +292,7 @@ class Reminders:
     pets rather than of their moments: the change log's index by pet (`shared_key`) then takes its entries in order,
     as does its index by record where doses were entered with their pets, where in the order of their moments every
     reminder wrote a page of each at random. A pass of 100,000 in one process wrote 1.5 GB to the write-ahead log
-    where 3.3 GB, in 13-16 s of CPU where 17-20 s (bench/results/2026-12-06-a-burst-in-the-order-of-its-pets.md).
+    where 3.3 GB, in 13-16 s of CPU where 17-20 s (bench/results/2026-12-06-burst-by-pet.md).
     The rows are read again by id in the batch's write transaction, as on PostgreSQL; of 20,000 rows, a read ahead
     keeps a few megabytes."""
 

@@ -44,7 +44,7 @@ async def _run(order: ReminderOrder) -> ReminderReport:
     settings = Settings(**order.settings)  # type: ignore[arg-type]
     # What the process has made so far (its modules, above all) lives as long as it does: kept out of the
     # collector's counts, which walked it again at each older generation's collection. The collector took 11 % of a
-    # pass's CPU, 5 % with them frozen (bench/results/2026-12-06-a-burst-in-the-order-of-its-pets.md).
+    # pass's CPU, 5 % with them frozen (bench/results/2026-12-06-burst-by-pet.md).
     gc.freeze()
     stop = threading.Event()
     loop = asyncio.get_running_loop()
