@@ -17,8 +17,9 @@ SQLite transaction, each in its own savepoint (a failed request rolls back only 
 one COMMIT. No request of the group answers before that COMMIT has returned; if it fails, all of them
 answer 503 and none of their work is kept (the write-ahead log sealed, see SqliteTransaction._seal_log).
 
-Every statement (one per collection and query shape) is compiled once to SQL with named parameters and run
-on the driver's own connection: SQLAlchemy's per-execution work costs several times a primary-key lookup.
+Every statement (one per collection and query shape) is compiled once to SQL with positional parameters (their
+names kept in order) and run on the driver's own connection: SQLAlchemy's per-execution work costs several times a
+primary-key lookup.
 
 In parts: `statements` (compiled once), `connections` (the file's connections, write groups), `transaction`,
 `store`.
