@@ -471,28 +471,27 @@ class Reminders:
                 now = self._clock() if given is None else given
                 started = time.monotonic()
                 statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
-                if isinstance(store, SqliteStore):
-                    if ahead is None:
-                        found, taken, told = await self._read_and_remind(store, statement, now)
-                        took = time.monotonic() - started
-                    else:
+                if isinstance(store, SqliteStore) and ahead is None:
+                    found, taken, told = await self._read_and_remind(store, statement, now)
+                    took = time.monotonic() - started
+                else:
+                    # Rows read before their write transaction (a burst's read ahead on SQLite; on PostgreSQL every
+                    # batch's), which reads them again.
+                    if ahead is not None:
                         found = await ahead.take(store, reminded, now + soon_ms, batch)
-                        writing = time.monotonic()
+                    else:
+                        async with store.transaction(write=False, single=True) as tx:
+                            found = _read(await statements_of(tx).fetch(statement))
+                    taken = told = 0
+                    writing = time.monotonic()
+                    if found:
                         async with store.transaction(write=True) as tx:
-                            taken, told = await self._remind_batch(tx, found, now, read_again=True) if found else (0, 0)
-                        took = time.monotonic() - writing
+                            taken, told = await self._remind_batch(tx, found, now, read_again=True)
+                    took = time.monotonic() - writing
+                if isinstance(store, SqliteStore):
                     # After the batch's time is taken, which sizes its hold of the writer: this copy is what SQLite's
                     # own checkpoints after each COMMIT would do, had readers let them finish.
                     await store.empty_log(past_bytes=self.LOG_BYTES)
-                else:
-                    async with store.transaction(write=False, single=True) as tx:
-                        found = _read(await statements_of(tx).fetch(statement))
-                    if not found:
-                        break
-                    writing = time.monotonic()
-                    async with store.transaction(write=True) as tx:
-                        taken, told = await self._remind_batch(tx, found, now, read_again=True)
-                    took = time.monotonic() - writing
                 if not found:
                     break
                 written += told

@@ -91,6 +91,12 @@ async def doses_sooner_for_later_pets(
     return [await dose(client, pet, vaccine, -300, 3 + pets - n) for n, pet in enumerate(every_pet)]
 
 
+def in_batches_of_two(reminders: Reminders) -> None:
+    """Every pass a burst (in a process of its own where `remind` starts it), in batches of two."""
+    reminders.APART_AT = 1
+    reminders.BATCH = reminders.LEAST_BATCH = 2
+
+
 async def reminders_of(client: Client, user: str = ADMIN) -> list[tuple[str, str, int]]:
     """(dose id, action, version) of each reminder the caller sees in the feed, in its order."""
     feed = await read_all(client, user, limit=1000)
@@ -478,8 +484,7 @@ class TestOffTheLoop:
         self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
         given = await doses_sooner_for_later_pets(client, rex, rabies, 6)
-        reminders.APART_AT = 1
-        reminders.BATCH = reminders.LEAST_BATCH = 2
+        in_batches_of_two(reminders)
 
         assert await reminders.remind(now=later(1)) == 6  # a burst, in a process
         assert reminders.processes == 1
@@ -493,8 +498,7 @@ class TestOffTheLoop:
         self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
     ) -> None:
         given = await doses_sooner_for_later_pets(client, rex, rabies, 6)
-        reminders.APART_AT = 1
-        reminders.BATCH = reminders.LEAST_BATCH = 2
+        in_batches_of_two(reminders)
         reminders.READ_AHEAD = 3
 
         assert await reminders.remind(now=later(1)) == 6
@@ -515,8 +519,7 @@ class TestOffTheLoop:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         given = await doses_sooner_for_later_pets(client, rex, rabies, 4)
-        reminders.APART_AT = 1
-        reminders.BATCH = reminders.LEAST_BATCH = 2
+        in_batches_of_two(reminders)
         own = reminders_module.ReadAhead.take
         gone = given[3]  # read with the others, in the second batch
         deleted: list[bool] = []
