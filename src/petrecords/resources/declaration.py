@@ -446,6 +446,7 @@ class ResourceSet:
         self._keeping = {
             resource.name: tuple(one for one in self.kept if resource in one.follows) for resource in self.resources
         }
+        self._ranks: dict[str, int] = {}
 
     def keeping(self, resource: Resource) -> tuple[Kept, ...]:
         """The kept records that follow the writes of a resource's records."""
@@ -484,8 +485,14 @@ class ResourceSet:
 
     def rank(self, resource: Resource) -> int:
         """How many references away from records that refer to nothing: the order in which a transaction
-        takes the locks of several resources' records (referenced ones first), so that none waits in a cycle."""
-        return max((self.rank(reference.target) + 1 for reference in resource.references), default=0)
+        takes the locks of several resources' records (referenced ones first), so that none waits in a cycle.
+        Found once for each resource: every lock a write takes asks it (a batch of reminders, a thousand)."""
+        known = self._ranks.get(resource.name)
+        if known is None:
+            known = self._ranks[resource.name] = max(
+                (self.rank(reference.target) + 1 for reference in resource.references), default=0
+            )
+        return known
 
 
 class DeclarationError(ConfigurationError):
