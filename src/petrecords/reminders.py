@@ -211,11 +211,13 @@ def embedded_locks(doses: Sequence[Row]) -> list[Lock]:
     """Shared holds of the records these doses embed. A reminder shows its dose with them as they are where it
     comes in the change log: a vaccine's write holds the vaccine, but not the pets a pass holds, and without these
     a vaccine renamed between the pass's read and its COMMIT came in the log before a reminder showing its old name."""
-    joined = {join.column for join in PET_VACCINATIONS.collection.joins}
+    joined = [join.column for join in PET_VACCINATIONS.collection.joins]
+    # Each record a batch embeds once: its doses embed a few vaccines between them.
+    embedded = {tuple(dose[column] for column in joined) for dose in doses}
     return [
         lock
-        for dose in doses
-        for lock in reference_locks(RESOURCES, PET_VACCINATIONS, {column: dose[column] for column in joined})
+        for values in embedded
+        for lock in reference_locks(RESOURCES, PET_VACCINATIONS, dict(zip(joined, values, strict=True)))
     ]
 
 
