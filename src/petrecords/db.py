@@ -81,14 +81,16 @@ def sqlite_uri(path: Path, *, mode: str) -> str:
     return f"{path.absolute().as_uri()}?mode={mode}"
 
 
-def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool, create: bool = True) -> sa.Engine:
+def create_sqlite_engine(
+    url: str, *, busy_timeout_ms: int, autocommit: bool, create: bool = True, cache_kib: int | None = None
+) -> sa.Engine:
     """SQLite from the pysqlite3 wheel: its library has the WAL fixes the system one lacks.
 
     WAL lets readers run beside the one writer; synchronous=FULL makes every acknowledged commit
     durable against power loss, not only against a crash of the process. An older library than
     MIN_SQLITE_VERSION is refused (SqliteTooOld) before anything is opened. Without `create`, a connection
     opens only a database file that exists: where there is none, SQLite answers CANTOPEN instead of making
-    a new, empty one.
+    a new, empty one. `cache_kib`: each connection's page cache, where not SQLite's default (2,000 KiB).
     """
     check_sqlite_version(sqlite3.sqlite_version_info)
     path = sqlite_path(url)
@@ -113,6 +115,7 @@ def create_sqlite_engine(url: str, *, busy_timeout_ms: int, autocommit: bool, cr
             "synchronous = FULL",
             f"busy_timeout = {busy_timeout_ms}",
             "foreign_keys = ON",
+            *(() if cache_kib is None else (f"cache_size = -{int(cache_kib)}",)),
         ):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()

@@ -298,6 +298,12 @@ class Reminders:
     The rows are read again by id in the batch's write transaction, as on PostgreSQL; of 20,000 rows, a read ahead
     keeps a few megabytes."""
 
+    CACHE_KIB = 64 << 10
+    """On SQLite, the page cache of each of the pass's connections (SQLite's default: 2,000 KiB). A batch of 1,000
+    reminders writes some 2,000 pages (a leaf of the change log's index by owner for nearly each), which did not fit:
+    pages were read again and again, 3.5-4.1 GB in a pass of 100,000 where 1.6 GB with this, and its system CPU
+    was 4.3-5.3 s where 2.9-3.7 s (bench/results/2026-12-06-a-pass-with-room.md). It grows only as pages are read."""
+
     TUNING = (
         "BATCH",
         "LEAST_BATCH",
@@ -307,6 +313,7 @@ class Reminders:
         "SPREAD_SECONDS",
         "MOST_PACED_REST",
         "READ_AHEAD",
+        "CACHE_KIB",
     )
     """The numbers above, which a pass in a process of its own is given as this one has them (with REST's)."""
 
@@ -446,6 +453,7 @@ class Reminders:
             settings.resolved_database_url,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
             statement_timeout_seconds=settings.db_statement_timeout_seconds,
+            cache_kib=self.CACHE_KIB,
         )
         try:
             with store.alone("reminders") as held:

@@ -100,6 +100,22 @@ def test_connections_use_wal_full_sync_busy_timeout_and_foreign_keys(tmp_path: P
     assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 4321, "foreign_keys": 1}
 
 
+@pytest.mark.parametrize(("cache_kib", "cache_size"), [(None, -2000), (65_536, -65_536)])
+def test_a_connections_page_cache_is_sqlites_default_unless_given(
+    tmp_path: Path, cache_kib: int | None, cache_size: int
+) -> None:
+    """A reminders pass opens its store with a larger cache (Reminders.CACHE_KIB); the server's connections keep
+    SQLite's default."""
+    engine = create_sqlite_engine(
+        f"sqlite:///{tmp_path / 'c.sqlite3'}", busy_timeout_ms=100, autocommit=True, cache_kib=cache_kib
+    )
+    try:
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA cache_size").scalar_one() == cache_size
+    finally:
+        engine.dispose()
+
+
 async def test_a_deep_page_never_seeks_from_another_connections_anchors(tmp_path: Path) -> None:
     """`PRAGMA data_version` counts the changes one connection has seen: two readers can show the same value for
     different states of the data (one saw two commits as one change). Anchors kept under it are the reader's own."""

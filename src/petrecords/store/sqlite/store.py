@@ -52,7 +52,14 @@ class SqliteStore(SqlStore):
 
     dialect = "sqlite"
 
-    def __init__(self, url: str, *, busy_timeout_ms: int, statement_timeout_seconds: float = math.inf) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int,
+        statement_timeout_seconds: float = math.inf,
+        cache_kib: int | None = None,
+    ) -> None:
         super().__init__()
         path = sqlite_path(url)
         if path is None:
@@ -62,7 +69,7 @@ class SqliteStore(SqlStore):
         self._wal_path = f"{path}-wal"
         self._probe_uri = sqlite_uri(path, mode="ro")
         # SQLite never waits on its own here: _begin does, without blocking the event loop.
-        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True, create=False)
+        self._engine = create_sqlite_engine(url, busy_timeout_ms=0, autocommit=True, create=False, cache_kib=cache_kib)
         self.busy_timeout_seconds = busy_timeout_ms / 1000
         self.statement_timeout_seconds = statement_timeout_seconds
         """How long a read's statement may run before it is interrupted and the request answers 503."""
