@@ -2,13 +2,16 @@
 order (ReminderOrder) as JSON on its standard input, what it did (ReminderReport) as JSON on its standard output.
 
 It holds the database's reminders lock file for the pass, or writes nothing and says so where another process holds
-it. SIGTERM or SIGINT (the serving process stopping, Ctrl-C) end the pass after its batch. Its log lines go to the
-standard error it shares with the process that started it, in the same JSON."""
+it. SIGTERM or SIGINT (the serving process stopping, Ctrl-C) end the pass after its batch, and so does the end of the
+process that started it (a worker killed with SIGKILL, which can tell no one): the lock file is then let go within a
+batch and a second, and the worker started in its place writes the rest. Its log lines go to the standard error it
+shares with the process that started it, in the same JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
 import sys
 import threading
@@ -38,6 +41,18 @@ class ReminderReport(msgspec.Struct, frozen=True):
     """The database could not serve the pass (its cause): the duty tries again at its next round."""
 
 
+PARENT_CHECK_SECONDS = 1.0
+"""How often the process looks whether the process that started it is still there."""
+
+
+def _end_with_parent(stop: threading.Event) -> None:
+    """Set `stop` once the process that started this one has ended: the kernel then gives this one another parent."""
+    parent = os.getppid()
+    while not stop.wait(PARENT_CHECK_SECONDS):
+        if os.getppid() != parent:
+            stop.set()
+
+
 async def _run(order: ReminderOrder) -> ReminderReport:
     from petrecords.reminders import Reminders
 
@@ -50,6 +65,7 @@ async def _run(order: ReminderOrder) -> ReminderReport:
     loop = asyncio.get_running_loop()
     for ending in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(ending, stop.set)
+    threading.Thread(target=_end_with_parent, args=(stop,), name="parent-watch", daemon=True).start()
     reminders = Reminders(settings, lambda: None)
     for name, value in order.tuning.items():
         setattr(reminders, name, {"sqlite": value} if name == "REST" else type(getattr(Reminders, name))(value))
@@ -66,7 +82,13 @@ def main() -> None:
     order = msgspec.json.decode(sys.stdin.buffer.read(), type=ReminderOrder)
     configure_logging(str(order.settings.get("log_level", "INFO")))
     report = asyncio.run(_run(order))
-    sys.stdout.buffer.write(msgspec.json.encode(report))
+    try:
+        sys.stdout.buffer.write(msgspec.json.encode(report))
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # The process that started this one has ended: no one to tell. Standard output goes nowhere from here, so
+        # that the flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -28,10 +28,12 @@ from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
 from petrecords.db import sqlite_path
 from petrecords.reminders import BY, Due, Reminders
+from petrecords.reminders_apart import ReminderOrder
 from petrecords.resources.kept import keep_notices
 from petrecords.resources.wire import show
 from petrecords.store.base import NewChange, Store, Transaction
 from petrecords.store.records import Statement
+from petrecords.store.sqlite import SqliteStore
 from petrecords.vaccinations import PET_VACCINATIONS
 from petrecords.values import format_timestamp, now_ms
 from tests.api.test_changes_feed import read_all, settled
@@ -65,6 +67,25 @@ async def store(client: Client, settings: Settings) -> AsyncIterator[Store]:
 def reminders(store: Store, settings: Settings) -> Reminders:
     """That instance's duty, run a pass at a time."""
     return Reminders(settings, lambda: store)
+
+
+STARTS_A_PASS_AND_WAITS = """
+import subprocess, sys, time
+said = open(sys.argv[1], "wb")
+apart = subprocess.Popen(
+    [sys.executable, "-m", "petrecords.reminders_apart"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=said
+)
+apart.stdin.write(sys.stdin.buffer.read())
+apart.stdin.close()
+print(apart.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def process_ended(stat: Path) -> bool:
+    """Whether the process of this /proc/PID/stat has ended: no one waits for an orphan but the process that takes
+    it in, and it may linger as a zombie (Z) meanwhile."""
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def later(days: float) -> int:
@@ -581,6 +602,61 @@ class TestOffTheLoop:
         assert await reminders.remind() == len(given) - 2
         assert reminders.processes == 2
         assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_burst_whose_worker_is_killed_ends_after_its_batch_and_lets_go_of_the_lock(
+        self,
+        client: Client,
+        store: Store,
+        reminders: Reminders,
+        rex: dict[str, Any],
+        rabies: dict[str, Any],
+        tmp_path: Path,
+    ) -> None:
+        given = await doses_a_day_apart(client, rex, rabies, 6)
+        assert isinstance(store, SqliteStore)
+        # As the duty orders it, but resting a few seconds after each batch.
+        tuning = {name: float(getattr(reminders, name)) for name in Reminders.TUNING}
+        order = ReminderOrder(
+            settings=reminders.settings_of_a_pass(),
+            tuning=tuning | {"BATCH": 2, "LEAST_BATCH": 2, "APART_AT": 1, "REST": 10_000.0},
+            now=None,
+        )
+        # A worker in miniature: it starts the pass's process as the duty does, then is killed with SIGKILL, which
+        # it cannot pass on.
+        said = tmp_path / "apart.stderr"
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", STARTS_A_PASS_AND_WAITS, str(said), stdin=PIPE, stdout=PIPE
+        )
+        assert worker.stdin is not None
+        assert worker.stdout is not None
+        worker.stdin.write(msgspec.json.encode(order))
+        worker.stdin.close()
+        apart = Path(f"/proc/{int(await worker.stdout.readline())}/stat")  # the pass's process has started
+
+        async def first_batch_written() -> bool:
+            return len(await reminders_of(client)) >= 2
+
+        await until(first_batch_written, what="the burst's first batch")
+        worker.kill()
+        await worker.wait()
+
+        async def lock_let_go() -> bool:
+            return not store.held_elsewhere("reminders")
+
+        # Within its first rest (10,000 times its batch's time: `until` waits 10 s), not at the end of its pass.
+        await until(lock_let_go, what="the orphaned pass to end")
+        written = len(await reminders_of(client))
+        assert written in (2, 4)  # the batch under way when the worker died, if any, committed
+        assert await reminders.remind() == len(given) - written
+        assert sorted(await reminders_of(client)) == sorted((one["id"], "due-soon", 1) for one in given)
+
+        async def apart_ended() -> bool:
+            return process_ended(apart)
+
+        await until(apart_ended, what="the orphaned pass's process to end")
+        # Its report had no one to go to, and it said nothing of that.
+        assert "Traceback" not in said.read_text()
 
     @pytest.mark.only_on("sqlite")
     async def test_a_sqlite_pass_empties_the_log_that_readers_keep_from_starting_again(
