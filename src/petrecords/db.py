@@ -93,6 +93,8 @@ def create_sqlite_engine(
     a new, empty one. `cache_kib`: each connection's page cache, where not SQLite's default (2,000 KiB).
     """
     check_sqlite_version(sqlite3.sqlite_version_info)
+    if cache_kib is not None and cache_kib <= 0:
+        raise ValueError(f"a page cache of {cache_kib} KiB: give a positive size, or none for SQLite's default")
     path = sqlite_path(url)
     connect_args: dict[str, Any] = {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
     options: dict[str, Any] = {"connect_args": connect_args}

@@ -116,6 +116,15 @@ def test_a_connections_page_cache_is_sqlites_default_unless_given(
         engine.dispose()
 
 
+@pytest.mark.parametrize("cache_kib", [0, -1])
+def test_a_page_cache_of_no_size_is_refused(tmp_path: Path, cache_kib: int) -> None:
+    # SQLite reads `cache_size = --1` as a comment, and a cache of 0 as its least.
+    with pytest.raises(ValueError, match="give a positive size"):
+        create_sqlite_engine(
+            f"sqlite:///{tmp_path / 'c.sqlite3'}", busy_timeout_ms=100, autocommit=True, cache_kib=cache_kib
+        )
+
+
 async def test_a_deep_page_never_seeks_from_another_connections_anchors(tmp_path: Path) -> None:
     """`PRAGMA data_version` counts the changes one connection has seen: two readers can show the same value for
     different states of the data (one saw two commits as one change). Anchors kept under it are the reader's own."""
