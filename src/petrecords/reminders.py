@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import os
 import sys
 import threading
 import time
@@ -301,8 +302,9 @@ class Reminders:
     CACHE_KIB = 64 << 10
     """On SQLite, the page cache of each of the pass's connections (SQLite's default: 2,000 KiB). A batch of 1,000
     reminders writes some 2,000 pages (a leaf of the change log's index by owner for nearly each), which did not fit:
-    pages were read again and again, 3.5-4.1 GB in a pass of 100,000 where 1.6 GB with this, and its system CPU
-    was 4.3-5.3 s where 2.9-3.7 s (bench/results/2026-12-06-a-pass-with-room.md). It grows only as pages are read."""
+    pages were read again and again, 3.6-3.7 GB in a pass of 100,000 where 1.6 GB with this, and its system CPU
+    was 4.3-4.9 s where 2.9-3.2 s (bench/results/2026-12-06-a-pass-with-room.md). Each connection's grows only as
+    it reads pages: the pass writes on one, and reads its ranges on another."""
 
     TUNING = (
         "BATCH",
@@ -415,6 +417,7 @@ class Reminders:
             settings=self.settings_of_a_pass(),
             tuning={name: getattr(self, name) for name in self.TUNING} | {"REST": self.REST.get("sqlite", 0.0)},
             now=now,
+            parent=os.getpid(),
         )
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "petrecords.reminders_apart", stdin=PIPE, stdout=PIPE

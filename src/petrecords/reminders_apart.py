@@ -4,8 +4,8 @@ order (ReminderOrder) as JSON on its standard input, what it did (ReminderReport
 It holds the database's reminders lock file for the pass, or writes nothing and says so where another process holds
 it. SIGTERM or SIGINT (the serving process stopping, Ctrl-C) end the pass after its batch, and so does the end of the
 process that started it (a worker killed with SIGKILL, which can tell no one): the lock file is then let go within a
-batch and a second, and the worker started in its place writes the rest. Its log lines go to the standard error it
-shares with the process that started it, in the same JSON."""
+batch and a second, for the next pass (of a server started again, or of another process serving the file) to write
+the rest. Its log lines go to the standard error it shares with the process that started it, in the same JSON."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ class ReminderOrder(msgspec.Struct, frozen=True):
     """The numbers that tune a pass, by attribute name (Reminders.TUNING, and REST's for SQLite)."""
     now: int | None
     """The moment the pass writes up to (epoch milliseconds); None: the clock's at each batch."""
+    parent: int | None = None
+    """The process id of the process that started this one, which the pass ends with; None: whichever it is when the
+    pass begins."""
 
 
 class ReminderReport(msgspec.Struct, frozen=True):
@@ -45,15 +48,19 @@ PARENT_CHECK_SECONDS = 1.0
 """How often the process looks whether the process that started it is still there."""
 
 
-def _end_with_parent(stop: threading.Event) -> None:
-    """Set `stop` once the process that started this one has ended: the kernel then gives this one another parent."""
-    parent = os.getppid()
-    while not stop.wait(PARENT_CHECK_SECONDS):
-        if os.getppid() != parent:
-            stop.set()
+def _end_with_parent(stop: threading.Event, parent: int) -> None:
+    """Set `stop` once the process `parent` is no longer this one's: the kernel gives an orphan another parent. Looked
+    at first at once, for a parent that ended while this process started."""
+    while os.getppid() == parent:
+        if stop.wait(PARENT_CHECK_SECONDS):
+            return
+    stop.set()
 
 
 async def _run(order: ReminderOrder) -> ReminderReport:
+    stop = threading.Event()
+    parent = os.getppid() if order.parent is None else order.parent
+    threading.Thread(target=_end_with_parent, args=(stop, parent), name="parent-watch", daemon=True).start()
     from petrecords.reminders import Reminders
 
     settings = Settings(**order.settings)  # type: ignore[arg-type]
@@ -61,11 +68,9 @@ async def _run(order: ReminderOrder) -> ReminderReport:
     # collector's counts, which walked it again at each older generation's collection. The collector took 11 % of a
     # pass's CPU, 5 % with them frozen (bench/results/2026-12-06-burst-by-pet.md).
     gc.freeze()
-    stop = threading.Event()
     loop = asyncio.get_running_loop()
     for ending in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(ending, stop.set)
-    threading.Thread(target=_end_with_parent, args=(stop,), name="parent-watch", daemon=True).start()
     reminders = Reminders(settings, lambda: None)
     for name, value in order.tuning.items():
         setattr(reminders, name, {"sqlite": value} if name == "REST" else type(getattr(Reminders, name))(value))
@@ -75,6 +80,8 @@ async def _run(order: ReminderOrder) -> ReminderReport:
         return ReminderReport(unavailable=exc.cause)
     except DATABASE_ERRORS as exc:
         return ReminderReport(unavailable=type(exc).__name__)
+    finally:
+        stop.set()  # the parent's watch ends with the pass
     return ReminderReport(written=written, held=held)
 
 

@@ -28,7 +28,7 @@ from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
 from petrecords.db import sqlite_path
 from petrecords.reminders import BY, Due, Reminders
-from petrecords.reminders_apart import ReminderOrder
+from petrecords.reminders_apart import ReminderOrder, ReminderReport
 from petrecords.resources.kept import keep_notices
 from petrecords.resources.wire import show
 from petrecords.store.base import NewChange, Store, Transaction
@@ -85,7 +85,10 @@ time.sleep(600)
 def process_ended(stat: Path) -> bool:
     """Whether the process of this /proc/PID/stat has ended: no one waits for an orphan but the process that takes
     it in, and it may linger as a zombie (Z) meanwhile."""
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:  # gone, or reaped as it was read
+        return True
 
 
 def later(days: float) -> int:
@@ -637,7 +640,8 @@ class TestOffTheLoop:
         async def first_batch_written() -> bool:
             return len(await reminders_of(client)) >= 2
 
-        await until(first_batch_written, what="the burst's first batch")
+        # Two processes' start (the worker's, then the pass's), on a machine the suite keeps busy.
+        await until(first_batch_written, what="the burst's first batch", seconds=30)
         worker.kill()
         await worker.wait()
 
@@ -657,6 +661,24 @@ class TestOffTheLoop:
         await until(apart_ended, what="the orphaned pass's process to end")
         # Its report had no one to go to, and it said nothing of that.
         assert "Traceback" not in said.read_text()
+
+    @pytest.mark.only_on("sqlite")
+    async def test_a_burst_whose_worker_ended_before_it_began_writes_nothing(
+        self, client: Client, reminders: Reminders, rex: dict[str, Any], rabies: dict[str, Any]
+    ) -> None:
+        given = await doses_a_day_apart(client, rex, rabies, 3)
+        # Its parent named as a process that is not its parent now: the worker that started it has ended.
+        tuning = {name: float(getattr(reminders, name)) for name in Reminders.TUNING}
+        order = ReminderOrder(settings=reminders.settings_of_a_pass(), tuning=tuning, now=None, parent=1)
+        apart = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "petrecords.reminders_apart", stdin=PIPE, stdout=PIPE
+        )
+        said, _ = await apart.communicate(msgspec.json.encode(order))
+
+        assert apart.returncode == 0
+        assert msgspec.json.decode(said, type=ReminderReport) == ReminderReport(written=0, held=True)
+        assert await reminders_of(client) == []
+        assert await reminders.remind() == len(given)
 
     @pytest.mark.only_on("sqlite")
     async def test_a_sqlite_pass_empties_the_log_that_readers_keep_from_starting_again(
