@@ -411,14 +411,19 @@ class Reminders:
     STOP_WAIT_SECONDS = 10.0
     """How long a duty that is cancelled waits for the pass's process to end its batch before it kills it."""
 
-    async def _remind_in_a_process(self, now: int | None) -> int:
-        """A SQLite pass in a process of its own (reminders_apart): how many reminders it wrote."""
-        order = ReminderOrder(
+    def order_of_a_pass(self, now: int | None, *, parent: int) -> ReminderOrder:
+        """What a pass in a process of its own (reminders_apart) is given: this duty's settings and numbers, the
+        moment it writes up to, and the process it ends with."""
+        return ReminderOrder(
             settings=self.settings_of_a_pass(),
             tuning={name: getattr(self, name) for name in self.TUNING} | {"REST": self.REST.get("sqlite", 0.0)},
             now=now,
-            parent=os.getpid(),
+            parent=parent,
         )
+
+    async def _remind_in_a_process(self, now: int | None) -> int:
+        """A SQLite pass in a process of its own (reminders_apart): how many reminders it wrote."""
+        order = self.order_of_a_pass(now, parent=os.getpid())
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "petrecords.reminders_apart", stdin=PIPE, stdout=PIPE
         )

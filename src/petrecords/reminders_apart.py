@@ -31,9 +31,8 @@ class ReminderOrder(msgspec.Struct, frozen=True):
     """The numbers that tune a pass, by attribute name (Reminders.TUNING, and REST's for SQLite)."""
     now: int | None
     """The moment the pass writes up to (epoch milliseconds); None: the clock's at each batch."""
-    parent: int | None = None
-    """The process id of the process that started this one, which the pass ends with; None: whichever it is when the
-    pass begins."""
+    parent: int
+    """The process id of the process that started this one, which the pass ends with."""
 
 
 class ReminderReport(msgspec.Struct, frozen=True):
@@ -59,8 +58,7 @@ def _end_with_parent(stop: threading.Event, parent: int) -> None:
 
 async def _run(order: ReminderOrder) -> ReminderReport:
     stop = threading.Event()
-    parent = os.getppid() if order.parent is None else order.parent
-    threading.Thread(target=_end_with_parent, args=(stop, parent), name="parent-watch", daemon=True).start()
+    threading.Thread(target=_end_with_parent, args=(stop, order.parent), name="parent-watch", daemon=True).start()
     from petrecords.reminders import Reminders
 
     settings = Settings(**order.settings)  # type: ignore[arg-type]

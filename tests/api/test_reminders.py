@@ -28,7 +28,7 @@ from petrecords.changes.publisher import message_id
 from petrecords.config import Settings
 from petrecords.db import sqlite_path
 from petrecords.reminders import BY, Due, Reminders
-from petrecords.reminders_apart import ReminderOrder, ReminderReport
+from petrecords.reminders_apart import ReminderReport
 from petrecords.resources.kept import keep_notices
 from petrecords.resources.wire import show
 from petrecords.store.base import NewChange, Store, Transaction
@@ -618,13 +618,8 @@ class TestOffTheLoop:
     ) -> None:
         given = await doses_a_day_apart(client, rex, rabies, 6)
         assert isinstance(store, SqliteStore)
-        # As the duty orders it, but resting a few seconds after each batch.
-        tuning = {name: float(getattr(reminders, name)) for name in Reminders.TUNING}
-        order = ReminderOrder(
-            settings=reminders.settings_of_a_pass(),
-            tuning=tuning | {"BATCH": 2, "LEAST_BATCH": 2, "APART_AT": 1, "REST": 10_000.0},
-            now=None,
-        )
+        in_batches_of_two(reminders)
+        reminders.REST = {"sqlite": 10_000.0}  # a rest of some seconds after each batch
         # A worker in miniature: it starts the pass's process as the duty does, then is killed with SIGKILL, which
         # it cannot pass on.
         said = tmp_path / "apart.stderr"
@@ -633,7 +628,7 @@ class TestOffTheLoop:
         )
         assert worker.stdin is not None
         assert worker.stdout is not None
-        worker.stdin.write(msgspec.json.encode(order))
+        worker.stdin.write(msgspec.json.encode(reminders.order_of_a_pass(None, parent=worker.pid)))
         worker.stdin.close()
         apart = Path(f"/proc/{int(await worker.stdout.readline())}/stat")  # the pass's process has started
 
@@ -668,8 +663,7 @@ class TestOffTheLoop:
     ) -> None:
         given = await doses_a_day_apart(client, rex, rabies, 3)
         # Its parent named as a process that is not its parent now: the worker that started it has ended.
-        tuning = {name: float(getattr(reminders, name)) for name in Reminders.TUNING}
-        order = ReminderOrder(settings=reminders.settings_of_a_pass(), tuning=tuning, now=None, parent=1)
+        order = reminders.order_of_a_pass(None, parent=1)
         apart = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "petrecords.reminders_apart", stdin=PIPE, stdout=PIPE
         )
