@@ -488,8 +488,8 @@ class Reminders:
                 # up to an interval later.
                 now = self._clock() if given is None else given
                 started = time.monotonic()
-                statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
                 if isinstance(store, SqliteStore) and ahead is None:
+                    statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
                     found, taken, told = await self._read_and_remind(store, statement, now)
                     took = time.monotonic() - started
                 else:
@@ -498,6 +498,7 @@ class Reminders:
                     if ahead is not None:
                         found = await ahead.take(store, reminded, now + soon_ms, batch)
                     else:
+                        statement = reminder_range(reminded, now + soon_ms, batch, backward=backward)
                         async with store.transaction(write=False, single=True) as tx:
                             found = _read(await statements_of(tx).fetch(statement))
                     taken = told = 0
